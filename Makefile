@@ -1,0 +1,44 @@
+# gpuheal - the two commands of the README and their helpers.
+#   make         build build/bin/* (release, -O2)
+#   make test    install deps, build, run every test (unit under ASan+UBSan)
+#   make demo    the main job
+#   make fuzz    every libFuzzer target for FUZZ_SECONDS each (default 60)
+#   make bench   build and run the benchmarks under bench/
+.PHONY: all deps build build-asan build-fuzz test demo fuzz fuzz-short bench clean
+
+CMAKE_GEN   ?= -G Ninja
+JOBS        ?= $(shell nproc)
+FUZZ_SECONDS ?= 60
+
+all: build
+
+deps:
+	@scripts/install-deps
+
+build: deps
+	@cmake -S . -B build $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGH_TESTS=OFF >/dev/null
+	@cmake --build build -j $(JOBS)
+
+build-asan: deps
+	@cmake -S . -B build-asan $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DGH_SANITIZE=ON >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+
+build-fuzz: deps
+	@CC=clang-14 cmake -S . -B build-fuzz $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DGH_FUZZ=ON -DGH_TESTS=OFF >/dev/null
+	@cmake --build build-fuzz -j $(JOBS)
+
+test: build build-asan build-fuzz
+	@cd build-asan && ctest --output-on-failure -j $(JOBS)
+	@FUZZ_SECONDS=5 scripts/run-fuzz build-fuzz
+
+fuzz: build-fuzz
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/run-fuzz build-fuzz
+
+bench: build
+	@scripts/run-bench build
+
+demo: build
+	@scripts/demo build
+
+clean:
+	rm -rf build build-asan build-fuzz

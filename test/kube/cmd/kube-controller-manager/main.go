@@ -1,0 +1,20 @@
+// Copied verbatim (minus license header) from k8s.io/kubernetes@v1.37.2 cmd/kube-controller-manager/controller-manager.go.
+// Upstream: Apache License 2.0, The Kubernetes/etcd/kwok Authors.
+package main
+
+import (
+	"os"
+	_ "time/tzdata" // for CronJob Time Zone support
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"          // for JSON log format registration
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // load all the prometheus client-go plugin
+	_ "k8s.io/component-base/metrics/prometheus/version"  // for version metric registration
+	"k8s.io/kubernetes/cmd/kube-controller-manager/app"
+)
+
+func main() {
+	command := app.NewControllerManagerCommand()
+	code := cli.Run(command)
+	os.Exit(code)
+}

@@ -1,0 +1,19 @@
+// Copied verbatim (minus license header) from k8s.io/kubernetes@v1.37.2 cmd/kube-scheduler/scheduler.go.
+// Upstream: Apache License 2.0, The Kubernetes/etcd/kwok Authors.
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register" // for JSON log format registration
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version" // for version metric registration
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+)
+
+func main() {
+	command := app.NewSchedulerCommand()
+	code := cli.Run(command)
+	os.Exit(code)
+}
