@@ -19,14 +19,24 @@ int gh_err_set(struct gh_err *err, int rc, const char *fmt, ...)
 int gh_err_prefix(struct gh_err *err, int rc, const char *fmt, ...)
 {
     if (err) {
-        char prefix[GH_ERR_MAX], old[GH_ERR_MAX];
+        char prefix[GH_ERR_MAX];
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(prefix, sizeof prefix, fmt, ap);
+        int n = vsnprintf(prefix, sizeof prefix - 2, fmt, ap);
         va_end(ap);
-        memcpy(old, err->msg, sizeof old);
-        old[sizeof old - 1] = '\0';
-        snprintf(err->msg, sizeof err->msg, "%s: %s", prefix, old);
+        size_t plen = n < 0 ? 0 : (size_t)n;
+        if (plen > sizeof prefix - 3)
+            plen = sizeof prefix - 3;
+        memcpy(prefix + plen, ": ", 2);
+        plen += 2;
+        /* Shift the old detail right and put the prefix in front; the
+         * detail's tail is what gets cut when the whole does not fit. */
+        size_t old = strnlen(err->msg, sizeof err->msg - 1);
+        if (plen + old > sizeof err->msg - 1)
+            old = sizeof err->msg - 1 - plen;
+        memmove(err->msg + plen, err->msg, old);
+        memcpy(err->msg, prefix, plen);
+        err->msg[plen + old] = '\0';
     }
     return rc;
 }

@@ -1,0 +1,63 @@
+/* main.c - the gpuheal CLI: dispatches to one subcommand per file. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd/gpuheal/commands.h"
+#include "common/log.h"
+
+#ifndef GH_VERSION
+#define GH_VERSION "0.1.0"
+#endif
+
+struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *help;
+};
+
+static const struct command commands[] = {
+    {"xid", gh_cmd_xid, "show the XID catalog, or one code's class and default actions"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: gpuheal [--log-level LEVEL] COMMAND [ARGS...]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\n'gpuheal COMMAND --help' describes one command.\n");
+}
+
+int main(int argc, char **argv)
+{
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "--log-level") == 0 && i + 1 < argc) {
+            int level = gh_log_parse_level(argv[++i]);
+            if (level < 0) {
+                fprintf(stderr, "gpuheal: --log-level: unknown level \"%s\"\n", argv[i]);
+                return 2;
+            }
+            gh_log_set_level((enum gh_log_level)level);
+        } else if (strcmp(argv[i], "--version") == 0) {
+            printf("gpuheal %s\n", GH_VERSION);
+            return 0;
+        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "gpuheal: unknown option \"%s\"\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (i >= argc) {
+        usage(stderr);
+        return 2;
+    }
+    for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++)
+        if (strcmp(argv[i], commands[c].name) == 0)
+            return commands[c].run(argc - i, argv + i);
+    fprintf(stderr, "gpuheal: unknown command \"%s\"\n", argv[i]);
+    usage(stderr);
+    return 2;
+}
