@@ -57,6 +57,9 @@ bool gh_time_parse_rfc3339(const char *s, size_t len, int64_t *ns)
         return false;
     if (M < 1 || M > 12 || D < 1 || h > 23 || mi > 59 || sec > 60)
         return false;
+    /* int64 nanoseconds span 1677-09-21 .. 2262-04-11: stay safely inside. */
+    if (Y < 1678 || Y > 2261)
+        return false;
     unsigned maxd = mdays[M - 1] + (M == 2 && leap(Y));
     if (D > maxd)
         return false;

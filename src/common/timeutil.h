@@ -17,7 +17,8 @@
 /* Parses an RFC 3339 date-time with optional fraction (up to 9 digits) and a
  * "Z" or "+hh:mm"/"-hh:mm" offset into *ns (UTC). Accepts lowercase t/z and
  * a space between date and time. Returns false on anything else, including
- * out-of-range fields and trailing bytes. */
+ * out-of-range fields, years outside 1678..2261 (what int64 ns can hold) and
+ * trailing bytes. */
 bool gh_time_parse_rfc3339(const char *s, size_t len, int64_t *ns);
 
 /* Writes ns as "YYYY-MM-DDTHH:MM:SS.ffffffZ" (microseconds, truncated toward
