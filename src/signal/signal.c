@@ -48,7 +48,7 @@ void gh_signal_init(struct gh_signal *s)
 
 /* The owned string fields, so that clear and copy cannot forget one. */
 #define GH_SIGNAL_STRINGS(X)                                                   \
-    X(node) X(pci) X(msg) X(id) X(process) X(switch_id) X(counter) X(device)   \
+    X(node) X(pci) X(uuid) X(msg) X(id) X(process) X(switch_id) X(counter) X(device)   \
     X(job) X(path) X(value) X(namespace_) X(pod) X(reason) X(check) X(detail)
 
 void gh_signal_clear(struct gh_signal *s)

@@ -58,6 +58,7 @@ struct gh_signal {
     char *node;           /* Kubernetes node name */
     int gpu;              /* NVML index; -1 = absent (node-level) */
     char *pci;            /* PCI bus id as given, e.g. "0000:3b:00.0" */
+    char *uuid;           /* GPU UUID ("GPU-..."), when the source knows it */
     char *msg;            /* raw line or message */
     char *id;             /* emitter's unique id (dedup key) */
     bool injected;        /* fed by a test/demo/operator, not observed */

@@ -132,7 +132,7 @@ static const struct field row_remap_fields[] = {
     I64("uncorrectable", uncorrectable, REQ),
 };
 static const struct field nvlink_fields[] = {
-    INT_H("link", link, has_link, REQ, 0, INT_MAX),
+    INT_H("link", link, has_link, OPT, 0, INT_MAX), /* absent: all links (a per-GPU total) */
     STR("counter", counter, REQ),
     I64_H("count", count, has_count, REQ),
 };
@@ -577,6 +577,8 @@ static int decode_common(const struct dec *d, struct gh_signal *s)
     }
     if ((v = get(d, "pci")) && (rc = get_string(d, "pci", v, false, &s->pci)))
         return rc;
+    if ((v = get(d, "uuid")) && (rc = get_string(d, "uuid", v, false, &s->uuid)))
+        return rc;
     if ((v = get(d, "msg")) && (rc = get_string(d, "msg", v, false, &s->msg)))
         return rc;
     if ((v = get(d, "id")) && (rc = get_string(d, "id", v, false, &s->id)))
@@ -702,6 +704,7 @@ json_t *gh_signal_encode_json(const struct gh_signal *s)
         (s->node && put(o, "node", json_string(s->node))) ||
         (s->gpu >= 0 && put(o, "gpu", json_integer(s->gpu))) ||
         (s->pci && put(o, "pci", json_string(s->pci))) ||
+        (s->uuid && put(o, "uuid", json_string(s->uuid))) ||
         put(o, "source", json_string(gh_source_name(s->source))) ||
         put(o, "kind", json_string(gh_kind_name(s->kind))))
         goto fail;
@@ -793,6 +796,7 @@ static int check_encodable(const struct gh_signal *s, struct gh_err *err)
     if (s->gpu < -1)
         return gh_err_set(err, GH_EINVAL, "field \"gpu\": out of range");
     if ((s->pci && (rc = check_string("pci", s->pci, false, err))) ||
+        (s->uuid && (rc = check_string("uuid", s->uuid, false, err))) ||
         (s->msg && (rc = check_string("msg", s->msg, false, err))) ||
         (s->id && (rc = check_string("id", s->id, false, err))))
         return rc;

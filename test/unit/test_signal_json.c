@@ -446,8 +446,9 @@ static void test_encode_refuses_invalid(void **state)
     struct gh_signal s;
 
     build(&s, GH_KIND_NVLINK);
-    s.has_link = false;
-    expect_encode_err(&s, GH_EINVAL, "field \"link\": missing");
+    free(s.counter);
+    s.counter = NULL;
+    expect_encode_err(&s, GH_EINVAL, "field \"counter\": missing");
     gh_signal_clear(&s);
 
     build(&s, GH_KIND_XID);
@@ -617,8 +618,8 @@ static void test_error_messages(void **state)
     expect_decode_err(SIG("\"kind\":\"row_remap\",\"pending\":true,\"failure\":false,"
                           "\"correctable\":-2,\"uncorrectable\":0"),
                       1, GH_EINVAL, "line 1: field \"correctable\": out of range");
-    expect_decode_err(SIG("\"kind\":\"nvlink\",\"counter\":\"replay\",\"count\":1"), 1,
-                      GH_EINVAL, "line 1: field \"link\": missing");
+    expect_decode_err(SIG("\"kind\":\"nvlink\",\"link\":2,\"count\":1"), 1,
+                      GH_EINVAL, "line 1: field \"counter\": missing");
     expect_decode_err(SIG("\"kind\":\"pcie\",\"counter\":\"\",\"count\":1"), 1, GH_EINVAL,
                       "line 1: field \"counter\": empty");
     expect_decode_err(SIG("\"kind\":\"nic\",\"device\":\"mlx5_0\",\"port\":1,\"counter\":"

@@ -5,6 +5,7 @@
 #ifndef GH_CMD_GPUHEAL_COMMANDS_H
 #define GH_CMD_GPUHEAL_COMMANDS_H
 
+int gh_cmd_kmsg_parse(int argc, char **argv);
 int gh_cmd_xid(int argc, char **argv);
 
 #endif

@@ -16,6 +16,7 @@ struct command {
 };
 
 static const struct command commands[] = {
+    {"kmsg-parse", gh_cmd_kmsg_parse, "parse NVIDIA kernel-log lines into signals (JSON lines)"},
     {"xid", gh_cmd_xid, "show the XID catalog, or one code's class and default actions"},
 };
 

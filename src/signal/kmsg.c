@@ -1,0 +1,1912 @@
+/* kmsg.c - the kernel-log parser: finds the few GPU, NVSwitch, PCIe and NIC
+ * lines in kernel-log text, labels every line and turns the faults into
+ * signals (the contract is in kmsg.h).
+ *
+ * Speed comes from never looking at a noise line twice. feed() walks the
+ * buffer 16 bytes at a time looking for two-byte "triggers" (the rare first
+ * bytes of "NVRM", "SXid", "AER:", "PCIe Bus Error", "mlx5_", "segfault",
+ * "nvidia-peermem") while counting newlines; only a line holding a verified
+ * trigger, or the line after a PCIe AER line (whose detail lines carry no
+ * keyword), goes through the slow path that parses wrappers, stamps and
+ * fields. Noise costs no allocation and no per-line call.
+ *
+ * Every path that decides a line's fate runs the same predicate
+ * (trigger || AER context || on_line), so the emitted signals do not depend
+ * on how the input was chunked; the fuzz target checks exactly that. */
+#include "signal/kmsg.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#define GH_KMSG_SSE2 1
+#endif
+
+#define MSG_MAX 4096      /* a signal's msg, folded lines included */
+#define SX_OPEN_MAX 8     /* SXid events open for continuation lines */
+#define PROBE_LINES 4     /* the "fallen off the bus" probe group spans this */
+#define UUID_LEN 96
+#define PCI_LEN 24
+#define SWITCH_LEN 40
+
+/* ---------------------------------------------------------------- labels */
+
+static const char *const other_names[GH_KMSG_O__COUNT] = {
+    "",
+    "gpu_uuid_map",
+    "gpu_serial",
+    "gpu_fallen_off_bus",
+    "gpu_lost_probe",
+    "probe_failed",
+    "peermem_invalid_context",
+    "nvlink_post_rx_detect_failure",
+    "mlx5_pcie_insufficient_power",
+    "mlx5_port_module_error",
+    "mlx5_access_reg_err",
+    "nccl_segfault",
+    "pcie_aer",
+    "pcie_aer_correctable",
+};
+
+const char *gh_kmsg_other_name(enum gh_kmsg_other o)
+{
+    return (unsigned)o < GH_KMSG_O__COUNT && o != GH_KMSG_O_NONE ? other_names[o] : "?";
+}
+
+int gh_kmsg_other_from_name(const char *name)
+{
+    for (int i = 1; i < GH_KMSG_O__COUNT; i++)
+        if (strcmp(name, other_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+char *gh_kmsg_label_format(const struct gh_kmsg_label *l, char *buf, size_t cap)
+{
+    if (!cap)
+        return buf;
+    switch (l->cls) {
+    case GH_KMSG_XID:
+        snprintf(buf, cap, "MATCH xid=%d", l->code);
+        break;
+    case GH_KMSG_SXID:
+        snprintf(buf, cap, "MATCH sxid=%d", l->code);
+        break;
+    case GH_KMSG_OTHER:
+        snprintf(buf, cap, "MATCH other=%s", gh_kmsg_other_name(l->other));
+        break;
+    default:
+        snprintf(buf, cap, "NOMATCH");
+        break;
+    }
+    return buf;
+}
+
+static bool parse_uint(const char *s, size_t n, size_t max_digits, long long *v, size_t *used)
+{
+    size_t i = 0;
+    long long x = 0;
+    if (max_digits > 18)     /* 10^18 - 1 fits in a long long */
+        max_digits = 18;
+    while (i < n && i < max_digits && isdigit((unsigned char)s[i]))
+        x = x * 10 + (s[i++] - '0');
+    if (i == 0)
+        return false;
+    *v = x;
+    if (used)
+        *used = i;
+    return true;
+}
+
+int gh_kmsg_label_parse(const char *s, size_t len, struct gh_kmsg_label *l)
+{
+    memset(l, 0, sizeof *l);
+    if (len == 7 && memcmp(s, "NOMATCH", 7) == 0)
+        return GH_OK;
+    if (len < 7 || memcmp(s, "MATCH ", 6) != 0)
+        return GH_EINVAL;
+    s += 6, len -= 6;
+    long long v;
+    size_t used;
+    if (len > 4 && memcmp(s, "xid=", 4) == 0) {
+        if (!parse_uint(s + 4, len - 4, 9, &v, &used) || used != len - 4)
+            return GH_EINVAL;
+        l->cls = GH_KMSG_XID, l->code = (int)v;
+        return GH_OK;
+    }
+    if (len > 5 && memcmp(s, "sxid=", 5) == 0) {
+        if (!parse_uint(s + 5, len - 5, 9, &v, &used) || used != len - 5)
+            return GH_EINVAL;
+        l->cls = GH_KMSG_SXID, l->code = (int)v;
+        return GH_OK;
+    }
+    if (len > 6 && memcmp(s, "other=", 6) == 0) {
+        for (int i = 1; i < GH_KMSG_O__COUNT; i++) {
+            size_t n = strlen(other_names[i]);
+            if (n == len - 6 && memcmp(s + 6, other_names[i], n) == 0) {
+                l->cls = GH_KMSG_OTHER, l->other = (enum gh_kmsg_other)i;
+                return GH_OK;
+            }
+        }
+    }
+    return GH_EINVAL;
+}
+
+/* ------------------------------------------------------------- the parser */
+
+struct sx_open {
+    bool used;
+    uint64_t line_no;
+    int code;
+    char sw[SWITCH_LEN];
+    char pci[PCI_LEN];
+    size_t msg_len;
+    struct gh_signal sig;   /* owns its strings */
+    struct gh_kmsg_meta meta;
+};
+
+struct uuid_ent {
+    uint64_t age;
+    char pci[PCI_LEN];
+    char uuid[UUID_LEN];
+};
+
+struct gh_kmsg_parser {
+    char *node, *boot_id;
+    int64_t boot_ns;
+    int default_year;
+    int32_t tz_s;
+    const struct gh_clock *clock;
+    gh_kmsg_emit_fn emit;
+    void *emit_ctx;
+    gh_kmsg_line_fn on_line;
+    void *line_ctx;
+
+    char *part;             /* kept partial line, GH_KMSG_LINE_MAX bytes */
+    size_t part_len;        /* bytes kept */
+    size_t part_raw;        /* bytes seen, kept or not */
+
+    uint64_t line_no;
+    struct gh_kmsg_stats st;
+    struct gh_kmsg_reject rej[GH_KMSG_REJECTS_KEEP];
+    size_t rej_next, rej_n;
+
+    struct uuid_ent uuid[GH_KMSG_UUID_MAX];
+    size_t uuid_n;
+    uint64_t uuid_age;
+
+    struct sx_open sx[SX_OPEN_MAX];
+
+    /* "The NVIDIA GPU <bdf>" seen, waiting for "fallen off the bus" */
+    bool pr_open;
+    uint64_t pr_line;
+    char pr_pci[PCI_LEN];
+    int64_t pr_ts;
+    struct gh_kmsg_meta pr_meta;
+    char pr_msg[MSG_MAX];
+    size_t pr_msg_len;
+
+    int aer_ctx;            /* 0, or the class of the last AER line */
+    int aer_prev;           /* aer_ctx as it was before the current line */
+
+    bool has_last_seq;
+    uint64_t last_seq;
+
+    const struct gh_kmsg_meta *cur_meta;
+    struct gh_signal tmp;
+};
+
+enum { AER_NONE = 0, AER_UNC = 1, AER_CORR = 2 };
+
+void gh_kmsg_opts_init(struct gh_kmsg_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->boot_time_ns = GH_KMSG_BOOT_UNKNOWN;
+}
+
+static char *dup_bounded(const char *s, size_t max)
+{
+    if (!s)
+        return NULL;
+    size_t n = strnlen(s, max);
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+int gh_kmsg_parser_new(struct gh_kmsg_parser **out, const struct gh_kmsg_opts *opts,
+                       struct gh_err *err)
+{
+    struct gh_kmsg_opts def;
+    if (!opts) {
+        gh_kmsg_opts_init(&def);
+        opts = &def;
+    }
+    *out = NULL;
+    struct gh_kmsg_parser *p = calloc(1, sizeof *p);
+    if (!p)
+        return gh_err_set(err, GH_ENOMEM, "kmsg parser: out of memory");
+    p->part = malloc(GH_KMSG_LINE_MAX);
+    p->node = dup_bounded(opts->node, 128);
+    p->boot_id = dup_bounded(opts->boot_id, 128);
+    if (!p->part || (opts->node && !p->node) || (opts->boot_id && !p->boot_id)) {
+        gh_kmsg_parser_free(p);
+        return gh_err_set(err, GH_ENOMEM, "kmsg parser: out of memory");
+    }
+    p->boot_ns = opts->boot_time_ns;
+    p->default_year = opts->default_year;
+    p->tz_s = opts->tz_offset_s;
+    p->clock = opts->clock ? opts->clock : gh_clock_real();
+    p->emit = opts->emit;
+    p->emit_ctx = opts->emit_ctx;
+    p->on_line = opts->on_line;
+    p->line_ctx = opts->line_ctx;
+    gh_signal_init(&p->tmp);
+    for (size_t i = 0; i < SX_OPEN_MAX; i++)
+        gh_signal_init(&p->sx[i].sig);
+    *out = p;
+    return GH_OK;
+}
+
+void gh_kmsg_parser_free(struct gh_kmsg_parser *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < SX_OPEN_MAX; i++)
+        gh_signal_clear(&p->sx[i].sig);
+    gh_signal_clear(&p->tmp);
+    free(p->part);
+    free(p->node);
+    free(p->boot_id);
+    free(p);
+}
+
+/* --------------------------------------------------------- small helpers */
+
+static bool starts(const char *s, size_t n, const char *lit)
+{
+    size_t k = strlen(lit);
+    return n >= k && memcmp(s, lit, k) == 0;
+}
+
+static const char *find(const char *s, size_t n, const char *lit)
+{
+    return memmem(s, n, lit, strlen(lit));
+}
+
+static size_t skip_sp(const char *s, size_t n, size_t i)
+{
+    while (i < n && (s[i] == ' ' || s[i] == '\t'))
+        i++;
+    return i;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+static size_t hexrun(const char *s, size_t n, size_t i)
+{
+    size_t j = i;
+    while (j < n && hexval(s[j]) >= 0)
+        j++;
+    return j - i;
+}
+
+/* Parses a PCI address at s: [domain:]bus:dev[.fn], domain 4..8 hex digits
+ * (required unless allow_short and a function is given). Writes the
+ * normalised "dddd:bb:dd.f" into out[PCI_LEN] and the bytes used into *used. */
+static bool parse_bdf(const char *s, size_t n, bool allow_short, char *out, size_t *used)
+{
+    size_t l1 = hexrun(s, n, 0);
+    if (l1 == 0 || l1 >= n || s[l1] != ':')
+        return false;
+    size_t i = l1 + 1;
+    size_t l2 = hexrun(s, n, i);
+    const char *dom, *bus, *dev;
+    size_t ldom;
+    char fn = '0';
+    if (l2 == 2 && i + 2 < n && s[i + 2] == ':') {
+        if (l1 < 4 || l1 > 8)
+            return false;
+        dom = s, ldom = l1, bus = s + i;
+        i += 3;
+        if (hexrun(s, n, i) < 2)
+            return false;
+        dev = s + i;
+        i += 2;
+        if (i + 1 < n && s[i] == '.' && hexval(s[i + 1]) >= 0 && hexval(s[i + 1]) < 8) {
+            fn = s[i + 1];
+            i += 2;
+        }
+    } else if (allow_short && l1 == 2 && l2 == 2 && i + 3 < n && s[i + 2] == '.' &&
+               hexval(s[i + 3]) >= 0 && hexval(s[i + 3]) < 8) {
+        dom = "0000", ldom = 4, bus = s, dev = s + i, fn = s[i + 3];
+        i += 4;
+    } else {
+        return false;
+    }
+    if (i < n && isalnum((unsigned char)s[i]))
+        return false;
+    while (ldom > 4 && dom[0] == '0')
+        dom++, ldom--;
+    if (hexval(dev[0]) > 1)  /* device number is 5 bits */
+        return false;
+    size_t k = 0;
+    for (size_t j = 0; j < ldom; j++)
+        out[k++] = (char)tolower((unsigned char)dom[j]);
+    out[k++] = ':';
+    out[k++] = (char)tolower((unsigned char)bus[0]);
+    out[k++] = (char)tolower((unsigned char)bus[1]);
+    out[k++] = ':';
+    out[k++] = (char)tolower((unsigned char)dev[0]);
+    out[k++] = (char)tolower((unsigned char)dev[1]);
+    out[k++] = '.';
+    out[k++] = fn;
+    out[k] = '\0';
+    if (used)
+        *used = i;
+    return true;
+}
+
+bool gh_kmsg_pci_normalize(const char *s, size_t len, char *out, size_t cap)
+{
+    char tmp[PCI_LEN];
+    size_t i = skip_sp(s, len, 0), used;
+    if (len - i >= 4 && strncasecmp(s + i, "PCI:", 4) == 0)
+        i += 4;
+    if (!parse_bdf(s + i, len - i, true, tmp, &used))
+        return false;
+    if (skip_sp(s, len, i + used) != len || strlen(tmp) + 1 > cap)
+        return false;
+    memcpy(out, tmp, strlen(tmp) + 1);
+    return true;
+}
+
+/* The first PCI address (with domain) in s, normalised. */
+static bool first_bdf(const char *s, size_t n, char *out)
+{
+    for (size_t i = 0; i + 7 <= n; i++) {
+        if (hexval(s[i]) < 0 || (i > 0 && isalnum((unsigned char)s[i - 1])))
+            continue;
+        if (parse_bdf(s + i, n - i, false, out, NULL))
+            return true;
+    }
+    return false;
+}
+
+static void trim_end(const char *s, size_t *n)
+{
+    while (*n > 0 && (s[*n - 1] == ' ' || s[*n - 1] == '\t' || s[*n - 1] == '\r'))
+        (*n)--;
+}
+
+/* ------------------------------------------------------------ time stamps */
+
+static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+
+static int parse_month(const char *s, size_t n)
+{
+    if (n < 3)
+        return 0;
+    for (int m = 0; m < 12; m++)
+        if (memcmp(s, months + 3 * m, 3) == 0)
+            return m + 1;
+    return 0;
+}
+
+static void civil_from_days(int64_t z, int64_t *y)
+{
+    z += 719468;
+    const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    const unsigned doe = (unsigned)(z - era * 146097);
+    const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    const unsigned mp = (5 * doy + 2) / 153;
+    const unsigned m = mp < 10 ? mp + 3 : mp - 9;
+    *y = (int64_t)yoe + era * 400 + (m <= 2);
+}
+
+static bool valid_hms(long long h, long long mi, long long sec)
+{
+    return h < 24 && mi < 60 && sec < 61;
+}
+
+static int64_t to_ns(int64_t y, int mo, int d, long long h, long long mi, long long sec,
+                     int64_t frac_ns, int64_t offset_s)
+{
+    /* int64 nanoseconds reach 2262; stamps outside 1900..2200 are clamped */
+    if (y < 1900)
+        y = 1900;
+    if (y > 2200)
+        y = 2200;
+    int64_t days = gh_days_from_civil(y, (unsigned)mo, (unsigned)d);
+    return ((days * 86400 + h * 3600 + mi * 60 + sec) - offset_s) * GH_NS_PER_S + frac_ns;
+}
+
+static bool valid_year(long long y)
+{
+    return y >= 1900 && y <= 2200;
+}
+
+/* HH:MM:SS at s; returns bytes used or 0. */
+static size_t parse_hms(const char *s, size_t n, long long *h, long long *mi, long long *sec)
+{
+    if (n < 8 || !isdigit((unsigned char)s[0]) || !isdigit((unsigned char)s[1]) || s[2] != ':' ||
+        !isdigit((unsigned char)s[3]) || !isdigit((unsigned char)s[4]) || s[5] != ':' ||
+        !isdigit((unsigned char)s[6]) || !isdigit((unsigned char)s[7]))
+        return 0;
+    *h = (s[0] - '0') * 10 + (s[1] - '0');
+    *mi = (s[3] - '0') * 10 + (s[4] - '0');
+    *sec = (s[6] - '0') * 10 + (s[7] - '0');
+    return valid_hms(*h, *mi, *sec) ? 8 : 0;
+}
+
+/* [.,]digits -> ns; returns bytes used (0 when none). */
+static size_t parse_frac(const char *s, size_t n, int64_t *ns)
+{
+    *ns = 0;
+    if (n < 2 || (s[0] != '.' && s[0] != ',') || !isdigit((unsigned char)s[1]))
+        return 0;
+    size_t i = 1;
+    int64_t scale = 100000000;
+    while (i < n && isdigit((unsigned char)s[i])) {
+        *ns += (s[i] - '0') * scale;
+        scale /= 10;
+        i++;
+    }
+    return i;
+}
+
+/* YYYY-MM-DD[T ]HH:MM:SS[.frac][Z|+hh:mm|+hhmm]; returns bytes used. */
+static size_t parse_iso(const char *s, size_t n, int32_t tz_s, int64_t *ns)
+{
+    long long y, mo, d, h, mi, sec;
+    size_t u;
+    if (n < 19 || !parse_uint(s, 4, 4, &y, &u) || u != 4 || s[4] != '-' ||
+        !parse_uint(s + 5, 2, 2, &mo, &u) || u != 2 || s[7] != '-' ||
+        !parse_uint(s + 8, 2, 2, &d, &u) || u != 2 || (s[10] != 'T' && s[10] != 't' && s[10] != ' '))
+        return 0;
+    if (!valid_year(y) || mo < 1 || mo > 12 || d < 1 || d > 31 ||
+        !parse_hms(s + 11, n - 11, &h, &mi, &sec))
+        return 0;
+    size_t i = 19;
+    int64_t frac;
+    i += parse_frac(s + i, n - i, &frac);
+    int64_t off = tz_s;
+    if (i < n && (s[i] == 'Z' || s[i] == 'z')) {
+        off = 0;
+        i++;
+    } else if (i + 3 <= n && (s[i] == '+' || s[i] == '-') && isdigit((unsigned char)s[i + 1]) &&
+               isdigit((unsigned char)s[i + 2])) {
+        int sign = s[i] == '-' ? -1 : 1;
+        long long oh = (s[i + 1] - '0') * 10 + (s[i + 2] - '0'), om = 0;
+        i += 3;
+        if (i < n && s[i] == ':')
+            i++;
+        if (i + 2 <= n && isdigit((unsigned char)s[i]) && isdigit((unsigned char)s[i + 1])) {
+            om = (s[i] - '0') * 10 + (s[i + 1] - '0');
+            i += 2;
+        }
+        off = sign * (oh * 3600 + om * 60);
+    }
+    *ns = to_ns(y, (int)mo, (int)d, h, mi, sec, frac, off);
+    return i;
+}
+
+static int64_t clock_now(const struct gh_kmsg_parser *p)
+{
+    return gh_clock_now(p->clock);
+}
+
+/* The year for stamps that have none: the configured one, else the clock's,
+ * moved back one when that puts the stamp more than a day in the future
+ * (December lines read in January). */
+static int64_t stamp_year_ns(const struct gh_kmsg_parser *p, int mo, int d, long long h,
+                             long long mi, long long sec, int64_t frac)
+{
+    if (p->default_year)
+        return to_ns(p->default_year, mo, d, h, mi, sec, frac, p->tz_s);
+    int64_t now = clock_now(p), y;
+    int64_t days = now / GH_NS_PER_S / 86400;
+    if (now < 0 && (now / GH_NS_PER_S) % 86400)
+        days--;
+    civil_from_days(days, &y);
+    int64_t ns = to_ns(y, mo, d, h, mi, sec, frac, p->tz_s);
+    if (now <= INT64_MAX - 86400 * GH_NS_PER_S && ns > now + 86400 * GH_NS_PER_S)
+        ns = to_ns(y - 1, mo, d, h, mi, sec, frac, p->tz_s);
+    return ns;
+}
+
+/* "Mmm dD HH:MM:SS[.frac]" (syslog); returns bytes used. */
+static size_t parse_syslog_stamp(const struct gh_kmsg_parser *p, const char *s, size_t n,
+                                 int64_t *ns)
+{
+    int mo = parse_month(s, n);
+    if (!mo || n < 15 || s[3] != ' ')
+        return 0;
+    size_t i = 4;
+    if (s[i] == ' ')
+        i++;
+    long long d;
+    size_t u;
+    if (!parse_uint(s + i, n - i, 2, &d, &u) || d < 1 || d > 31)
+        return 0;
+    i += u;
+    long long h, mi, sec;
+    if (i >= n || s[i] != ' ' || !parse_hms(s + i + 1, n - i - 1, &h, &mi, &sec))
+        return 0;
+    i += 9;
+    int64_t frac;
+    i += parse_frac(s + i, n - i, &frac);
+    if (i < n && s[i] != ' ')
+        return 0;
+    *ns = stamp_year_ns(p, mo, (int)d, h, mi, sec, frac);
+    return i;
+}
+
+enum stamp_kind { ST_NONE, ST_WALL, ST_MONO, ST_OTHER };
+
+/* The inside of a [...] stamp. */
+static enum stamp_kind parse_bracket(const struct gh_kmsg_parser *p, const char *s, size_t n,
+                                     int64_t *ns)
+{
+    size_t i = skip_sp(s, n, 0);
+    size_t e = n;
+    while (e > i && s[e - 1] == ' ')
+        e--;
+    const char *t = s + i;
+    size_t m = e - i;
+    if (m == 0)
+        return ST_NONE;
+    if (m == 3 && memcmp(t, "...", 3) == 0)
+        return ST_OTHER;
+    if (t[0] == '+' || t[0] == '<')     /* dmesg -H / -d relative stamps */
+        return ST_OTHER;
+    if ((t[0] == 'T' || t[0] == 'C') && m >= 2) {   /* caller id [ T1946] */
+        size_t k = 1;
+        while (k < m && isdigit((unsigned char)t[k]))
+            k++;
+        if (k == m)
+            return ST_OTHER;
+    }
+    if (isdigit((unsigned char)t[0])) {
+        if (parse_iso(t, m, p->tz_s, ns) == m)
+            return ST_WALL;
+        long long sec;
+        size_t u;
+        if (parse_uint(t, m, 9, &sec, &u)) {
+            int64_t frac = 0;
+            size_t k = u + parse_frac(t + u, m - u, &frac);
+            if (k == m) {
+                *ns = sec * GH_NS_PER_S + frac;
+                return ST_MONO;
+            }
+        }
+        return ST_NONE;
+    }
+    /* ctime "Sun Feb 23 16:24:18 2025" */
+    if (m >= 24 && isupper((unsigned char)t[0]) && t[3] == ' ') {
+        int mo = parse_month(t + 4, m - 4);
+        long long d, h, mi, sec, y;
+        size_t u, k = 8;
+        if (mo && t[7] == ' ' && t[k] == ' ')
+            k++;
+        if (mo && parse_uint(t + k, m - k, 2, &d, &u) && d >= 1 && d <= 31) {
+            k += u;
+            if (k < m && t[k] == ' ' && parse_hms(t + k + 1, m - k - 1, &h, &mi, &sec)) {
+                k += 9;
+                int64_t frac;
+                k += parse_frac(t + k, m - k, &frac);
+                if (k < m && t[k] == ' ' && parse_uint(t + k + 1, m - k - 1, 4, &y, &u) &&
+                    k + 1 + u == m && valid_year(y)) {
+                    *ns = to_ns(y, mo, (int)d, h, mi, sec, frac, p->tz_s);
+                    return ST_WALL;
+                }
+            }
+        }
+    }
+    int mo = parse_month(t, m);
+    if (mo) {
+        long long d, y, h, mi, sec;
+        size_t u;
+        /* fabric manager "Jul 23 2024 07:53:55" */
+        if (m == 20 && t[3] == ' ' && parse_uint(t + 4, 2, 2, &d, &u) && u == 2 && t[6] == ' ' &&
+            parse_uint(t + 7, 4, 4, &y, &u) && u == 4 && t[11] == ' ' &&
+            parse_hms(t + 12, m - 12, &h, &mi, &sec) && d >= 1 && d <= 31 && valid_year(y)) {
+            *ns = to_ns(y, mo, (int)d, h, mi, sec, 0, p->tz_s);
+            return ST_WALL;
+        }
+        /* dmesg -H "Nov29 11:28" */
+        if (m >= 10 && parse_uint(t + 3, m - 3, 2, &d, &u) && d >= 1 && d <= 31) {
+            size_t k = 3 + u;
+            long long hh, mm;
+            size_t u1, u2;
+            if (k < m && t[k] == ' ' && parse_uint(t + k + 1, m - k - 1, 2, &hh, &u1) && u1 == 2 &&
+                k + 3 < m && t[k + 3] == ':' && parse_uint(t + k + 4, m - k - 4, 2, &mm, &u2) &&
+                u2 == 2 && k + 6 == m && hh < 24 && mm < 60) {
+                *ns = stamp_year_ns(p, mo, (int)d, hh, mm, 0, 0);
+                return ST_WALL;
+            }
+        }
+    }
+    return ST_NONE;
+}
+
+/* "prio,seq,usec,flags[,...];" at the start of a /dev/kmsg record. */
+static bool parse_kmsg_prefix(const char *s, size_t n, uint64_t *seq, int64_t *usec, size_t *off)
+{
+    long long v[3];
+    size_t i = 0, u;
+    for (int k = 0; k < 3; k++) {
+        if (!parse_uint(s + i, n - i, 20, &v[k], &u) || i + u >= n || s[i + u] != ',')
+            return false;
+        i += u + 1;
+    }
+    size_t lim = i + 64 < n ? i + 64 : n;
+    for (size_t j = i; j < lim; j++) {
+        if (s[j] == ';') {
+            *seq = (uint64_t)v[1];
+            *usec = v[2];
+            *off = j + 1;
+            return true;
+        }
+        if (s[j] == ' ')
+            return false;
+    }
+    return false;
+}
+
+struct wrap {
+    size_t msg_off;        /* where the kernel message starts */
+    bool has_wall, has_mono, has_seq;
+    int64_t wall_ns, mono_ns;
+    uint64_t seq;
+};
+
+static bool is_level_word(const char *s, size_t n)
+{
+    static const char *const w[] = {"kern:", "kernel:", "warning:", "warn:", "err:", "error:",
+                                    "info:", "notice:", "crit:", "alert:", "emerg:", "debug:"};
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+        if (strlen(w[i]) == n && memcmp(s, w[i], n) == 0)
+            return true;
+    return false;
+}
+
+static size_t token_end(const char *s, size_t n, size_t i)
+{
+    while (i < n && s[i] != ' ' && s[i] != '\t')
+        i++;
+    return i;
+}
+
+/* "kernel:" or "kernel[123]:" */
+static bool is_kernel_tag(const char *s, size_t n)
+{
+    if (n >= 7 && memcmp(s, "kernel", 6) == 0 && s[n - 1] == ':')
+        return n == 7 || s[6] == '[';
+    return false;
+}
+
+/* Strips the wrappers that real systems put in front of a kernel message
+ * and collects their stamps. */
+static void parse_wrapper(const struct gh_kmsg_parser *p, const char *s, size_t n, struct wrap *w)
+{
+    memset(w, 0, sizeof *w);
+    int64_t usec;
+    if (n && isdigit((unsigned char)s[0]) && parse_kmsg_prefix(s, n, &w->seq, &usec, &w->msg_off)) {
+        w->has_seq = true;
+        w->has_mono = usec <= INT64_MAX / GH_NS_PER_US;
+        w->mono_ns = w->has_mono ? usec * GH_NS_PER_US : 0;
+        return;
+    }
+    size_t i = 0;
+    bool rfc5424 = false;
+    if (n > 2 && s[0] == '<') {
+        size_t j = 1;
+        while (j < n && j < 5 && isdigit((unsigned char)s[j]))
+            j++;
+        if (j > 1 && j < n && s[j] == '>') {
+            i = j + 1;
+            if (i + 1 < n && s[i] == '1' && s[i + 1] == ' ') {
+                rfc5424 = true;
+                i += 2;
+            }
+        }
+    }
+    for (int iter = 0; iter < 10; iter++) {
+        i = skip_sp(s, n, i);
+        if (i >= n)
+            break;
+        int64_t ns;
+        size_t k;
+        char c = s[i];
+        if (isdigit((unsigned char)c) && (k = parse_iso(s + i, n - i, p->tz_s, &ns)) > 0 &&
+            (i + k == n || s[i + k] == ' ')) {
+            if (!w->has_wall)
+                w->has_wall = true, w->wall_ns = ns;
+            i += k;
+            if (rfc5424) {   /* HOST APP PROCID MSGID SD */
+                for (int t = 0; t < 4; t++)
+                    i = token_end(s, n, skip_sp(s, n, i));
+                i = skip_sp(s, n, i);
+                if (i < n && s[i] == '-') {
+                    i++;
+                } else {
+                    while (i < n && s[i] == '[') {
+                        const char *e = memchr(s + i, ']', n - i);
+                        i = e ? (size_t)(e - s) + 1 : n;
+                    }
+                }
+                rfc5424 = false;
+            }
+            continue;
+        }
+        if (c == '[') {
+            const char *e = memchr(s + i, ']', n - i < 48 ? n - i : 48);
+            if (!e)
+                break;
+            size_t close = (size_t)(e - s);
+            enum stamp_kind sk = parse_bracket(p, s + i + 1, close - i - 1, &ns);
+            if (sk == ST_NONE)
+                break;
+            if (sk == ST_WALL && !w->has_wall)
+                w->has_wall = true, w->wall_ns = ns;
+            if (sk == ST_MONO && !w->has_mono)
+                w->has_mono = true, w->mono_ns = ns;
+            i = close + 1;
+            if (i < n && s[i] == ':')
+                i++;
+            continue;
+        }
+        if (isupper((unsigned char)c) && (k = parse_syslog_stamp(p, s + i, n - i, &ns)) > 0) {
+            if (!w->has_wall)
+                w->has_wall = true, w->wall_ns = ns;
+            i += k;
+            /* the host name follows a syslog stamp */
+            size_t h = skip_sp(s, n, i), he = token_end(s, n, h);
+            if (he > h && !is_kernel_tag(s + h, he - h))
+                i = he;
+            continue;
+        }
+        size_t te = token_end(s, n, i);
+        if (is_kernel_tag(s + i, te - i) || is_level_word(s + i, te - i)) {
+            i = te;
+            continue;
+        }
+        /* "<host> kernel:" and "<host>: kern:" */
+        size_t nx = skip_sp(s, n, te), nxe = token_end(s, n, nx);
+        if (te > i && nxe > nx &&
+            (is_kernel_tag(s + nx, nxe - nx) ||
+             (s[te - 1] == ':' && is_level_word(s + nx, nxe - nx)))) {
+            i = nxe;
+            continue;
+        }
+        break;
+    }
+    w->msg_off = i;
+}
+
+/* ------------------------------------------------------------ emission */
+
+static int emit_signal(struct gh_kmsg_parser *p, struct gh_signal *s,
+                       const struct gh_kmsg_meta *m, struct gh_err *err)
+{
+    int rc;
+    s->source = GH_SRC_KMSG;
+    if (p->node && !s->node && (rc = gh_signal_set_str(&s->node, p->node, strlen(p->node))))
+        goto oom;
+    /* The driver names a GPU by PCI address; attach the UUID it announced for
+     * that address ("NVRM: GPU at PCI:...: GPU-<uuid>"), which survives
+     * re-enumeration and is what NVML and DCGM report. */
+    const char *uuid = s->uuid ? NULL : gh_kmsg_parser_uuid(p, s->pci);
+    if (uuid && (rc = gh_signal_set_str(&s->uuid, uuid, strlen(uuid))))
+        goto oom;
+    if (p->boot_id && m->has_seq && !s->id) {
+        char id[320];
+        int k = snprintf(id, sizeof id, "%s/%s/%llu", p->node ? p->node : "", p->boot_id,
+                         (unsigned long long)m->seq);
+        if (k > 0 && (rc = gh_signal_set_str(&s->id, id, strlen(id))))
+            goto oom;
+    }
+    if (p->emit) {
+        p->cur_meta = m;
+        rc = p->emit(p->emit_ctx, s);
+        p->cur_meta = NULL;
+        if (rc)
+            return gh_err_set(err, rc, "kmsg parser: emit callback returned %d", rc);
+    }
+    p->st.signals++;
+    return GH_OK;
+oom:
+    return gh_err_set(err, GH_ENOMEM, "kmsg parser: out of memory");
+}
+
+static void sx_close(struct sx_open *o)
+{
+    gh_signal_clear(&o->sig);
+    o->used = false;
+}
+
+static int sx_emit(struct gh_kmsg_parser *p, struct sx_open *o, struct gh_err *err)
+{
+    int rc = emit_signal(p, &o->sig, &o->meta, err);
+    sx_close(o);
+    return rc;
+}
+
+/* Emits open SXid events, oldest first: all of them, or those older than
+ * GH_KMSG_FOLD_LINES lines. */
+static int sx_expire(struct gh_kmsg_parser *p, bool all, struct gh_err *err)
+{
+    for (;;) {
+        struct sx_open *oldest = NULL;
+        for (size_t i = 0; i < SX_OPEN_MAX; i++) {
+            struct sx_open *o = &p->sx[i];
+            if (!o->used || (!all && p->line_no - o->line_no <= GH_KMSG_FOLD_LINES))
+                continue;
+            if (!oldest || o->line_no < oldest->line_no)
+                oldest = o;
+        }
+        if (!oldest)
+            return GH_OK;
+        int rc = sx_emit(p, oldest, err);
+        if (rc)
+            return rc;
+    }
+}
+
+/* ------------------------------------------------------------ triggers */
+
+struct trig {
+    char c0, c1;
+    unsigned char off;
+    const char *anchor;
+};
+
+/* The pair is two rare adjacent bytes of the anchor, at offset off. */
+static const struct trig trigs[] = {
+    {'V', 'R', 1, "NVRM"},
+    {'S', 'X', 0, "SXid"},
+    {'A', 'E', 0, "AER:"},
+    {'I', 'e', 2, "PCIe Bus Error"},
+    {'x', '5', 2, "mlx5_"},
+    {'g', 'f', 2, "segfault"},
+    {'-', 'p', 6, "nvidia-peermem"},
+};
+#define NTRIGS (sizeof trigs / sizeof trigs[0])
+
+/* Is there an anchor whose pair sits at t? lo..e bound the bytes readable. */
+static bool verify_at(const char *lo, const char *t, const char *e)
+{
+    for (size_t k = 0; k < NTRIGS; k++) {
+        if (t[0] != trigs[k].c0 || t + 1 >= e || t[1] != trigs[k].c1)
+            continue;
+        const char *a = t - trigs[k].off;
+        size_t al = strlen(trigs[k].anchor);
+        if (a >= lo && (size_t)(e - a) >= al && memcmp(a, trigs[k].anchor, al) == 0)
+            return true;
+    }
+    return false;
+}
+
+static inline bool pair_at(const char *t)
+{
+    switch (t[0]) {
+    case 'V': return t[1] == 'R';
+    case 'S': return t[1] == 'X';
+    case 'A': return t[1] == 'E';
+    case 'I': return t[1] == 'e';
+    case 'x': return t[1] == '5';
+    case 'g': return t[1] == 'f';
+    case '-': return t[1] == 'p';
+    default: return false;
+    }
+}
+
+#ifdef GH_KMSG_SSE2
+static inline unsigned pair_mask(const char *q)
+{
+    const __m128i a = _mm_loadu_si128((const __m128i *)(const void *)q);
+    const __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(q + 1));
+#define PAIR(x, y) _mm_and_si128(_mm_cmpeq_epi8(a, _mm_set1_epi8(x)), _mm_cmpeq_epi8(b, _mm_set1_epi8(y)))
+    __m128i m = _mm_or_si128(PAIR('V', 'R'), PAIR('S', 'X'));
+    m = _mm_or_si128(m, PAIR('A', 'E'));
+    m = _mm_or_si128(m, PAIR('I', 'e'));
+    m = _mm_or_si128(m, PAIR('x', '5'));
+    m = _mm_or_si128(m, PAIR('g', 'f'));
+    m = _mm_or_si128(m, PAIR('-', 'p'));
+#undef PAIR
+    return (unsigned)_mm_movemask_epi8(m);
+}
+
+static inline unsigned nl_mask(const char *q)
+{
+    const __m128i a = _mm_loadu_si128((const __m128i *)(const void *)q);
+    return (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(a, _mm_set1_epi8('\n')));
+}
+#endif
+
+/* Does the line [s, s+n) hold a trigger? */
+static bool has_trigger(const char *s, size_t n)
+{
+    const char *e = s + n, *q = s;
+#ifdef GH_KMSG_SSE2
+    for (; q + 17 <= e; q += 16) {
+        unsigned m = pair_mask(q);
+        while (m) {
+            if (verify_at(s, q + __builtin_ctz(m), e))
+                return true;
+            m &= m - 1;
+        }
+    }
+#endif
+    for (; q + 1 < e; q++)
+        if (pair_at(q) && verify_at(s, q, e))
+            return true;
+    return false;
+}
+
+/* ---------------------------------------------------------- rejects */
+
+static void reject(struct gh_kmsg_parser *p, const char *reason, const char *s, size_t n)
+{
+    struct gh_kmsg_reject *r = &p->rej[p->rej_next];
+    r->reason = reason;
+    r->line_no = p->line_no;
+    size_t k = n < sizeof r->line - 1 ? n : sizeof r->line - 1;
+    memcpy(r->line, s, k);
+    r->line[k] = '\0';
+    p->rej_next = (p->rej_next + 1) % GH_KMSG_REJECTS_KEEP;
+    if (p->rej_n < GH_KMSG_REJECTS_KEEP)
+        p->rej_n++;
+    p->st.rejected++;
+}
+
+/* ---------------------------------------------------------- line parsing */
+
+/* What one line turned out to be, before any signal is built. */
+struct line_ctx {
+    const char *s;
+    size_t n;
+    struct wrap w;
+    bool wrapped;          /* w is filled */
+    struct gh_kmsg_label label;
+};
+
+static void need_wrap(const struct gh_kmsg_parser *p, struct line_ctx *lc)
+{
+    if (!lc->wrapped) {
+        parse_wrapper(p, lc->s, lc->n, &lc->w);
+        lc->wrapped = true;
+    }
+}
+
+static void stamp_of(const struct gh_kmsg_parser *p, struct line_ctx *lc, int64_t *ts,
+                     struct gh_kmsg_meta *m)
+{
+    need_wrap(p, lc);
+    if (lc->w.has_wall) {
+        *ts = lc->w.wall_ns;
+        m->stamp = GH_KMSG_STAMP_WALL;
+    } else if (lc->w.has_mono && p->boot_ns != GH_KMSG_BOOT_UNKNOWN &&
+               !__builtin_add_overflow(p->boot_ns, lc->w.mono_ns, ts)) {
+        m->stamp = GH_KMSG_STAMP_BOOT;
+    } else {
+        *ts = clock_now(p);
+        m->stamp = GH_KMSG_STAMP_NONE;
+    }
+    m->has_seq = lc->w.has_seq;
+    m->seq = lc->w.seq;
+}
+
+static void meta_init(const struct gh_kmsg_parser *p, struct gh_kmsg_meta *m,
+                      const struct gh_kmsg_label *l)
+{
+    memset(m, 0, sizeof *m);
+    m->label = *l;
+    m->line_no = p->line_no;
+    m->gpu_instance = m->compute_instance = m->caused_by_xid = -1;
+}
+
+/* Fills the common fields of p->tmp (cleared) for the current line; msg is
+ * [ms, ms+mn). */
+static int tmp_begin(struct gh_kmsg_parser *p, struct line_ctx *lc, enum gh_kind kind,
+                     const char *ms, size_t mn, struct gh_kmsg_meta *m)
+{
+    gh_signal_clear(&p->tmp);
+    p->tmp.kind = kind;
+    meta_init(p, m, &lc->label);
+    stamp_of(p, lc, &p->tmp.ts_ns, m);
+    trim_end(ms, &mn);
+    if (mn > MSG_MAX)
+        mn = MSG_MAX;
+    return gh_signal_set_str(&p->tmp.msg, ms, mn);
+}
+
+static int set_cstr(char **f, const char *v)
+{
+    return v && *v ? gh_signal_set_str(f, v, strlen(v)) : GH_OK;
+}
+
+static int oom(struct gh_err *err)
+{
+    return gh_err_set(err, GH_ENOMEM, "kmsg parser: out of memory");
+}
+
+enum { R_NONE = 0, R_MATCH = 1, R_REJECT = 2 };
+
+/* "NVRM: Xid (PCI:dddd:bb:dd[ GPU-I:NN][ GPU-CI:NN]): code, [pid=P, name=N, ]text" */
+static int do_xid(struct gh_kmsg_parser *p, struct line_ctx *lc, size_t a, size_t i,
+                  struct gh_err *err, int *res)
+{
+    const char *s = lc->s;
+    size_t n = lc->n;
+    *res = R_REJECT;
+    i = skip_sp(s, n, i);
+    if (i >= n || s[i] != '(') {
+        reject(p, "xid: no '(' after 'Xid'", s, n);
+        return GH_OK;
+    }
+    const char *close = memchr(s + i, ')', n - i);
+    if (!close) {
+        reject(p, "xid: unterminated '(' device field", s, n);
+        return GH_OK;
+    }
+    size_t ds = i + 1, de = (size_t)(close - s);
+    size_t j = de + 1;
+    if (j >= n || s[j] != ':') {
+        reject(p, "xid: no ':' after the device field", s, n);
+        return GH_OK;
+    }
+    j = skip_sp(s, n, j + 1);
+    long long code;
+    size_t u;
+    if (!parse_uint(s + j, n - j, 10, &code, &u)) {
+        reject(p, "xid: code is not a decimal number", s, n);
+        return GH_OK;
+    }
+    if (u > 9 || (j + u < n && s[j + u] != ',' && s[j + u] != ' ')) {
+        reject(p, "xid: code is not a decimal number", s, n);
+        return GH_OK;
+    }
+    *res = R_MATCH;
+    lc->label.cls = GH_KMSG_XID;
+    lc->label.code = (int)code;
+
+    struct gh_kmsg_meta m;
+    int rc = tmp_begin(p, lc, GH_KIND_XID, s + a, n - a, &m);
+    if (rc)
+        return oom(err);
+    p->tmp.code = (int)code;
+    /* device field */
+    char pci[PCI_LEN];
+    size_t k = skip_sp(s, de, ds);
+    if (de - k >= 4 && strncasecmp(s + k, "PCI:", 4) == 0)
+        k += 4;
+    if (parse_bdf(s + k, de - k, true, pci, NULL) && (rc = set_cstr(&p->tmp.pci, pci)))
+        return oom(err);
+    const char *g = find(s + ds, de - ds, "GPU-I:");
+    long long v;
+    if (g && parse_uint(g + 6, (size_t)(s + de - g - 6), 4, &v, NULL))
+        m.gpu_instance = (int)v;
+    g = find(s + ds, de - ds, "GPU-CI:");
+    if (g && parse_uint(g + 7, (size_t)(s + de - g - 7), 4, &v, NULL))
+        m.compute_instance = (int)v;
+    /* pid=, name= */
+    j += u;
+    if (j < n && s[j] == ',')
+        j++;
+    j = skip_sp(s, n, j);
+    if (starts(s + j, n - j, "pid=")) {
+        j += 4;
+        const char *c = find(s + j, n - j, ", ");
+        size_t ve = c ? (size_t)(c - s) : n;
+        long long pid;
+        if (parse_uint(s + j, ve - j, 18, &pid, &u) && j + u == ve) {
+            p->tmp.has_pid = true;
+            p->tmp.pid = pid;
+        }
+        j = c ? ve + 2 : n;
+        j = skip_sp(s, n, j);
+    }
+    if (starts(s + j, n - j, "name=")) {
+        j += 5;
+        const char *c = find(s + j, n - j, ", ");
+        size_t ve = c ? (size_t)(c - s) : n;
+        size_t vn = ve - j;
+        trim_end(s + j, &vn);
+        if (vn > 0 && !(vn == 9 && memcmp(s + j, "<unknown>", 9) == 0) &&
+            (rc = gh_signal_set_str(&p->tmp.process, s + j, vn)))
+            return oom(err);
+    }
+    const char *cb = find(s + j, n - j, "caused by previous Xid ");
+    if (cb && parse_uint(cb + 23, (size_t)(s + n - cb - 23), 9, &v, NULL))
+        m.caused_by_xid = (int)v;
+    return emit_signal(p, &p->tmp, &m, err);
+}
+
+static bool same_or_absent(const char *a, const char *b)
+{
+    return !*a || !*b || strcmp(a, b) == 0;
+}
+
+/* "nvidia-nvswitchN: SXid (PCI:dddd:bb:dd.f): code, text" */
+static int do_sxid(struct gh_kmsg_parser *p, struct line_ctx *lc, size_t x, struct gh_err *err,
+                   int *res)
+{
+    const char *s = lc->s;
+    size_t n = lc->n;
+    /* the switch token before "SXid" */
+    char sw[SWITCH_LEN] = "";
+    size_t a = x;
+    if (x >= 2 && s[x - 1] == ' ' && s[x - 2] == ':') {
+        size_t te = x - 2, ts = te;
+        while (ts > 0 && s[ts - 1] != ' ' && s[ts - 1] != '\t' && s[ts - 1] != ']' &&
+               s[ts - 1] != ';')
+            ts--;
+        if (te > ts && te - ts < SWITCH_LEN && find(s + ts, te - ts, "nvswitch")) {
+            memcpy(sw, s + ts, te - ts);
+            sw[te - ts] = '\0';
+            a = ts;
+        }
+    }
+    size_t i = x + 4;
+    bool paren = skip_sp(s, n, i) < n && s[skip_sp(s, n, i)] == '(';
+    if (!sw[0] && !paren) {
+        *res = R_NONE;     /* "SXid" in unrelated text */
+        return GH_OK;
+    }
+    *res = R_REJECT;
+    if (i < n && isalnum((unsigned char)s[i])) {
+        reject(p, "sxid: 'SXid' is followed by a word", s, n);
+        return GH_OK;
+    }
+    i = skip_sp(s, n, i);
+    if (!paren) {
+        reject(p, "sxid: no '(' after 'SXid'", s, n);
+        return GH_OK;
+    }
+    const char *close = memchr(s + i, ')', n - i);
+    if (!close) {
+        reject(p, "sxid: unterminated '(' device field", s, n);
+        return GH_OK;
+    }
+    size_t ds = i + 1, de = (size_t)(close - s), j = de + 1;
+    if (j >= n || s[j] != ':') {
+        reject(p, "sxid: no ':' after the device field", s, n);
+        return GH_OK;
+    }
+    j = skip_sp(s, n, j + 1);
+    long long code;
+    size_t u;
+    if (!parse_uint(s + j, n - j, 10, &code, &u) || u > 9 ||
+        (j + u < n && s[j + u] != ',' && s[j + u] != ' ')) {
+        reject(p, "sxid: code is not a decimal number", s, n);
+        return GH_OK;
+    }
+    *res = R_MATCH;
+    lc->label.cls = GH_KMSG_SXID;
+    lc->label.code = (int)code;
+
+    char pci[PCI_LEN] = "";
+    size_t k = skip_sp(s, de, ds);
+    if (de - k >= 4 && strncasecmp(s + k, "PCI:", 4) == 0)
+        k += 4;
+    if (!parse_bdf(s + k, de - k, true, pci, NULL))
+        pci[0] = '\0';
+    size_t b = j + u;
+    if (b < n && s[b] == ',')
+        b++;
+    b = skip_sp(s, n, b);
+    bool cont = starts(s + b, n - b, "Data {") || starts(s + b, n - b, "Data{") ||
+                starts(s + b, n - b, "Severity ");
+    if (!cont) {
+        const char *d = find(s + b, n - b, "data[");
+        cont = d && d + 5 < s + n && isdigit((unsigned char)d[5]);
+    }
+    size_t mn = n - a;
+    trim_end(s + a, &mn);
+    if (mn > MSG_MAX)
+        mn = MSG_MAX;
+    int rc;
+    if (cont) {
+        for (size_t q = 0; q < SX_OPEN_MAX; q++) {
+            struct sx_open *o = &p->sx[q];
+            if (!o->used || o->code != (int)code || !(sw[0] || pci[0]) ||
+                !same_or_absent(o->sw, sw) || !same_or_absent(o->pci, pci) ||
+                (!(sw[0] && o->sw[0]) && !(pci[0] && o->pci[0])))
+                continue;
+            if (o->msg_len + 1 + mn <= MSG_MAX) {
+                char *msg = malloc(o->msg_len + 1 + mn + 1);
+                if (!msg)
+                    return oom(err);
+                memcpy(msg, o->sig.msg, o->msg_len);
+                msg[o->msg_len] = '\n';
+                memcpy(msg + o->msg_len + 1, s + a, mn);
+                o->msg_len += 1 + mn;
+                msg[o->msg_len] = '\0';
+                free(o->sig.msg);
+                o->sig.msg = msg;
+            }
+            o->meta.folded++;
+            p->st.folded++;
+            return GH_OK;
+        }
+    } else {
+        /* a new event closes the previous one of the same switch */
+        for (size_t q = 0; q < SX_OPEN_MAX; q++) {
+            struct sx_open *o = &p->sx[q];
+            if (o->used && ((sw[0] && strcmp(o->sw, sw) == 0) ||
+                            (!sw[0] && pci[0] && strcmp(o->pci, pci) == 0))) {
+                if ((rc = sx_emit(p, o, err)))
+                    return rc;
+            }
+        }
+    }
+    struct gh_kmsg_meta m;
+    if ((rc = tmp_begin(p, lc, GH_KIND_SXID, s + a, mn, &m)))
+        return oom(err);
+    p->tmp.code = (int)code;
+    if ((rc = set_cstr(&p->tmp.pci, pci)) || (rc = set_cstr(&p->tmp.switch_id, sw)))
+        return oom(err);
+    if (cont)    /* a continuation with no open event stands alone */
+        return emit_signal(p, &p->tmp, &m, err);
+    struct sx_open *slot = NULL;
+    for (size_t q = 0; q < SX_OPEN_MAX && !slot; q++)
+        if (!p->sx[q].used)
+            slot = &p->sx[q];
+    if (!slot) {
+        slot = &p->sx[0];
+        for (size_t q = 1; q < SX_OPEN_MAX; q++)
+            if (p->sx[q].line_no < slot->line_no)
+                slot = &p->sx[q];
+        if ((rc = sx_emit(p, slot, err)))
+            return rc;
+    }
+    slot->used = true;
+    slot->line_no = p->line_no;
+    slot->code = (int)code;
+    memcpy(slot->sw, sw, sizeof sw);
+    memcpy(slot->pci, pci, sizeof pci);
+    slot->sig = p->tmp;           /* steal the strings */
+    gh_signal_init(&p->tmp);
+    slot->msg_len = strlen(slot->sig.msg);
+    slot->meta = m;
+    return GH_OK;
+}
+
+static int emit_simple(struct gh_kmsg_parser *p, struct line_ctx *lc, enum gh_kind kind,
+                       const char *ms, const char *pci, const char *counter, struct gh_err *err)
+{
+    struct gh_kmsg_meta m;
+    if (tmp_begin(p, lc, kind, ms, (size_t)(lc->s + lc->n - ms), &m) ||
+        set_cstr(&p->tmp.pci, pci) || set_cstr(&p->tmp.counter, counter))
+        return oom(err);
+    return emit_signal(p, &p->tmp, &m, err);
+}
+
+static void set_other(struct line_ctx *lc, enum gh_kmsg_other o)
+{
+    lc->label.cls = GH_KMSG_OTHER;
+    lc->label.other = o;
+}
+
+static void probe_append(struct gh_kmsg_parser *p, const char *ms, size_t mn)
+{
+    trim_end(ms, &mn);
+    if (p->pr_msg_len + 1 + mn >= MSG_MAX)
+        return;
+    p->pr_msg[p->pr_msg_len++] = '\n';
+    memcpy(p->pr_msg + p->pr_msg_len, ms, mn);
+    p->pr_msg_len += mn;
+    p->pr_msg[p->pr_msg_len] = '\0';
+}
+
+static int probe_emit(struct gh_kmsg_parser *p, struct line_ctx *lc, struct gh_err *err)
+{
+    gh_signal_clear(&p->tmp);
+    p->tmp.kind = GH_KIND_GPU_LOST;
+    p->tmp.ts_ns = p->pr_ts;
+    struct gh_kmsg_meta m = p->pr_meta;
+    m.label = lc->label;
+    if (gh_signal_set_str(&p->tmp.msg, p->pr_msg, p->pr_msg_len) ||
+        set_cstr(&p->tmp.pci, p->pr_pci))
+        return oom(err);
+    p->pr_open = false;
+    return emit_signal(p, &p->tmp, &m, err);
+}
+
+static void probe_open(struct gh_kmsg_parser *p, struct line_ctx *lc, const char *pci,
+                       const char *ms, size_t mn)
+{
+    p->pr_open = true;
+    p->pr_line = p->line_no;
+    memcpy(p->pr_pci, pci, PCI_LEN);
+    meta_init(p, &p->pr_meta, &lc->label);
+    stamp_of(p, lc, &p->pr_ts, &p->pr_meta);
+    trim_end(ms, &mn);
+    if (mn >= MSG_MAX)
+        mn = MSG_MAX - 1;
+    memcpy(p->pr_msg, ms, mn);
+    p->pr_msg[mn] = '\0';
+    p->pr_msg_len = mn;
+}
+
+static void uuid_put(struct gh_kmsg_parser *p, const char *pci, const char *u, size_t un)
+{
+    if (un >= UUID_LEN)
+        un = UUID_LEN - 1;
+    struct uuid_ent *e = NULL;
+    for (size_t i = 0; i < p->uuid_n && !e; i++)
+        if (strcmp(p->uuid[i].pci, pci) == 0)
+            e = &p->uuid[i];
+    if (!e && p->uuid_n < GH_KMSG_UUID_MAX)
+        e = &p->uuid[p->uuid_n++];
+    if (!e) {
+        e = &p->uuid[0];
+        for (size_t i = 1; i < p->uuid_n; i++)
+            if (p->uuid[i].age < e->age)
+                e = &p->uuid[i];
+    }
+    memcpy(e->pci, pci, PCI_LEN);
+    memcpy(e->uuid, u, un);
+    e->uuid[un] = '\0';
+    e->age = ++p->uuid_age;
+}
+
+/* Lines that start with "NVRM:" (a at "NVRM", b at the body after it). */
+static int do_nvrm(struct gh_kmsg_parser *p, struct line_ctx *lc, size_t a, struct gh_err *err,
+                   int *res)
+{
+    const char *s = lc->s;
+    size_t n = lc->n;
+    size_t b = skip_sp(s, n, a + 5);
+    const char *body = s + b;
+    size_t bn = n - b;
+    char pci[PCI_LEN];
+    size_t used;
+    *res = R_MATCH;
+    if (bn >= 3 && strncasecmp(body, "xid", 3) == 0 && (bn == 3 || !isalpha((unsigned char)body[3])))
+        return do_xid(p, lc, a, b + 3, err, res);
+    if (starts(body, bn, "GPU at ")) {
+        size_t k = 7;
+        if (bn - k >= 4 && strncasecmp(body + k, "PCI:", 4) == 0)
+            k += 4;
+        else if (!parse_bdf(body + k, bn - k, true, pci, NULL))
+            goto none;
+        set_other(lc, GH_KMSG_O_GPU_UUID_MAP);
+        if (parse_bdf(body + k, bn - k, true, pci, &used)) {
+            k += used;
+            if (k < bn && body[k] == ':') {
+                k = skip_sp(body, bn, k + 1);
+                size_t ue = token_end(body, bn, k);
+                if (ue > k)
+                    uuid_put(p, pci, body + k, ue - k);
+            }
+        }
+        return GH_OK;
+    }
+    if (starts(body, bn, "GPU Board Serial Number")) {
+        set_other(lc, GH_KMSG_O_GPU_SERIAL);
+        return GH_OK;
+    }
+    if (starts(body, bn, "The NVIDIA probe routine failed")) {
+        set_other(lc, GH_KMSG_O_PROBE_FAILED);
+        return GH_OK;
+    }
+    if (starts(body, bn, "The NVIDIA GPU ")) {
+        size_t k = 15;
+        if (!parse_bdf(body + k, bn - k, true, pci, &used))
+            goto none;
+        const char *rest = body + k + used;
+        size_t rn = bn - k - used;
+        size_t rt = rn;
+        trim_end(rest, &rt);
+        bool lost = find(rest, rn, "fallen off the bus") != NULL;
+        if (!lost && rt != 0 &&
+            !(rt >= 28 && memcmp(rest + rt - 28, "installed in this system has", 28) == 0))
+            goto none;
+        set_other(lc, GH_KMSG_O_GPU_LOST_PROBE);
+        probe_open(p, lc, pci, s + a, n - a);
+        return lost ? probe_emit(p, lc, err) : GH_OK;
+    }
+    if (starts(body, bn, "(PCI ID:") && find(body, bn, "installed in this system has")) {
+        set_other(lc, GH_KMSG_O_GPU_LOST_PROBE);
+        if (p->pr_open)
+            probe_append(p, s + a, n - a);
+        return GH_OK;
+    }
+    if (starts(body, bn, "fallen off the bus")) {
+        set_other(lc, GH_KMSG_O_GPU_LOST_PROBE);
+        if (p->pr_open) {
+            probe_append(p, s + a, n - a);
+        } else {
+            char none[PCI_LEN] = "";
+            probe_open(p, lc, none, s + a, n - a);
+        }
+        return probe_emit(p, lc, err);
+    }
+    if (starts(body, bn, "GPU ") && parse_bdf(body + 4, bn - 4, true, pci, &used) &&
+        4 + used < bn && body[4 + used] == ':') {
+        const char *rest = body + 4 + used;
+        size_t rn = bn - 4 - used;
+        if (find(rest, rn, "serial number is")) {
+            set_other(lc, GH_KMSG_O_GPU_SERIAL);
+            return GH_OK;
+        }
+        if (find(rest, rn, "fallen off the bus")) {
+            set_other(lc, GH_KMSG_O_GPU_FALLEN_OFF_BUS);
+            return emit_simple(p, lc, GH_KIND_GPU_LOST, s + a, pci, NULL, err);
+        }
+        goto none;
+    }
+    if (starts(body, bn, "knvlink") && find(body, bn, "PostRxDet") &&
+        (find(body, bn, "failed") || find(body, bn, "Failed"))) {
+        set_other(lc, GH_KMSG_O_NVLINK_POST_RX_DETECT_FAILURE);
+        return emit_simple(p, lc, GH_KIND_NVLINK, s + a, NULL, "post_rx_detect_failure", err);
+    }
+    if (find(body, bn, "GPU has fallen off the bus")) {
+        set_other(lc, GH_KMSG_O_GPU_FALLEN_OFF_BUS);
+        if (!first_bdf(body, bn, pci))
+            pci[0] = '\0';
+        return emit_simple(p, lc, GH_KIND_GPU_LOST, s + a, pci, NULL, err);
+    }
+none:
+    *res = R_NONE;
+    return GH_OK;
+}
+
+/* The device a PCIe/NIC line is about: the first PCI address in its message. */
+static void line_device(const struct gh_kmsg_parser *p, struct line_ctx *lc, size_t lim, char *pci)
+{
+    need_wrap(p, lc);
+    size_t o = lc->w.msg_off < lim ? lc->w.msg_off : 0;
+    if (!first_bdf(lc->s + o, lim - o, pci))
+        pci[0] = '\0';
+}
+
+static bool corr_name(const char *s, size_t n)
+{
+    static const char *const names[] = {"RxErr", "Receiver Error", "BadTLP", "Bad TLP", "BadDLLP",
+                                        "Bad DLLP", "Rollover", "Timeout", "NonFatalErr",
+                                        "CorrIntErr", "HeaderOF"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (find(s, n, names[i]))
+            return true;
+    return false;
+}
+
+/* PCIe AER lines. */
+static int do_aer(struct gh_kmsg_parser *p, struct line_ctx *lc, struct gh_err *err, int *res)
+{
+    const char *s = lc->s;
+    size_t n = lc->n;
+    char pci[PCI_LEN];
+    *res = R_MATCH;
+    const char *be = find(s, n, "PCIe Bus Error: severity=");
+    if (be) {
+        const char *sv = be + 25;
+        size_t sn = (size_t)(s + n - sv);
+        const char *counter;
+        if (starts(sv, sn, "Corrected") || starts(sv, sn, "Correctable")) {
+            counter = "aer_correctable";
+            p->aer_ctx = AER_CORR;
+            set_other(lc, GH_KMSG_O_PCIE_AER_CORRECTABLE);
+        } else if (starts(sv, sn, "Uncorrect")) {
+            const char *c = memchr(sv, ',', sn);
+            size_t k = c ? (size_t)(c - sv) : sn;
+            counter = find(sv, k, "Non-Fatal") ? "aer_uncorrectable"
+                      : find(sv, k, "Fatal")   ? "aer_fatal"
+                                               : "aer_uncorrectable";
+            p->aer_ctx = AER_UNC;
+            set_other(lc, GH_KMSG_O_PCIE_AER);
+        } else {
+            goto none;
+        }
+        line_device(p, lc, (size_t)(be - s), pci);
+        return emit_simple(p, lc, GH_KIND_PCIE, s + lc->w.msg_off, pci, counter, err);
+    }
+    const char *ae = find(s, n, "AER:");
+    if (ae) {
+        size_t k = skip_sp(s, n, (size_t)(ae - s) + 4);
+        const char *r = s + k;
+        size_t rn = n - k;
+        if (starts(r, rn, "Multiple "))
+            r += 9, rn -= 9;
+        if ((starts(r, rn, "Corrected error") || starts(r, rn, "Correctable error")) &&
+            find(r, rn, "received")) {
+            p->aer_ctx = AER_CORR;
+            set_other(lc, GH_KMSG_O_PCIE_AER_CORRECTABLE);
+            return GH_OK;
+        }
+        if (starts(r, rn, "Uncorrect") && find(r, rn, "received")) {
+            p->aer_ctx = AER_UNC;
+            set_other(lc, GH_KMSG_O_PCIE_AER);
+            return GH_OK;
+        }
+        const char *counter = NULL;
+        if (starts(r, rn, "can't recover") || starts(r, rn, "device recovery failed") ||
+            starts(r, rn, "Device recovery failed"))
+            counter = "aer_recovery_failed";
+        else if (find(r, rn, "link has been reset"))
+            counter = "link_reset";
+        if (counter || starts(r, rn, "device recovery successful") ||
+            starts(r, rn, "Device recovery successful")) {
+            p->aer_ctx = AER_UNC;
+            set_other(lc, GH_KMSG_O_PCIE_AER);
+            if (!counter)
+                return GH_OK;
+            line_device(p, lc, (size_t)(ae - s), pci);
+            return emit_simple(p, lc, GH_KIND_PCIE, s + lc->w.msg_off, pci, counter, err);
+        }
+        if (starts(r, rn, "TLP Header:") || starts(r, rn, "aer_status:") ||
+            starts(r, rn, "aer_layer=") || starts(r, rn, "aer_mask:") || starts(r, rn, "[") ||
+            starts(r, rn, "device [") || starts(r, rn, "Error of this Agent")) {
+            int cls = p->aer_prev ? p->aer_prev
+                      : (starts(r, rn, "[") && corr_name(r, rn)) ? AER_CORR
+                                                                 : AER_UNC;
+            p->aer_ctx = cls;
+            set_other(lc, cls == AER_CORR ? GH_KMSG_O_PCIE_AER_CORRECTABLE : GH_KMSG_O_PCIE_AER);
+            return GH_OK;
+        }
+    }
+none:
+    *res = R_NONE;
+    return GH_OK;
+}
+
+/* A detail line of an AER report with no keyword of its own:
+ * "pcieport 0000:00:03.0:   device [8086:6f08] error status/mask=..." or
+ * "pcieport 0000:00:03.0:    [14] CmpltTO  (First)". */
+static bool aer_detail(const struct gh_kmsg_parser *p, struct line_ctx *lc)
+{
+    const char *s = lc->s;
+    size_t n = lc->n;
+    if (find(s, n, "error status/mask="))
+        return true;
+    need_wrap(p, lc);
+    size_t i = lc->w.msg_off;
+    i = token_end(s, n, i);            /* driver */
+    i = skip_sp(s, n, i);
+    char pci[PCI_LEN];
+    size_t used;
+    if (!parse_bdf(s + i, n - i, false, pci, &used) || i + used >= n || s[i + used] != ':')
+        return false;
+    i = skip_sp(s, n, i + used + 1);
+    if (i < n && s[i] == '[') {
+        size_t j = skip_sp(s, n, i + 1);
+        size_t d = j;
+        while (d < n && isdigit((unsigned char)s[d]))
+            d++;
+        return d > j && d < n && s[d] == ']';
+    }
+    return starts(s + i, n - i, "TLP Header:");
+}
+
+static int do_mlx5(struct gh_kmsg_parser *p, struct line_ctx *lc, struct gh_err *err, int *res)
+{
+    const char *s = lc->s;
+    size_t n = lc->n;
+    char pci[PCI_LEN];
+    *res = R_MATCH;
+    if (find(s, n, "insufficient power on the PCIe slot")) {
+        set_other(lc, GH_KMSG_O_MLX5_PCIE_INSUFFICIENT_POWER);
+        line_device(p, lc, n, pci);
+        return emit_simple(p, lc, GH_KIND_NIC, s + lc->w.msg_off, pci, "pcie_insufficient_power",
+                           err);
+    }
+    const char *pm = find(s, n, "Port module event");
+    if (pm && (starts(pm + 17, (size_t)(s + n - pm - 17), "[error]") ||
+               find(pm, (size_t)(s + n - pm), "High Temperature"))) {
+        set_other(lc, GH_KMSG_O_MLX5_PORT_MODULE_ERROR);
+        line_device(p, lc, n, pci);
+        return emit_simple(p, lc, GH_KIND_NIC, s + lc->w.msg_off, pci, "port_module_error", err);
+    }
+    const char *ce = find(s, n, "mlx5_cmd_out_err");
+    if (ce && find(ce, (size_t)(s + n - ce), "ACCESS_REG") &&
+        find(ce, (size_t)(s + n - ce), "failed")) {
+        set_other(lc, GH_KMSG_O_MLX5_ACCESS_REG_ERR);
+        return GH_OK;
+    }
+    *res = R_NONE;
+    return GH_OK;
+}
+
+/* Classifies one line (already cut to GH_KMSG_LINE_MAX, no newline) and
+ * emits its signals. */
+static int classify(struct gh_kmsg_parser *p, struct line_ctx *lc, struct gh_err *err)
+{
+    const char *s = lc->s;
+    size_t n = lc->n;
+    int rc = GH_OK, res = R_NONE;
+    int ctx = p->aer_prev = p->aer_ctx;
+    p->aer_ctx = AER_NONE;
+    bool trig = has_trigger(s, n);
+    if (!trig && !ctx)
+        return GH_OK;
+    if (trig) {
+        const char *hit;
+        if ((hit = find(s, n, "NVRM:")) && (rc = do_nvrm(p, lc, (size_t)(hit - s), err, &res)))
+            return rc;
+        if (res == R_NONE && (hit = find(s, n, "SXid")) &&
+            (rc = do_sxid(p, lc, (size_t)(hit - s), err, &res)))
+            return rc;
+        if (res == R_NONE && (find(s, n, "AER:") || find(s, n, "PCIe Bus Error")) &&
+            (rc = do_aer(p, lc, err, &res)))
+            return rc;
+        if (res == R_NONE && find(s, n, "mlx5_") && (rc = do_mlx5(p, lc, err, &res)))
+            return rc;
+        if (res == R_NONE && (hit = find(s, n, "segfault at")) && find(hit, (size_t)(s + n - hit), "libnccl")) {
+            set_other(lc, GH_KMSG_O_NCCL_SEGFAULT);
+            res = R_MATCH;
+        }
+        if (res == R_NONE && find(s, n, "nvidia-peermem") && find(s, n, "invalid context")) {
+            set_other(lc, GH_KMSG_O_PEERMEM_INVALID_CONTEXT);
+            res = R_MATCH;
+        }
+    }
+    if (res == R_NONE && ctx && aer_detail(p, lc)) {
+        p->aer_ctx = ctx;
+        set_other(lc, ctx == AER_CORR ? GH_KMSG_O_PCIE_AER_CORRECTABLE : GH_KMSG_O_PCIE_AER);
+    }
+    return GH_OK;
+}
+
+static void note_seq(struct gh_kmsg_parser *p, const char *s, size_t n)
+{
+    uint64_t seq;
+    int64_t usec;
+    size_t off;
+    if (n && isdigit((unsigned char)s[0]) && parse_kmsg_prefix(s, n, &seq, &usec, &off)) {
+        p->has_last_seq = true;
+        p->last_seq = seq;
+    }
+}
+
+static void count_line(struct gh_kmsg_parser *p, size_t raw_len)
+{
+    p->line_no++;
+    p->st.lines++;
+    if (raw_len > GH_KMSG_LINE_MAX)
+        p->st.truncated++;
+}
+
+/* The slow path for one complete line of raw_len bytes (s holds at least
+ * min(raw_len, GH_KMSG_LINE_MAX)). */
+static int slow_line(struct gh_kmsg_parser *p, const char *s, size_t raw_len,
+                     struct gh_kmsg_label *out, struct gh_err *err)
+{
+    count_line(p, raw_len);
+    size_t n = raw_len > GH_KMSG_LINE_MAX ? GH_KMSG_LINE_MAX : raw_len;
+    if (n && s[n - 1] == '\r')
+        n--;
+    int rc = sx_expire(p, false, err);
+    if (rc)
+        return rc;
+    if (p->pr_open && p->line_no - p->pr_line > PROBE_LINES)
+        p->pr_open = false;
+    struct line_ctx lc;
+    memset(&lc, 0, sizeof lc);
+    lc.s = s;
+    lc.n = n;
+    rc = classify(p, &lc, err);
+    note_seq(p, s, n);
+    switch (lc.label.cls) {
+    case GH_KMSG_XID: p->st.xid_lines++, p->st.matched++; break;
+    case GH_KMSG_SXID: p->st.sxid_lines++, p->st.matched++; break;
+    case GH_KMSG_OTHER: p->st.other_lines++, p->st.matched++; break;
+    default: break;
+    }
+    if (out)
+        *out = lc.label;
+    if (p->on_line)
+        p->on_line(p->line_ctx, s, n, &lc.label);
+    return rc;
+}
+
+/* A complete line that is not inside a feed buffer's fast region. */
+static int consume_line(struct gh_kmsg_parser *p, const char *s, size_t raw_len,
+                        struct gh_err *err)
+{
+    size_t n = raw_len > GH_KMSG_LINE_MAX ? GH_KMSG_LINE_MAX : raw_len;
+    if (p->on_line || p->aer_ctx || has_trigger(s, n))
+        return slow_line(p, s, raw_len, NULL, err);
+    count_line(p, raw_len);
+    return GH_OK;
+}
+
+/* Complete lines [s, e), e[-1] == '\n'; bufend bounds readable bytes. */
+static int consume_region(struct gh_kmsg_parser *p, const char *s, const char *e,
+                          const char *bufend, struct gh_err *err)
+{
+    const char *ls = s, *q = s;
+    int rc;
+    while (ls < e) {
+        if (p->on_line || p->aer_ctx) {
+            const char *le = memchr(ls, '\n', (size_t)(e - ls));
+            if ((rc = slow_line(p, ls, (size_t)(le - ls), NULL, err)))
+                return rc;
+            ls = q = le + 1;
+            continue;
+        }
+        const char *t = NULL;
+#ifdef GH_KMSG_SSE2
+        while (q < e && q + 17 <= bufend) {
+            unsigned nl = nl_mask(q), tr = pair_mask(q);
+            if ((size_t)(e - q) < 16) {
+                unsigned lim = (1u << (e - q)) - 1;
+                nl &= lim, tr &= lim;
+            }
+            while (tr) {
+                int b = __builtin_ctz(tr);
+                if (verify_at(s, q + b, e)) {
+                    t = q + b;
+                    nl &= (1u << b) - 1;
+                    break;
+                }
+                tr &= tr - 1;
+            }
+            while (nl) {
+                const char *nlp = q + __builtin_ctz(nl);
+                count_line(p, (size_t)(nlp - ls));
+                ls = nlp + 1;
+                nl &= nl - 1;
+            }
+            if (t)
+                break;
+            q += 16;
+        }
+#endif
+        if (!t) {
+            for (; q < e; q++) {
+                if (*q == '\n') {
+                    count_line(p, (size_t)(q - ls));
+                    ls = q + 1;
+                } else if (pair_at(q) && verify_at(s, q, e)) {
+                    t = q;
+                    break;
+                }
+            }
+            if (!t)
+                break;
+        }
+        const char *le = memchr(t, '\n', (size_t)(e - t));
+        if ((rc = slow_line(p, ls, (size_t)(le - ls), NULL, err)))
+            return rc;
+        ls = q = le + 1;
+    }
+    return GH_OK;
+}
+
+static void part_add(struct gh_kmsg_parser *p, const char *s, size_t n)
+{
+    size_t room = GH_KMSG_LINE_MAX - p->part_len;
+    size_t k = n < room ? n : room;
+    memcpy(p->part + p->part_len, s, k);
+    p->part_len += k;
+    p->part_raw += n;
+}
+
+static int stop(struct gh_kmsg_parser *p, int rc)
+{
+    p->part_len = p->part_raw = 0;
+    return rc;
+}
+
+int gh_kmsg_parser_feed(struct gh_kmsg_parser *p, const char *buf, size_t len, struct gh_err *err)
+{
+    int rc;
+    if (!len)
+        return GH_OK;
+    p->st.bytes += len;
+    const char *end = buf + len, *s = buf;
+    if (p->part_raw) {
+        const char *nl = memchr(buf, '\n', len);
+        if (!nl) {
+            part_add(p, buf, len);
+            return GH_OK;
+        }
+        part_add(p, buf, (size_t)(nl - buf));
+        size_t raw = p->part_raw;
+        p->part_raw = 0;
+        rc = consume_line(p, p->part, raw, err);
+        if (!rc)
+            note_seq(p, p->part, p->part_len);
+        p->part_len = 0;
+        if (rc)
+            return stop(p, rc);
+        s = nl + 1;
+    }
+    const char *last = s < end ? memrchr(s, '\n', (size_t)(end - s)) : NULL;
+    if (last) {
+        if ((rc = consume_region(p, s, last + 1, end, err)))
+            return stop(p, rc);
+        const char *ls = last > s ? memrchr(s, '\n', (size_t)(last - s)) : NULL;
+        ls = ls ? ls + 1 : s;
+        note_seq(p, ls, (size_t)(last - ls));
+        s = last + 1;
+    }
+    if (s < end)
+        part_add(p, s, (size_t)(end - s));
+    return GH_OK;
+}
+
+int gh_kmsg_parser_flush(struct gh_kmsg_parser *p, struct gh_err *err)
+{
+    int rc;
+    if (p->part_raw) {
+        size_t raw = p->part_raw;
+        p->part_raw = 0;
+        rc = consume_line(p, p->part, raw, err);
+        if (!rc)
+            note_seq(p, p->part, p->part_len);
+        p->part_len = 0;
+        if (rc)
+            return rc;
+    }
+    return sx_expire(p, true, err);
+}
+
+int gh_kmsg_parser_line(struct gh_kmsg_parser *p, const char *line, size_t len,
+                        struct gh_kmsg_label *label, struct gh_err *err)
+{
+    if (len && line[len - 1] == '\n')
+        len--;
+    p->st.bytes += len;
+    return slow_line(p, line, len, label, err);
+}
+
+const struct gh_kmsg_meta *gh_kmsg_parser_meta(const struct gh_kmsg_parser *p)
+{
+    return p->cur_meta;
+}
+
+const char *gh_kmsg_parser_uuid(const struct gh_kmsg_parser *p, const char *pci)
+{
+    char norm[PCI_LEN];
+    if (!pci || !gh_kmsg_pci_normalize(pci, strlen(pci), norm, sizeof norm))
+        return NULL;
+    for (size_t i = 0; i < p->uuid_n; i++)
+        if (strcmp(p->uuid[i].pci, norm) == 0)
+            return p->uuid[i].uuid;
+    return NULL;
+}
+
+bool gh_kmsg_parser_last_seq(const struct gh_kmsg_parser *p, uint64_t *seq)
+{
+    if (p->has_last_seq && seq)
+        *seq = p->last_seq;
+    return p->has_last_seq;
+}
+
+void gh_kmsg_parser_stats(const struct gh_kmsg_parser *p, struct gh_kmsg_stats *out)
+{
+    *out = p->st;
+}
+
+size_t gh_kmsg_parser_rejects(const struct gh_kmsg_parser *p, struct gh_kmsg_reject *out,
+                              size_t cap)
+{
+    size_t n = p->rej_n < cap ? p->rej_n : cap;
+    size_t first = (p->rej_next + GH_KMSG_REJECTS_KEEP - p->rej_n) % GH_KMSG_REJECTS_KEEP;
+    first = (first + (p->rej_n - n)) % GH_KMSG_REJECTS_KEEP;   /* keep the newest n */
+    for (size_t i = 0; i < n; i++)
+        out[i] = p->rej[(first + i) % GH_KMSG_REJECTS_KEEP];
+    return n;
+}
