@@ -134,17 +134,21 @@ static const struct field row_remap_fields[] = {
 static const struct field nvlink_fields[] = {
     INT_H("link", link, has_link, OPT, 0, INT_MAX), /* absent: all links (a per-GPU total) */
     STR("counter", counter, REQ),
-    I64_H("count", count, has_count, REQ),
+    I64_H("count", count, has_count, OPT), /* absent: one event seen in a log */
 };
+/* count is optional for pcie, nic and nvlink: a counter reading carries it; a
+ * single event seen in a kernel log (an AER report, an mlx5 error) does not. */
 static const struct field pcie_fields[] = {
     STR("counter", counter, REQ),
-    I64_H("count", count, has_count, REQ),
+    I64_H("count", count, has_count, OPT),
 };
+/* A NIC named in the kernel log by its PCI address (mlx5_core 0000:5c:00.0)
+ * has no device name or port yet: pci identifies it then. */
 static const struct field nic_fields[] = {
-    STR("device", device, REQ),
-    INT_H("port", port, has_port, REQ, 0, INT_MAX),
+    STR("device", device, OPT),
+    INT_H("port", port, has_port, OPT, 0, INT_MAX),
     STR("counter", counter, REQ),
-    I64_H("count", count, has_count, REQ),
+    I64_H("count", count, has_count, OPT),
     ENUM("state", state, OPT, link_state_names),
 };
 static const struct field thermal_fields[] = {

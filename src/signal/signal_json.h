@@ -21,12 +21,17 @@
  *   gpu, pci, msg, id, injected optional. The source/kind pairing of the
  *   spec's "emitted by" column is not enforced.
  * - Per kind, every extra field the spec table does not mark "opt" is
- *   required, except probe_result's detail (optional) and pod_failed's msg
- *   (the common optional msg):
+ *   required, except probe_result's detail (optional), pod_failed's msg
+ *   (the common optional msg), and these, which the kernel log and per-GPU
+ *   totals cannot give: nvlink link (absent = all links), the count of
+ *   nvlink/pcie/nic (absent = one event seen in a log, not a counter
+ *   reading), nic device and port (absent = the NIC is named by pci).
+ *   The common field "uuid" (a GPU UUID,
+ *   optional) is an addition to the spec. Per kind ([..] = optional):
  *     xid: code [pid process]          sxid: code [switch]
  *     ecc: bits count volatile         row_remap: pending failure correctable uncorrectable
- *     nvlink: link counter count       pcie: counter count
- *     nic: device port counter count [state]
+ *     nvlink: [link] counter [count]   pcie: counter [count]
+ *     nic: [device port] counter [count state]
  *     thermal: celsius throttled       power: watts throttled
  *     step: job rank step step_ms [comm_ms loss tokens_per_s]
  *     checkpoint: job step path state  replica_checksum: job step rank replica value

@@ -21,6 +21,13 @@ for corpus in "$src/test/data/shared/data/kmsg-samples.txt" "$src/test/data/kmsg
   else
     bad "labels of $corpus_name differ:"; head -20 "$tmp/diff"
   fi
+  # Every MATCH that emits a signal must encode to a valid spec line (the
+  # encoder validates what it writes): signal mode has to succeed.
+  if "$gh" kmsg-parse --node n1 "$tmp/raw" > "$tmp/signals" 2> "$tmp/err"; then
+    ok "signals of $corpus_name: $(wc -l < "$tmp/signals") lines, all encodable"
+  else
+    bad "signal mode failed on $corpus_name: $(cat "$tmp/err")"
+  fi
   if diff <(cut -f2- "$corpus") <(cut -f2- "$tmp/labelled") > /dev/null; then
     ok "--labels echoes every line of $corpus_name unchanged"
   else

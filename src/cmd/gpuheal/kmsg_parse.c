@@ -19,9 +19,14 @@
 struct device_summary {
     char pci[32];
     char uuid[64];
-    unsigned kinds[GH_KIND__COUNT];
     int n_codes;
-    struct code_count { enum gh_kind kind; int code; unsigned count; } codes[SUMMARY_CODES];
+    /* xid/sxid by code; other kinds by counter name (or none, e.g. gpu_lost) */
+    struct code_count {
+        enum gh_kind kind;
+        int code;
+        char counter[40];
+        unsigned count;
+    } codes[SUMMARY_CODES];
 };
 
 struct summary {
@@ -67,16 +72,20 @@ static int on_signal(void *ctx, const struct gh_signal *s)
     const char *uuid = s->pci ? gh_kmsg_parser_uuid(r->parser, s->pci) : NULL;
     if (uuid)
         snprintf(d->uuid, sizeof d->uuid, "%s", uuid);
-    d->kinds[s->kind]++;
-    if (s->kind == GH_KIND_XID || s->kind == GH_KIND_SXID) {
-        int i = 0;
-        while (i < d->n_codes && !(d->codes[i].kind == s->kind && d->codes[i].code == s->code))
-            i++;
-        if (i == d->n_codes && d->n_codes < SUMMARY_CODES)
-            d->codes[d->n_codes++] = (struct code_count){s->kind, s->code, 0};
-        if (i < d->n_codes)
-            d->codes[i].count++;
+    bool by_code = s->kind == GH_KIND_XID || s->kind == GH_KIND_SXID;
+    int code = by_code ? s->code : -1;
+    const char *counter = !by_code && s->counter ? s->counter : "";
+    int i = 0;
+    while (i < d->n_codes && !(d->codes[i].kind == s->kind && d->codes[i].code == code &&
+                               strcmp(d->codes[i].counter, counter) == 0))
+        i++;
+    if (i == d->n_codes && d->n_codes < SUMMARY_CODES) {
+        struct code_count *c = &d->codes[d->n_codes++];
+        *c = (struct code_count){.kind = s->kind, .code = code};
+        snprintf(c->counter, sizeof c->counter, "%s", counter);
     }
+    if (i < d->n_codes)
+        d->codes[i].count++;
     return GH_OK;
 }
 
@@ -93,10 +102,12 @@ static void print_summary(const struct summary *sum, const char *node, FILE *out
     for (int i = 0; i < sum->n; i++) {
         const struct device_summary *d = &sum->dev[i];
         fprintf(out, "  %s%s%s\n", d->pci, d->uuid[0] ? "  " : "", d->uuid);
-        for (int k = 0; k < GH_KIND__COUNT; k++)
-            if (d->kinds[k] && k != GH_KIND_XID && k != GH_KIND_SXID)
-                fprintf(out, "    %-6s x%-4u\n", gh_kind_name((enum gh_kind)k), d->kinds[k]);
         for (int c = 0; c < d->n_codes; c++) {
+            if (d->codes[c].kind != GH_KIND_XID && d->codes[c].kind != GH_KIND_SXID) {
+                fprintf(out, "    %-8s x%-4u %s\n", gh_kind_name(d->codes[c].kind),
+                        d->codes[c].count, d->codes[c].counter);
+                continue;
+            }
             if (d->codes[c].kind == GH_KIND_SXID) {
                 fprintf(out, "    sxid %-5d x%-4u NVSwitch error\n", d->codes[c].code,
                         d->codes[c].count);
