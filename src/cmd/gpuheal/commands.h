@@ -7,5 +7,30 @@
 
 int gh_cmd_kmsg_parse(int argc, char **argv);
 int gh_cmd_xid(int argc, char **argv);
+int gh_cmd_diagnose(int argc, char **argv);
+int gh_cmd_policy(int argc, char **argv);
+int gh_cmd_scenario(int argc, char **argv);
+
+/* Shared by diagnose and scenario (scenario_io.c): replays one scenario file
+ * through a new engine on the file's clock. */
+#include <stdio.h>
+#include "engine/engine.h"
+
+struct gh_replay {
+    const char *path;               /* file, or "-" for standard input */
+    const struct gh_policy *policy; /* borrowed; NULL = built-in default */
+    gh_incident_fn cb;              /* each incident, in decision order */
+    void *cb_ctx;
+    FILE *diag;                     /* bad-line messages (NULL = silent) */
+    /* results */
+    long bad_lines, signals;
+    char scenario[128];             /* the header's "scenario", or "" */
+    struct gh_engine_stats stats;
+};
+int gh_replay_file(struct gh_replay *r, struct gh_err *err);
+
+/* Reads and parses a policy file for --policy, printing its problems with
+ * line numbers on stderr (diagnose.c). NULL when it has errors. */
+struct gh_policy *gh_cmd_load_policy(const char *path);
 
 #endif

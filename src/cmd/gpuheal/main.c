@@ -18,6 +18,9 @@ struct command {
 static const struct command commands[] = {
     {"kmsg-parse", gh_cmd_kmsg_parse, "parse NVIDIA kernel-log lines into signals (JSON lines)"},
     {"xid", gh_cmd_xid, "show the XID catalog, or one code's class and default actions"},
+    {"diagnose", gh_cmd_diagnose, "replay a scenario file through the engine; incidents as JSON lines"},
+    {"policy", gh_cmd_policy, "lint a recovery policy file, or print the built-in default"},
+    {"scenario", gh_cmd_scenario, "score a directory of labelled scenarios, or generate a big one"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,392 @@
+/* scenario_score.c - `gpuheal scenario score [--verbose] [--policy FILE] DIR`:
+ * replays every DIR/NAME.jsonl that has a DIR/NAME.expect.json through the
+ * engine and compares the incidents with the expected ones. Prints per
+ * scenario the verdict and the time to decide (decided_ts - first_ts), then
+ * class accuracy, blamed-node accuracy, false isolations and extra incidents.
+ * Exit 0 when every scenario passes.
+ *
+ * NAME.expect.json:
+ *   {"description": "...",
+ *    "incidents": [ {"class": "gpu_hardware",      required
+ *                    "node": "gpu-02" | null,      null: must blame no node; absent: any
+ *                    "gpu": 3, "job": "ml/llm",    optional
+ *                    "actions_include": [...], "actions_exclude": [...],
+ *                    "checkpoint_step": 1000,      optional
+ *                    "max_decide_s": 5,            optional
+ *                    "count_min": 1, "count_max": 3 }   optional (default exactly 1)
+ *                 ],
+ *    "allow_extra": false}                         extra incidents fail the scenario */
+#include <dirent.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd/gpuheal/commands.h"
+
+#define MAX_GOT 4096
+
+struct got {
+    enum gh_class cls;
+    char node[128], job[128], rule[64];
+    int gpu, n_actions;
+    enum gh_action actions[GH_INCIDENT_MAX_ACTIONS];
+    bool has_ckpt, matched;
+    int64_t ckpt_step, first_ts, decided_ts;
+};
+
+struct gotlist {
+    int n;
+    struct got v[MAX_GOT];
+};
+
+static void collect(void *ctx, const struct gh_incident *inc)
+{
+    struct gotlist *l = ctx;
+    if (l->n >= MAX_GOT)
+        return;
+    struct got *g = &l->v[l->n++];
+    memset(g, 0, sizeof *g);
+    g->cls = inc->cls;
+    snprintf(g->node, sizeof g->node, "%s", inc->node ? inc->node : "");
+    snprintf(g->job, sizeof g->job, "%s", inc->job ? inc->job : "");
+    snprintf(g->rule, sizeof g->rule, "%s", inc->rule ? inc->rule : "");
+    g->gpu = inc->gpu;
+    g->n_actions = inc->n_actions;
+    memcpy(g->actions, inc->actions, (size_t)inc->n_actions * sizeof inc->actions[0]);
+    g->has_ckpt = inc->has_checkpoint;
+    g->ckpt_step = inc->checkpoint_step;
+    g->first_ts = inc->first_ts;
+    g->decided_ts = inc->decided_ts;
+}
+
+static bool has_action(const struct got *g, enum gh_action a)
+{
+    for (int i = 0; i < g->n_actions; i++)
+        if (g->actions[i] == a)
+            return true;
+    return false;
+}
+
+static bool isolates(const struct got *g)
+{
+    return g->node[0] && (has_action(g, GH_ACT_ISOLATE_NODE) || has_action(g, GH_ACT_DRAIN_NODE) ||
+                          has_action(g, GH_ACT_REPLACE_NODE));
+}
+
+/* Whether g blames the node e expects (null: none; absent: any). */
+static bool node_matches(const json_t *e, const struct got *g)
+{
+    const json_t *node = json_object_get(e, "node");
+    if (!node)
+        return true;
+    if (json_is_null(node))
+        return g->node[0] == '\0';
+    return json_is_string(node) && strcmp(json_string_value(node), g->node) == 0;
+}
+
+/* Why actual g does not satisfy expected e (NULL when it does). Class is
+ * checked by the caller. */
+static const char *mismatch(const json_t *e, const struct got *g, char *buf, size_t cap)
+{
+    const json_t *node = json_object_get(e, "node");
+    if (node && json_is_null(node) && g->node[0]) {
+        snprintf(buf, cap, "blames %s, expected no node", g->node);
+        return buf;
+    }
+    if (json_is_string(node) && strcmp(json_string_value(node), g->node) != 0) {
+        snprintf(buf, cap, "blames %s, expected %s", g->node[0] ? g->node : "no node",
+                 json_string_value(node));
+        return buf;
+    }
+    const json_t *gpu = json_object_get(e, "gpu");
+    if (gpu && json_is_null(gpu) && g->gpu >= 0) {
+        snprintf(buf, cap, "blames GPU %d, expected none", g->gpu);
+        return buf;
+    }
+    if (json_is_integer(gpu) && json_integer_value(gpu) != g->gpu) {
+        snprintf(buf, cap, "blames GPU %d, expected %lld", g->gpu, (long long)json_integer_value(gpu));
+        return buf;
+    }
+    const json_t *job = json_object_get(e, "job");
+    if (json_is_string(job) && strcmp(json_string_value(job), g->job) != 0) {
+        snprintf(buf, cap, "job %s, expected %s", g->job[0] ? g->job : "none", json_string_value(job));
+        return buf;
+    }
+    size_t i;
+    const json_t *a;
+    json_array_foreach(json_object_get(e, "actions_include"), i, a)
+    {
+        int act = json_is_string(a) ? gh_action_from_name(json_string_value(a)) : -1;
+        if (act < 0 || !has_action(g, (enum gh_action)act)) {
+            snprintf(buf, cap, "lacks action %s", json_is_string(a) ? json_string_value(a) : "?");
+            return buf;
+        }
+    }
+    json_array_foreach(json_object_get(e, "actions_exclude"), i, a)
+    {
+        int act = json_is_string(a) ? gh_action_from_name(json_string_value(a)) : -1;
+        if (act >= 0 && has_action(g, (enum gh_action)act)) {
+            snprintf(buf, cap, "has excluded action %s", json_string_value(a));
+            return buf;
+        }
+    }
+    const json_t *ck = json_object_get(e, "checkpoint_step");
+    if (json_is_integer(ck) && (!g->has_ckpt || g->ckpt_step != json_integer_value(ck))) {
+        snprintf(buf, cap, "checkpoint %s%lld, expected %lld", g->has_ckpt ? "step " : "none/",
+                 (long long)g->ckpt_step, (long long)json_integer_value(ck));
+        return buf;
+    }
+    const json_t *md = json_object_get(e, "max_decide_s");
+    if (json_is_number(md) && (double)(g->decided_ts - g->first_ts) / 1e9 > json_number_value(md)) {
+        snprintf(buf, cap, "decided after %.1fs, expected within %.1fs",
+                 (double)(g->decided_ts - g->first_ts) / 1e9, json_number_value(md));
+        return buf;
+    }
+    return NULL;
+}
+
+struct totals {
+    int scenarios, passed;
+    int units, class_ok, node_ok;
+    int false_isolations, extras;
+    double decide_sum;
+    int decide_n;
+    double decide_max;
+    double decides[MAX_GOT]; /* for the median */
+};
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool score_one(const char *dir, const char *name, const struct gh_policy *policy, bool verbose,
+                      struct totals *t, struct gotlist *got)
+{
+    char path[4096], epath[4096], why[256] = "", buf[200];
+    snprintf(path, sizeof path, "%s/%s.jsonl", dir, name);
+    snprintf(epath, sizeof epath, "%s/%s.expect.json", dir, name);
+    json_error_t je;
+    json_t *exp = json_load_file(epath, 0, &je);
+    if (!exp || !json_is_object(exp)) {
+        printf("%-36s ERROR  %s: line %d: %s\n", name, epath, je.line, je.text);
+        json_decref(exp);
+        t->scenarios++;
+        return false;
+    }
+    got->n = 0;
+    struct gh_replay r = {.path = path, .policy = policy, .cb = collect, .cb_ctx = got, .diag = NULL};
+    struct gh_err err;
+    if (gh_replay_file(&r, &err) != GH_OK) {
+        printf("%-36s ERROR  %s\n", name, err.msg);
+        json_decref(exp);
+        t->scenarios++;
+        return false;
+    }
+    const json_t *want = json_object_get(exp, "incidents");
+    bool allow_extra = json_is_true(json_object_get(exp, "allow_extra"));
+    bool ok = true;
+    double max_decide = 0;
+    size_t i;
+    const json_t *e;
+    if (json_array_size(want) == 0) {
+        t->units++;
+        if (got->n == 0) {
+            t->class_ok++;
+            t->node_ok++;
+        }
+    }
+    json_array_foreach(want, i, e)
+    {
+        const char *cls = json_string_value(json_object_get(e, "class"));
+        int c = cls ? gh_class_from_name(cls) : -1;
+        const json_t *cmin = json_object_get(e, "count_min"), *cmax = json_object_get(e, "count_max");
+        long lo = json_is_integer(cmin) ? (long)json_integer_value(cmin) : 1;
+        long hi = json_is_integer(cmax) ? (long)json_integer_value(cmax) : lo > 1 ? lo : 1;
+        long matched = 0;
+        bool class_seen = false, node_seen = false;
+        const char *first_why = NULL;
+        for (int k = 0; k < got->n && matched < hi; k++) {
+            struct got *g = &got->v[k];
+            if (g->matched || (int)g->cls != c)
+                continue;
+            class_seen = true;
+            node_seen |= node_matches(e, g);
+            const char *m = mismatch(e, g, buf, sizeof buf);
+            if (m) {
+                if (!first_why)
+                    snprintf(why, sizeof why, "%.40s: %.200s", cls, m), first_why = why;
+                continue;
+            }
+            g->matched = true;
+            matched++;
+            double d = (double)(g->decided_ts - g->first_ts) / 1e9;
+            if (d > max_decide)
+                max_decide = d;
+            t->decide_sum += d;
+            if (t->decide_n < MAX_GOT)
+                t->decides[t->decide_n] = d;
+            t->decide_n++;
+            if (d > t->decide_max)
+                t->decide_max = d;
+        }
+        t->units++;
+        t->class_ok += class_seen;
+        t->node_ok += node_seen;
+        if (matched < lo) {
+            ok = false;
+            if (!first_why)
+                snprintf(why, sizeof why, "%s: %s", cls ? cls : "?",
+                         class_seen ? "too few matching incidents" : "no incident of this class");
+        }
+    }
+    /* What the engine did beyond the expectations. */
+    int extras = 0, false_iso = 0;
+    for (int k = 0; k < got->n; k++) {
+        const struct got *g = &got->v[k];
+        if (isolates(g)) {
+            bool expected_node = false;
+            json_array_foreach(want, i, e)
+            {
+                const json_t *n = json_object_get(e, "node");
+                expected_node |= json_is_string(n) && strcmp(json_string_value(n), g->node) == 0;
+            }
+            if (!expected_node)
+                false_iso++;
+        }
+        if (!g->matched)
+            extras++;
+    }
+    t->false_isolations += false_iso;
+    t->extras += extras;
+    if (false_iso) {
+        ok = false;
+        if (!why[0])
+            snprintf(why, sizeof why, "%d false isolation%s", false_iso, false_iso > 1 ? "s" : "");
+    }
+    if (extras && !allow_extra) {
+        ok = false;
+        if (!why[0])
+            snprintf(why, sizeof why, "%d unexpected incident%s", extras, extras > 1 ? "s" : "");
+    }
+    t->scenarios++;
+    t->passed += ok;
+    printf("%-36s %-5s  %2zu/%-3d decide %6.1fs%s%s\n", name, ok ? "ok" : "FAIL", json_array_size(want),
+           got->n, max_decide, why[0] ? "  " : "", why);
+    if (verbose || !ok)
+        for (int k = 0; k < got->n; k++) {
+            const struct got *g = &got->v[k];
+            printf("    %s %-22s node=%-8s gpu=%-2d job=%-12s rule=%s%s\n", g->matched ? "=" : "+",
+                   gh_class_name(g->cls), g->node[0] ? g->node : "-", g->gpu, g->job[0] ? g->job : "-",
+                   g->rule, r.bad_lines ? " (bad lines in input)" : "");
+        }
+    json_decref(exp);
+    return ok;
+}
+
+int gh_scenario_score(int argc, char **argv);
+int gh_scenario_score(int argc, char **argv)
+{
+    const char *dir = NULL, *policy_path = NULL;
+    bool verbose = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--verbose") == 0 || strcmp(argv[i], "-v") == 0)
+            verbose = true;
+        else if (strcmp(argv[i], "--policy") == 0 && i + 1 < argc)
+            policy_path = argv[++i];
+        else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            printf("usage: gpuheal scenario score [--verbose] [--policy FILE] DIR\n");
+            return 0;
+        } else if (!dir)
+            dir = argv[i];
+        else {
+            fprintf(stderr, "gpuheal scenario score: one directory\n");
+            return 2;
+        }
+    }
+    if (!dir) {
+        fprintf(stderr, "usage: gpuheal scenario score [--verbose] [--policy FILE] DIR\n");
+        return 2;
+    }
+    struct gh_policy *policy = NULL;
+    if (policy_path && !(policy = gh_cmd_load_policy(policy_path)))
+        return 1;
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "gpuheal scenario score: %s: cannot open\n", dir);
+        gh_policy_free(policy);
+        return 1;
+    }
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t len = strlen(de->d_name);
+        if (len <= 6 || strcmp(de->d_name + len - 6, ".jsonl") != 0)
+            continue;
+        char epath[4096];
+        snprintf(epath, sizeof epath, "%s/%.*s.expect.json", dir, (int)(len - 6), de->d_name);
+        FILE *probe = fopen(epath, "r");
+        if (!probe)
+            continue;
+        fclose(probe);
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 64;
+            char **nn = realloc(names, ncap * sizeof *nn);
+            if (!nn)
+                break;
+            names = nn;
+            cap = ncap;
+        }
+        names[n] = strndup(de->d_name, len - 6);
+        if (names[n])
+            n++;
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, cmp_str);
+    static const struct totals zero;
+    struct totals *tp = malloc(sizeof *tp);
+    if (!tp) {
+        fprintf(stderr, "gpuheal scenario score: out of memory\n");
+        gh_policy_free(policy);
+        return 1;
+    }
+    *tp = zero;
+    struct gotlist *got = malloc(sizeof *got);
+    if (!got) {
+        fprintf(stderr, "gpuheal scenario score: out of memory\n");
+        gh_policy_free(policy);
+        return 1;
+    }
+    printf("%-36s %-5s  %-6s %s\n", "scenario", "", "exp/got", "time to decide (max)");
+    for (size_t i = 0; i < n; i++)
+        score_one(dir, names[i], policy, verbose, tp, got);
+    free(got);
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    gh_policy_free(policy);
+    printf("\nscenarios passed      %d/%d\n", tp->passed, tp->scenarios);
+    printf("class accuracy        %.1f%% (%d/%d expected outcomes)\n",
+           tp->units ? 100.0 * tp->class_ok / tp->units : 0, tp->class_ok, tp->units);
+    printf("blamed-node accuracy  %.1f%% (%d/%d)\n", tp->units ? 100.0 * tp->node_ok / tp->units : 0,
+           tp->node_ok, tp->units);
+    printf("false isolations      %d\n", tp->false_isolations);
+    printf("unexpected incidents  %d\n", tp->extras);
+    int nd = tp->decide_n < MAX_GOT ? tp->decide_n : MAX_GOT;
+    qsort(tp->decides, (size_t)nd, sizeof tp->decides[0], cmp_double);
+    printf("time to decide        median %.1fs, mean %.1fs, max %.1fs over %d incidents "
+           "(hold, sustain and repetition rules set the long ones)\n",
+           nd ? tp->decides[nd / 2] : 0, tp->decide_n ? tp->decide_sum / tp->decide_n : 0, tp->decide_max,
+           tp->decide_n);
+    int rc = tp->scenarios > 0 && tp->passed == tp->scenarios ? 0 : 1;
+    free(tp);
+    return rc;
+}

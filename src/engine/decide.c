@@ -1,0 +1,502 @@
+/* decide.c - findings to incidents: episodes, repetitions, grace, escalation, checkpoint, reason. */
+#include "engine/decide.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/timeutil.h"
+#include "engine/classify.h"
+#include "engine/strmap.h"
+#include "signal/xid_catalog.h"
+
+#define OCC_MAX 32   /* occurrences (and their evidence) kept per rule and subject */
+#define HIST_MAX 16  /* decided incidents remembered per rule and subject */
+#define MAX_KEYS (1 << 20)
+
+struct episode {
+    bool active;
+    enum gh_class cls;
+    int strength;
+    int64_t first_ts, expires;
+    int64_t anomaly_ts, anomaly_step;
+};
+
+struct occ {
+    int n;
+    int64_t ts[OCC_MAX];                    /* counted occurrences, oldest first */
+    size_t n_ev;
+    const struct gh_tl_entry *ev[OCC_MAX];  /* their evidence (refs), oldest first */
+};
+
+struct hist {
+    int n;
+    int64_t ts[HIST_MAX];
+};
+
+struct gh_decider {
+    const struct gh_policy *policy;
+    struct gh_topology *topo;
+    struct gh_timeline *tl;
+    gh_incident_fn cb;
+    void *cb_ctx;
+    struct gh_strmap *episodes; /* "n:NODE" / "j:JOB" -> struct episode * */
+    struct gh_strmap *occs;     /* "RULE#SUBJECT" -> struct occ * */
+    struct gh_strmap *hists;    /* "RULE#SUBJECT" -> struct hist * */
+    struct gh_decider_stats st;
+};
+
+void gh_finding_init(struct gh_finding *f)
+{
+    memset(f, 0, sizeof *f);
+    f->gpu = -1;
+    f->code = -1;
+    f->anomaly_step = -1;
+}
+
+void gh_finding_add(struct gh_finding *f, const struct gh_tl_entry *e)
+{
+    if (!e || f->n_evidence >= GH_FINDING_MAX_EVIDENCE)
+        return;
+    for (size_t i = 0; i < f->n_evidence; i++)
+        if (f->evidence[i] == e)
+            return;
+    f->evidence[f->n_evidence++] = e;
+}
+
+struct gh_decider *gh_decider_new(const struct gh_policy *policy, struct gh_topology *topo,
+                                  struct gh_timeline *tl, gh_incident_fn cb, void *cb_ctx)
+{
+    struct gh_decider *d = calloc(1, sizeof *d);
+    if (!d)
+        return NULL;
+    d->policy = policy;
+    d->topo = topo;
+    d->tl = tl;
+    d->cb = cb;
+    d->cb_ctx = cb_ctx;
+    d->episodes = gh_strmap_new(MAX_KEYS);
+    d->occs = gh_strmap_new(MAX_KEYS);
+    d->hists = gh_strmap_new(MAX_KEYS);
+    if (!d->episodes || !d->occs || !d->hists) {
+        gh_decider_free(d);
+        return NULL;
+    }
+    return d;
+}
+
+static void occ_clear(struct occ *o)
+{
+    for (size_t i = 0; i < o->n_ev; i++)
+        gh_tl_unref(o->ev[i]);
+    o->n = 0;
+    o->n_ev = 0;
+}
+
+void gh_decider_free(struct gh_decider *d)
+{
+    if (!d)
+        return;
+    if (d->episodes)
+        for (size_t i = 0; i < gh_strmap_count(d->episodes); i++)
+            free(gh_strmap_value(d->episodes, i));
+    if (d->occs)
+        for (size_t i = 0; i < gh_strmap_count(d->occs); i++) {
+            struct occ *o = gh_strmap_value(d->occs, i);
+            if (o)
+                occ_clear(o);
+            free(o);
+        }
+    if (d->hists)
+        for (size_t i = 0; i < gh_strmap_count(d->hists); i++)
+            free(gh_strmap_value(d->hists, i));
+    gh_strmap_free(d->episodes);
+    gh_strmap_free(d->occs);
+    gh_strmap_free(d->hists);
+    free(d);
+}
+
+/* A value slot of map for key, allocating size bytes (zeroed) on first use. */
+static void *slot(struct gh_strmap *m, const char *key, size_t size)
+{
+    long i = gh_strmap_intern(m, key, NULL, NULL);
+    if (i < 0)
+        return NULL;
+    void *v = gh_strmap_value(m, (size_t)i);
+    if (!v) {
+        v = calloc(1, size);
+        if (v)
+            gh_strmap_set_value(m, (size_t)i, v);
+    }
+    return v;
+}
+
+static struct episode *episode_find(struct gh_decider *d, char prefix, const char *name)
+{
+    char key[320];
+    gh_sfmt(key, sizeof key, "%c:%s", prefix, name);
+    long i = gh_strmap_find(d->episodes, key);
+    return i < 0 ? NULL : gh_strmap_value(d->episodes, (size_t)i);
+}
+
+static bool episode_open(const struct episode *ep, int64_t t)
+{
+    return ep && ep->active && t >= ep->first_ts - GH_NS_PER_S * 600 && t <= ep->expires;
+}
+
+bool gh_decider_node_episode(struct gh_decider *d, const char *node, int64_t t, enum gh_class *cls)
+{
+    struct episode *ep = node ? episode_find(d, 'n', node) : NULL;
+    if (!episode_open(ep, t))
+        return false;
+    if (cls)
+        *cls = ep->cls;
+    return true;
+}
+
+bool gh_decider_job_episode(struct gh_decider *d, const char *job, int64_t t, enum gh_class *cls)
+{
+    struct episode *ep = job ? episode_find(d, 'j', job) : NULL;
+    if (!episode_open(ep, t))
+        return false;
+    if (cls)
+        *cls = ep->cls;
+    return true;
+}
+
+void gh_decider_count_absorbed(struct gh_decider *d) { d->st.absorbed++; }
+
+/* How disruptive a set of actions is: an absorbed finding may not call for
+ * more than the incident it joins already did. */
+static int strength(const enum gh_action *a, int n)
+{
+    static const int s[GH_ACT__COUNT] = {
+        [GH_ACT_NONE] = 0,          [GH_ACT_RETRY_IN_PLACE] = 1, [GH_ACT_RUN_DIAGNOSTICS] = 1,
+        [GH_ACT_RESTART_FROM_CHECKPOINT] = 2, [GH_ACT_DRAIN_NODE] = 3, [GH_ACT_RESET_GPU] = 3,
+        [GH_ACT_ISOLATE_NODE] = 4,  [GH_ACT_REBOOT_NODE] = 4,    [GH_ACT_REPLACE_NODE] = 5,
+    };
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if ((unsigned)a[i] < GH_ACT__COUNT && s[a[i]] > m)
+            m = s[a[i]];
+    return m;
+}
+
+static bool targets_node(enum gh_action a)
+{
+    return a == GH_ACT_ISOLATE_NODE || a == GH_ACT_DRAIN_NODE || a == GH_ACT_RESET_GPU ||
+           a == GH_ACT_REBOOT_NODE || a == GH_ACT_REPLACE_NODE;
+}
+
+static int cmp_entries(const void *a, const void *b)
+{
+    const struct gh_tl_entry *x = *(const struct gh_tl_entry *const *)a;
+    const struct gh_tl_entry *y = *(const struct gh_tl_entry *const *)b;
+    if (x->ts_ns != y->ts_ns)
+        return x->ts_ns < y->ts_ns ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* The latest checkpoint of job saved before `before` (and below step `below`
+ * when >= 0). Borrowed from the timeline. */
+static const struct gh_tl_entry *checkpoint_before(struct gh_decider *d, const char *job,
+                                                   int64_t before, int64_t below)
+{
+    const struct gh_tl_entry *v[64];
+    size_t n = gh_timeline_query(d->tl, GH_TL_JOB, job, -1, GH_KIND_BIT(GH_KIND_CHECKPOINT),
+                                 INT64_MIN, before - 1, true, v, 64);
+    for (size_t i = n; i-- > 0;) {
+        const struct gh_signal *s = &v[i]->sig;
+        if (s->ckpt_state == GH_CKPT_SAVED && (below < 0 || !s->has_step || s->step < below))
+            return v[i];
+    }
+    return NULL;
+}
+
+static void append(char *buf, size_t cap, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void append(char *buf, size_t cap, size_t *used, const char *fmt, ...)
+{
+    if (*used >= cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *used, cap - *used, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *used += (size_t)n < cap - *used ? (size_t)n : cap - *used - 1;
+}
+
+static const char *action_phrase(enum gh_action a)
+{
+    switch (a) {
+    case GH_ACT_NONE: return "take no action";
+    case GH_ACT_RETRY_IN_PLACE: return "retry the job in place";
+    case GH_ACT_RESTART_FROM_CHECKPOINT: return "restart the job from its checkpoint";
+    case GH_ACT_ISOLATE_NODE: return "isolate the node";
+    case GH_ACT_DRAIN_NODE: return "drain the node";
+    case GH_ACT_RESET_GPU: return "reset the GPU";
+    case GH_ACT_REBOOT_NODE: return "reboot the node";
+    case GH_ACT_REPLACE_NODE: return "replace the node";
+    case GH_ACT_RUN_DIAGNOSTICS: return "run diagnostics";
+    default: return "?";
+    }
+}
+
+static uint64_t incident_hash(const struct gh_incident *inc)
+{
+    uint64_t h = gh_hash_u64(GH_HASH_INIT, (uint64_t)inc->cls);
+    h = gh_hash_str(h, inc->node);
+    h = gh_hash_u64(h, (uint64_t)(int64_t)inc->gpu);
+    h = gh_hash_str(h, inc->job);
+    h = gh_hash_u64(h, (uint64_t)inc->first_ts);
+    h = gh_hash_str(h, inc->rule);
+    return h;
+}
+
+/* A rule's base actions for f: its own, or the XID catalog's for f's code. */
+static int base_actions(const struct gh_rule *r, const struct gh_finding *f, enum gh_action *out)
+{
+    if (!r->catalog_actions) {
+        memcpy(out, r->actions, (size_t)r->n_actions * sizeof *out);
+        return r->n_actions;
+    }
+    const struct gh_xid_info *x = gh_xid_lookup(f->code >= 0 ? f->code : -1);
+    int n = x->n_actions < GH_POLICY_MAX_ACTIONS ? x->n_actions : GH_POLICY_MAX_ACTIONS;
+    memcpy(out, x->actions, (size_t)n * sizeof *out);
+    if (n == 0)
+        out[n++] = GH_ACT_RUN_DIAGNOSTICS;
+    return n;
+}
+
+static void subject_key(char *key, size_t cap, int rule, const struct gh_finding *f)
+{
+    gh_sfmt(key, cap, "%d#%s%s", rule, f->node ? "n:" : f->job ? "j:" : "-",
+             f->node ? f->node : f->job ? f->job : "");
+}
+
+enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding *f, int64_t now,
+                                  int64_t boot_ts)
+{
+    const struct gh_policy *p = d->policy;
+    d->st.findings++;
+    struct gh_policy_query q = {f->cls, f->kind, f->code, f->severity, f->has_metric, f->metric};
+    int ri = gh_policy_match(p, &q);
+    if (ri < 0) {
+        d->st.unmatched++;
+        return GH_OUT_UNMATCHED;
+    }
+    const struct gh_rule *r = &p->rules[ri];
+    enum gh_action base[GH_POLICY_MAX_ACTIONS];
+    int n_base = base_actions(r, f, base);
+
+    /* Evidence of a cause already decided joins it, unless it calls for more. */
+    struct episode *ep = f->node ? episode_find(d, 'n', f->node)
+                                 : f->job ? episode_find(d, 'j', f->job) : NULL;
+    if (episode_open(ep, now) && strength(base, n_base) <= ep->strength) {
+        if (f->node)
+            ep->expires = now + p->settings.episode_ns > ep->expires ? now + p->settings.episode_ns
+                                                                     : ep->expires;
+        d->st.absorbed++;
+        return GH_OUT_ABSORBED;
+    }
+
+    if (r->boot_grace_ns > 0 && boot_ts != INT64_MIN && now >= boot_ts &&
+        now - boot_ts < r->boot_grace_ns) {
+        d->st.grace++;
+        return GH_OUT_GRACE;
+    }
+
+    char key[320];
+    subject_key(key, sizeof key, ri, f);
+    struct occ *o = NULL;
+    if (r->repetitions > 1) {
+        o = slot(d->occs, key, sizeof *o);
+        if (!o)
+            return GH_OUT_ERROR;
+        /* Forget occurrences that left the window. */
+        int drop = 0;
+        while (drop < o->n && r->window_ns > 0 && o->ts[drop] < now - r->window_ns)
+            drop++;
+        if (drop) {
+            memmove(o->ts, o->ts + drop, (size_t)(o->n - drop) * sizeof o->ts[0]);
+            o->n -= drop;
+            int64_t oldest = o->n ? o->ts[0] : INT64_MAX;
+            size_t keep = 0;
+            for (size_t i = 0; i < o->n_ev; i++) {
+                if (o->ev[i]->ts_ns < oldest && o->ev[i]->ts_ns < now - r->window_ns)
+                    gh_tl_unref(o->ev[i]);
+                else
+                    o->ev[keep++] = o->ev[i];
+            }
+            o->n_ev = keep;
+        }
+        bool bounce = o->n && r->debounce_ns > 0 && now - o->ts[o->n - 1] < r->debounce_ns;
+        if (!bounce) {
+            if (o->n == OCC_MAX) {
+                memmove(o->ts, o->ts + 1, (OCC_MAX - 1) * sizeof o->ts[0]);
+                o->n--;
+            }
+            o->ts[o->n++] = now;
+        }
+        for (size_t i = 0; i < f->n_evidence; i++) {
+            if (o->n_ev == OCC_MAX) {
+                gh_tl_unref(o->ev[0]);
+                memmove(o->ev, o->ev + 1, (OCC_MAX - 1) * sizeof o->ev[0]);
+                o->n_ev--;
+            }
+            o->ev[o->n_ev++] = gh_tl_ref(f->evidence[i]);
+        }
+        if (o->n < r->repetitions) {
+            d->st.pending++;
+            return GH_OUT_PENDING;
+        }
+    }
+
+    /* Decide. */
+    struct gh_incident inc;
+    memset(&inc, 0, sizeof inc);
+    inc.cls = f->cls;
+    inc.node = f->node;
+    inc.gpu = f->node ? f->gpu : -1;
+    inc.job = f->job;
+    /* A node-level fault hits the job running there; a flapping node is
+     * about the node across jobs, so it names none. */
+    if (!inc.job && f->node && f->cls != GH_CLASS_FLAPPING_NODE) {
+        long j = gh_topology_job_on_node(d->topo, f->node, f->gpu);
+        if (j >= 0)
+            inc.job = gh_topology_job_name(d->topo, (size_t)j);
+    }
+    inc.rule = r->name;
+    inc.severity = f->severity;
+    inc.decided_ts = now;
+
+    /* Evidence: pending occurrences' and the finding's, oldest first. */
+    const struct gh_tl_entry *ev[OCC_MAX + GH_FINDING_MAX_EVIDENCE];
+    size_t n_ev = 0;
+    if (o)
+        for (size_t i = 0; i < o->n_ev; i++)
+            ev[n_ev++] = o->ev[i];
+    for (size_t i = 0; i < f->n_evidence; i++)
+        ev[n_ev++] = f->evidence[i];
+    qsort(ev, n_ev, sizeof ev[0], cmp_entries);
+    for (size_t i = 0; i < n_ev; i++) {
+        if (i && ev[i] == ev[i - 1])
+            continue;
+        if (inc.n_evidence < GH_INCIDENT_MAX_EVIDENCE)
+            inc.evidence[inc.n_evidence++] = ev[i];
+    }
+    inc.first_ts = f->first_ts ? f->first_ts : now;
+    if (inc.n_evidence && inc.evidence[0]->ts_ns < inc.first_ts)
+        inc.first_ts = inc.evidence[0]->ts_ns;
+
+    /* Actions, escalated by earlier incidents of this rule on this subject. */
+    struct hist *h = slot(d->hists, key, sizeof *h);
+    int earlier[GH_POLICY_MAX_ESCALATIONS] = {0};
+    for (int e = 0; h && e < r->n_escalations; e++)
+        for (int i = 0; i < h->n; i++)
+            if (r->escalations[e].within_ns == 0 || h->ts[i] >= now - r->escalations[e].within_ns)
+                earlier[e]++;
+    enum gh_action acts[GH_POLICY_MAX_ACTIONS];
+    int n_acts = gh_policy_actions(r, earlier, acts, &inc.escalation);
+    if (inc.escalation == 0) {
+        memcpy(acts, base, (size_t)n_base * sizeof acts[0]);
+        n_acts = n_base;
+    }
+    for (int i = 0; i < n_acts; i++) {
+        if (!inc.node && targets_node(acts[i]))
+            continue;
+        if (!inc.job && acts[i] == GH_ACT_RESTART_FROM_CHECKPOINT)
+            continue;
+        inc.actions[inc.n_actions++] = acts[i];
+    }
+    if (inc.n_actions == 0)
+        inc.actions[inc.n_actions++] = GH_ACT_NONE;
+
+    /* Checkpoint: the latest saved before the first anomaly. An open
+     * silent-data-corruption incident on the job moves that point back. */
+    int64_t anomaly = f->anomaly_ts ? f->anomaly_ts : inc.first_ts, below = f->anomaly_step;
+    struct episode *jep = inc.job ? episode_find(d, 'j', inc.job) : NULL;
+    if (episode_open(jep, now) && jep->cls == GH_CLASS_SILENT_DATA_CORRUPTION &&
+        jep->anomaly_ts < anomaly) {
+        anomaly = jep->anomaly_ts;
+        below = jep->anomaly_step;
+    }
+    const struct gh_tl_entry *ck = NULL;
+    for (int i = 0; i < inc.n_actions; i++)
+        if (inc.actions[i] == GH_ACT_RESTART_FROM_CHECKPOINT && inc.job)
+            ck = checkpoint_before(d, inc.job, anomaly, below);
+    if (ck) {
+        inc.has_checkpoint = true;
+        inc.checkpoint_step = ck->sig.step;
+        inc.checkpoint_path = ck->sig.path;
+    }
+
+    /* Reason: what was seen, then what the rule chose. */
+    size_t used = 0;
+    append(inc.reason, sizeof inc.reason, &used, "%s", f->what[0] ? f->what : gh_class_name(f->cls));
+    append(inc.reason, sizeof inc.reason, &used, "; rule %s", r->name);
+    if (inc.escalation)
+        append(inc.reason, sizeof inc.reason, &used, " (escalated: incident %d of this rule here)",
+               earlier[inc.escalation - 1] + 1);
+    if (r->repetitions > 1)
+        append(inc.reason, sizeof inc.reason, &used, " (%d occurrences)", o ? o->n : 1);
+    append(inc.reason, sizeof inc.reason, &used, " chose to ");
+    for (int i = 0; i < inc.n_actions; i++) {
+        append(inc.reason, sizeof inc.reason, &used, "%s%s",
+               i == 0 ? "" : i == inc.n_actions - 1 ? " and " : ", ", action_phrase(inc.actions[i]));
+        if (inc.actions[i] == GH_ACT_RESTART_FROM_CHECKPOINT) {
+            if (ck)
+                append(inc.reason, sizeof inc.reason, &used, " at step %lld",
+                       (long long)ck->sig.step);
+            else
+                append(inc.reason, sizeof inc.reason, &used, " (none saved before the evidence)");
+        }
+    }
+    append(inc.reason, sizeof inc.reason, &used, ".");
+    gh_sfmt(inc.id, sizeof inc.id, "inc-%016llx", (unsigned long long)incident_hash(&inc));
+
+    d->st.decided++;
+    if (d->cb)
+        d->cb(d->cb_ctx, &inc);
+
+    /* Remember: the episode (one incident per root cause) and the history. */
+    if (h) {
+        if (h->n == HIST_MAX) {
+            memmove(h->ts, h->ts + 1, (HIST_MAX - 1) * sizeof h->ts[0]);
+            h->n--;
+        }
+        h->ts[h->n++] = now;
+    }
+    if (o)
+        occ_clear(o);
+    char ekey[320];
+    gh_sfmt(ekey, sizeof ekey, "%c:%s", inc.node ? 'n' : 'j',
+             inc.node ? inc.node : inc.job ? inc.job : "");
+    if (inc.node || inc.job) {
+        struct episode *ne = slot(d->episodes, ekey, sizeof *ne);
+        if (ne) {
+            ne->active = true;
+            ne->cls = inc.cls;
+            ne->strength = strength(inc.actions, inc.n_actions);
+            /* SDC keeps the incident's strength floor: a follow-up that
+             * localises the bad node must still be able to isolate it. */
+            ne->first_ts = inc.first_ts;
+            ne->expires = now + p->settings.episode_ns;
+            ne->anomaly_ts = anomaly;
+            ne->anomaly_step = below;
+        }
+    }
+    return GH_OUT_DECIDED;
+}
+
+void gh_decider_stats(const struct gh_decider *d, struct gh_decider_stats *out) { *out = d->st; }
+
+size_t gh_decider_memory(const struct gh_decider *d)
+{
+    return sizeof *d + gh_strmap_memory(d->episodes) + gh_strmap_memory(d->occs) +
+           gh_strmap_memory(d->hists) + gh_strmap_count(d->episodes) * sizeof(struct episode) +
+           gh_strmap_count(d->occs) * sizeof(struct occ) +
+           gh_strmap_count(d->hists) * sizeof(struct hist);
+}

@@ -1,0 +1,36 @@
+/* decide.h - the decision stage: findings -> incidents. One incident per
+ * root cause (evidence of a cause already decided joins it for `episode`),
+ * repetitions counted per rule and subject (node, else job), boot grace,
+ * escalation on repeats, the checkpoint to resume from, and the reason. */
+#ifndef GH_ENGINE_DECIDE_H
+#define GH_ENGINE_DECIDE_H
+
+#include "engine/detector.h"
+#include "engine/incident.h"
+#include "engine/policy.h"
+#include "engine/timeline.h"
+#include "engine/topology.h"
+
+struct gh_decider;
+
+/* All pointers are borrowed and must outlive the decider. NULL on OOM. */
+struct gh_decider *gh_decider_new(const struct gh_policy *policy, struct gh_topology *topo,
+                                  struct gh_timeline *tl, gh_incident_fn cb, void *cb_ctx);
+void gh_decider_free(struct gh_decider *d);
+
+/* Decides on f at stream time now. boot_ts: when f's node last became ready
+ * (INT64_MIN when unknown). */
+enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding *f, int64_t now,
+                                  int64_t boot_ts);
+
+bool gh_decider_node_episode(struct gh_decider *d, const char *node, int64_t t, enum gh_class *cls);
+bool gh_decider_job_episode(struct gh_decider *d, const char *job, int64_t t, enum gh_class *cls);
+void gh_decider_count_absorbed(struct gh_decider *d);
+
+struct gh_decider_stats {
+    uint64_t findings, decided, absorbed, pending, grace, unmatched;
+};
+void gh_decider_stats(const struct gh_decider *d, struct gh_decider_stats *out);
+size_t gh_decider_memory(const struct gh_decider *d);
+
+#endif

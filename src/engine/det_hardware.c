@@ -1,0 +1,429 @@
+/* det_hardware.c - hardware findings: XID/SXID through the catalog, ECC, row
+ * remapping, lost GPUs, NVLink/PCIe counter rates, sustained throttling,
+ * failed probes; notes boots and hardware alerts for the other detectors. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "engine/classify.h"
+#include "engine/detector.h"
+#include "engine/strmap.h"
+#include "signal/xid_catalog.h"
+
+#define CTR_WINDOW 64 /* (ts, delta) samples kept per counter */
+#define MAX_KEYS (1 << 20)
+
+/* A counter read as cumulative: deltas between readings, summed over a window. */
+struct counter {
+    int64_t last;
+    bool has_last;
+    int n, head;
+    int64_t ts[CTR_WINDOW], d[CTR_WINDOW];
+};
+
+/* Per GPU (or per node for node-level readings). */
+struct gstate {
+    int64_t throttle_since[2]; /* thermal, power; INT64_MIN = not throttled */
+    int64_t throttle_last[2];
+    bool remap_pending, remap_failure, remap_seen;
+};
+
+struct hw {
+    struct gh_strmap *gpus;     /* "node/gpu" -> struct gstate * */
+    struct gh_strmap *counters; /* "node/gpu/kind/counter/link" -> struct counter * */
+};
+
+static int hw_create(struct gh_engine *e, void **state)
+{
+    (void)e;
+    struct hw *h = calloc(1, sizeof *h);
+    if (!h)
+        return GH_ENOMEM;
+    h->gpus = gh_strmap_new(MAX_KEYS);
+    h->counters = gh_strmap_new(MAX_KEYS);
+    *state = h;
+    return h->gpus && h->counters ? GH_OK : GH_ENOMEM;
+}
+
+static void free_values(struct gh_strmap *m)
+{
+    if (m)
+        for (size_t i = 0; i < gh_strmap_count(m); i++)
+            free(gh_strmap_value(m, i));
+    gh_strmap_free(m);
+}
+
+static void hw_destroy(void *state)
+{
+    struct hw *h = state;
+    free_values(h->gpus);
+    free_values(h->counters);
+    free(h);
+}
+
+static void *get(struct gh_strmap *m, const char *key, size_t size, bool *created)
+{
+    bool c = false;
+    long i = gh_strmap_intern(m, key, &c, NULL);
+    if (i < 0)
+        return NULL;
+    void *v = gh_strmap_value(m, (size_t)i);
+    if (!v) {
+        v = calloc(1, size);
+        if (!v)
+            return NULL;
+        gh_strmap_set_value(m, (size_t)i, v);
+        c = true;
+    }
+    if (created)
+        *created = c;
+    return v;
+}
+
+static struct gstate *gpu_state(struct hw *h, const struct gh_signal *s)
+{
+    char key[300];
+    gh_sfmt(key, sizeof key, "%s/%d", s->node ? s->node : "", s->gpu);
+    bool created;
+    struct gstate *g = get(h->gpus, key, sizeof *g, &created);
+    if (g && created) {
+        g->throttle_since[0] = g->throttle_since[1] = INT64_MIN;
+        g->throttle_last[0] = g->throttle_last[1] = INT64_MIN;
+    }
+    return g;
+}
+
+/* Feeds a cumulative reading; returns the increase now (*delta) and the sum
+ * of increases within window ending at ts. The first reading is a baseline
+ * (counters count since boot); a drop means a reset: the new value is the
+ * increase. */
+static int64_t counter_feed(struct counter *c, int64_t ts, int64_t value, int64_t window,
+                            int64_t *delta)
+{
+    int64_t d = 0;
+    if (c->has_last)
+        d = value >= c->last ? value - c->last : value;
+    c->last = value;
+    c->has_last = true;
+    *delta = d;
+    if (d > 0) {
+        int idx = (c->head + c->n) % CTR_WINDOW;
+        if (c->n == CTR_WINDOW) {
+            c->head = (c->head + 1) % CTR_WINDOW;
+            c->n--;
+        }
+        c->ts[idx] = ts;
+        c->d[idx] = d;
+        c->n++;
+    }
+    int64_t sum = 0;
+    for (int i = 0; i < c->n; i++) {
+        int k = (c->head + i) % CTR_WINDOW;
+        if (c->ts[k] > ts - window)
+            sum += c->d[k];
+    }
+    return sum;
+}
+
+static struct counter *counter_for(struct hw *h, const struct gh_signal *s, const char *extra)
+{
+    char key[400];
+    gh_sfmt(key, sizeof key, "%s/%d/%s/%s/%d/%s", s->node ? s->node : "", s->gpu,
+             gh_kind_name(s->kind), s->counter ? s->counter : "", s->has_link ? s->link : -1,
+             extra ? extra : "");
+    return get(h->counters, key, sizeof(struct counter), NULL);
+}
+
+static void report(struct gh_engine *e, const struct gh_tl_entry *ent, enum gh_class cls,
+                   enum gh_severity sev, int code, bool has_metric, double metric, const char *what)
+{
+    struct gh_finding f;
+    gh_finding_init(&f);
+    f.cls = cls;
+    f.kind = ent->sig.kind;
+    f.code = code;
+    f.severity = sev;
+    f.has_metric = has_metric;
+    f.metric = metric;
+    f.node = ent->sig.node;
+    f.gpu = ent->sig.gpu;
+    f.first_ts = ent->ts_ns;
+    gh_finding_add(&f, ent);
+    gh_sfmt(f.what, sizeof f.what, "%s", what);
+    if (sev >= GH_SEV_MEDIUM && f.node)
+        gh_ctx_note_hw_alert(e, f.node, ent->ts_ns);
+    gh_ctx_report(e, &f);
+}
+
+static void on_xid(struct gh_engine *e, const struct gh_tl_entry *ent)
+{
+    const struct gh_signal *s = &ent->sig;
+    const struct gh_xid_info *x = gh_xid_lookup(s->code);
+    char where[300], what[320];
+    gh_where(s->node, s->gpu, where, sizeof where);
+    if (x->application)
+        return; /* the application detector weighs these */
+    if (x->secondary) {
+        /* A consequence of another fault: joins an open incident on the node
+         * or is only recorded. */
+        if (gh_ctx_node_episode(e, s->node, ent->ts_ns, NULL))
+            gh_ctx_absorbed(e, ent);
+        return;
+    }
+    if (x->severity <= GH_SEV_INFO && x->code >= 0)
+        return;
+    gh_sfmt(what, sizeof what, "XID %d (%s) on %s: %s %s fault", s->code,
+             x->code >= 0 ? x->summary : "not in the catalog", where,
+             gh_severity_name(x->severity), gh_class_name(x->cls));
+    report(e, ent, x->cls, x->severity, s->code, false, 0, what);
+}
+
+static void on_sxid(struct gh_engine *e, const struct gh_tl_entry *ent)
+{
+    const struct gh_signal *s = &ent->sig;
+    char what[320];
+    gh_sfmt(what, sizeof what, "NVSwitch SXID %d on %s%s%s", s->code, s->node ? s->node : "?",
+             s->switch_id ? " " : "", s->switch_id ? s->switch_id : "");
+    report(e, ent, GH_CLASS_INTERCONNECT, GH_SEV_MEDIUM, s->code, false, 0, what);
+}
+
+static void on_ecc(struct hw *h, struct gh_engine *e, const struct gh_tl_entry *ent)
+{
+    const struct gh_signal *s = &ent->sig;
+    const struct gh_policy_settings *st = gh_ctx_settings(e);
+    char where[300], what[320];
+    gh_where(s->node, s->gpu, where, sizeof where);
+    if (s->bits == GH_ECC_DOUBLE) {
+        bool event;
+        int64_t delta = 1;
+        if (!s->has_count) {
+            event = true;
+        } else {
+            struct counter *c = counter_for(h, s, s->is_volatile ? "v" : "a");
+            bool first = c && !c->has_last;
+            int64_t sum = c ? counter_feed(c, ent->ts_ns, s->count, st->counter_window_ns, &delta)
+                            : 0;
+            (void)sum;
+            /* A volatile count is since the driver loaded: any is news. An
+             * aggregate count carries history: only an increase is. */
+            event = delta > 0 || (first && s->is_volatile && s->count > 0);
+            if (first && s->is_volatile)
+                delta = s->count;
+        }
+        if (!event)
+            return;
+        gh_sfmt(what, sizeof what, "uncorrectable (double-bit) ECC error%s on %s",
+                 delta > 1 ? "s" : "", where);
+        report(e, ent, GH_CLASS_GPU_MEMORY, GH_SEV_CRITICAL, -1, true, (double)delta, what);
+        return;
+    }
+    if (!s->has_count)
+        return;
+    struct counter *c = counter_for(h, s, s->is_volatile ? "v" : "a");
+    if (!c)
+        return;
+    int64_t delta, sum = counter_feed(c, ent->ts_ns, s->count, st->counter_window_ns, &delta);
+    if (delta <= 0)
+        return;
+    gh_sfmt(what, sizeof what, "%lld correctable (single-bit) ECC errors within %llds on %s",
+             (long long)sum, (long long)(st->counter_window_ns / GH_NS_PER_S), where);
+    report(e, ent, GH_CLASS_GPU_MEMORY, GH_SEV_LOW, -1, true, (double)sum, what);
+}
+
+static void on_row_remap(struct hw *h, struct gh_engine *e, const struct gh_tl_entry *ent)
+{
+    const struct gh_signal *s = &ent->sig;
+    struct gstate *g = gpu_state(h, s);
+    if (!g)
+        return;
+    char where[300], what[320];
+    gh_where(s->node, s->gpu, where, sizeof where);
+    bool new_failure = s->failure && (!g->remap_seen || !g->remap_failure);
+    bool new_pending = s->pending && (!g->remap_seen || !g->remap_pending);
+    g->remap_seen = true;
+    g->remap_failure = s->failure;
+    g->remap_pending = s->pending;
+    if (new_failure) {
+        gh_sfmt(what, sizeof what,
+                 "row remapping failed on %s (%lld uncorrectable rows): the GPU has no spare rows left",
+                 where, (long long)s->uncorrectable);
+        report(e, ent, GH_CLASS_GPU_MEMORY, GH_SEV_CRITICAL, -1, false, 0, what);
+    } else if (new_pending) {
+        gh_sfmt(what, sizeof what,
+                 "a row remap is pending on %s (%lld uncorrectable rows): it takes effect at the next GPU reset",
+                 where, (long long)s->uncorrectable);
+        report(e, ent, GH_CLASS_GPU_MEMORY, GH_SEV_MEDIUM, -1, false, 0, what);
+    }
+}
+
+static bool fatal_counter(const char *c)
+{
+    return c && (strcasestr(c, "uncorrectable") || strcasestr(c, "fatal") ||
+                 strcasestr(c, "surprise_down"));
+}
+
+static void on_link_counter(struct hw *h, struct gh_engine *e, const struct gh_tl_entry *ent)
+{
+    const struct gh_signal *s = &ent->sig;
+    const struct gh_policy_settings *st = gh_ctx_settings(e);
+    if (!s->has_count)
+        return;
+    struct counter *c = counter_for(h, s, NULL);
+    if (!c)
+        return;
+    int64_t delta, sum = counter_feed(c, ent->ts_ns, s->count, st->counter_window_ns, &delta);
+    if (delta <= 0)
+        return;
+    char where[300], what[320], link[32] = "";
+    gh_where(s->node, s->gpu, where, sizeof where);
+    if (s->kind == GH_KIND_NVLINK && s->has_link)
+        gh_sfmt(link, sizeof link, " link %d", s->link);
+    bool fatal = s->kind == GH_KIND_PCIE && fatal_counter(s->counter);
+    gh_sfmt(what, sizeof what, "%s%s %s errors rose by %lld within %llds on %s",
+             s->kind == GH_KIND_NVLINK ? "NVLink" : "PCIe", link, s->counter ? s->counter : "?",
+             (long long)sum, (long long)(st->counter_window_ns / GH_NS_PER_S), where);
+    report(e, ent, GH_CLASS_INTERCONNECT, fatal ? GH_SEV_HIGH : GH_SEV_LOW, -1, true, (double)sum,
+           what);
+}
+
+static void on_throttle(struct hw *h, struct gh_engine *e, const struct gh_tl_entry *ent)
+{
+    const struct gh_signal *s = &ent->sig;
+    struct gstate *g = gpu_state(h, s);
+    if (!g)
+        return;
+    int i = s->kind == GH_KIND_POWER ? 1 : 0;
+    /* A gap in readings longer than the counter window breaks the streak. */
+    if (g->throttle_last[i] != INT64_MIN &&
+        ent->ts_ns - g->throttle_last[i] > gh_ctx_settings(e)->counter_window_ns)
+        g->throttle_since[i] = INT64_MIN;
+    g->throttle_last[i] = ent->ts_ns;
+    if (!s->throttled) {
+        g->throttle_since[i] = INT64_MIN;
+        return;
+    }
+    if (g->throttle_since[i] == INT64_MIN)
+        g->throttle_since[i] = ent->ts_ns;
+    double secs = (double)(ent->ts_ns - g->throttle_since[i]) / 1e9;
+    if (secs <= 0)
+        return;
+    char where[300], what[320];
+    gh_where(s->node, s->gpu, where, sizeof where);
+    if (i == 0)
+        gh_sfmt(what, sizeof what, "%s throttled for heat for %.0fs (%.0f C)", where, secs,
+                 s->celsius);
+    else
+        gh_sfmt(what, sizeof what, "%s power-throttled for %.0fs (%.0f W)", where, secs, s->watts);
+    struct gh_finding f;
+    gh_finding_init(&f);
+    f.cls = GH_CLASS_THERMAL_POWER;
+    f.kind = s->kind;
+    f.severity = GH_SEV_LOW;
+    f.has_metric = true;
+    f.metric = secs;
+    f.node = s->node;
+    f.gpu = s->gpu;
+    f.first_ts = g->throttle_since[i];
+    /* Evidence: the readings of the streak the timeline still holds. */
+    const struct gh_tl_entry *v[GH_FINDING_MAX_EVIDENCE];
+    size_t n = gh_timeline_query(gh_ctx_timeline(e), s->gpu >= 0 ? GH_TL_GPU : GH_TL_NODE, s->node,
+                                 s->gpu, GH_KIND_BIT(s->kind), g->throttle_since[i], ent->ts_ns,
+                                 false, v, GH_FINDING_MAX_EVIDENCE - 1);
+    for (size_t k = 0; k < n; k++)
+        if (v[k]->sig.gpu == s->gpu)
+            gh_finding_add(&f, v[k]);
+    gh_finding_add(&f, ent);
+    gh_sfmt(f.what, sizeof f.what, "%s", what);
+    gh_ctx_report(e, &f);
+}
+
+static void on_probe(struct gh_engine *e, const struct gh_tl_entry *ent)
+{
+    const struct gh_signal *s = &ent->sig;
+    if (s->passed)
+        return;
+    const char *c = s->check ? s->check : "";
+    enum gh_class cls = GH_CLASS_GPU_HARDWARE;
+    if (strcasestr(c, "checksum") || strcasestr(c, "sdc") || strcasestr(c, "replay"))
+        cls = GH_CLASS_SILENT_DATA_CORRUPTION;
+    else if (strcasestr(c, "pcie") || strcasestr(c, "nvlink") || strcasestr(c, "p2p"))
+        cls = GH_CLASS_INTERCONNECT;
+    else if (strcasestr(c, "ib") == c || strcasestr(c, "nic") || strcasestr(c, "rdma") ||
+             strcasestr(c, "nccl") || strcasestr(c, "net"))
+        cls = GH_CLASS_NETWORK;
+    else if (strcasestr(c, "mem") || strcasestr(c, "ecc"))
+        cls = GH_CLASS_GPU_MEMORY;
+    char where[300], what[320];
+    gh_where(s->node, s->gpu, where, sizeof where);
+    gh_sfmt(what, sizeof what, "probe %s failed on %s%s%s", *c ? c : "?", where,
+             s->detail ? ": " : "", s->detail ? s->detail : "");
+    report(e, ent, cls, GH_SEV_HIGH, -1, false, 0, what);
+}
+
+static void hw_on_signal(void *state, struct gh_engine *e, const struct gh_tl_entry *ent)
+{
+    struct hw *h = state;
+    const struct gh_signal *s = &ent->sig;
+    char where[300], what[320];
+    switch (s->kind) {
+    case GH_KIND_XID:
+        on_xid(e, ent);
+        break;
+    case GH_KIND_SXID:
+        on_sxid(e, ent);
+        break;
+    case GH_KIND_ECC:
+        on_ecc(h, e, ent);
+        break;
+    case GH_KIND_ROW_REMAP:
+        on_row_remap(h, e, ent);
+        break;
+    case GH_KIND_GPU_LOST:
+        gh_sfmt(what, sizeof what, "%s stopped answering (GPU lost)",
+                 gh_where(s->node, s->gpu, where, sizeof where));
+        report(e, ent, GH_CLASS_GPU_HARDWARE, GH_SEV_CRITICAL, -1, false, 0, what);
+        break;
+    case GH_KIND_NVLINK:
+    case GH_KIND_PCIE:
+        on_link_counter(h, e, ent);
+        break;
+    case GH_KIND_THERMAL:
+    case GH_KIND_POWER:
+        on_throttle(h, e, ent);
+        break;
+    case GH_KIND_PROBE_RESULT:
+        on_probe(e, ent);
+        break;
+    case GH_KIND_NODE_READY:
+        gh_ctx_note_boot(e, s->node, ent->ts_ns);
+        break;
+    case GH_KIND_NODE_NOT_READY:
+        gh_ctx_note_hw_alert(e, s->node, ent->ts_ns);
+        break;
+    default:
+        break;
+    }
+}
+
+static size_t hw_memory(const void *state)
+{
+    const struct hw *h = state;
+    return sizeof *h + gh_strmap_memory(h->gpus) + gh_strmap_memory(h->counters) +
+           gh_strmap_count(h->gpus) * sizeof(struct gstate) +
+           gh_strmap_count(h->counters) * sizeof(struct counter);
+}
+
+const struct gh_detector_ops gh_det_hardware = {
+    .name = "hardware",
+    .kinds = GH_KIND_BIT(GH_KIND_XID) | GH_KIND_BIT(GH_KIND_SXID) | GH_KIND_BIT(GH_KIND_ECC) |
+             GH_KIND_BIT(GH_KIND_ROW_REMAP) | GH_KIND_BIT(GH_KIND_GPU_LOST) |
+             GH_KIND_BIT(GH_KIND_NVLINK) | GH_KIND_BIT(GH_KIND_PCIE) |
+             GH_KIND_BIT(GH_KIND_THERMAL) | GH_KIND_BIT(GH_KIND_POWER) |
+             GH_KIND_BIT(GH_KIND_PROBE_RESULT) | GH_KIND_BIT(GH_KIND_NODE_READY) |
+             GH_KIND_BIT(GH_KIND_NODE_NOT_READY),
+    .create = hw_create,
+    .destroy = hw_destroy,
+    .on_signal = hw_on_signal,
+    .memory = hw_memory,
+};

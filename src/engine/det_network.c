@@ -1,0 +1,553 @@
+/* det_network.c - network faults: NIC/InfiniBand link flaps (transient:
+ * retry in place), dead links (down past dead_after: move the job), error
+ * counter bursts, and collective timeouts with no GPU evidence, localised by
+ * the NIC's node or by the ranks that stopped reporting first. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "engine/classify.h"
+#include "engine/detector.h"
+#include "engine/strmap.h"
+
+#define MAX_KEYS (1 << 20)
+#define MAX_WATCH 4096
+#define FLAPS 16
+#define ERR_SAMPLES 32
+
+struct port {
+    int64_t down_since;              /* INT64_MIN: up */
+    const struct gh_tl_entry *down_ev;
+    bool dead_reported, watched;
+    int n_flaps;
+    int64_t flap_ts[FLAPS];
+};
+
+struct ectr {
+    int64_t last;
+    bool has_last;
+    int n, head;
+    int64_t ts[ERR_SAMPLES], d[ERR_SAMPLES];
+};
+
+struct cjob {
+    bool pending;
+    int64_t first_ts, deadline;
+    size_t n_ev;
+    const struct gh_tl_entry *ev[GH_FINDING_MAX_EVIDENCE];
+    int n_fail;
+};
+
+/* Last step each rank reported, to see who stopped first. */
+struct jsteps {
+    int cap;
+    int64_t *step; /* -1: none */
+    int64_t *ts;
+};
+
+struct net {
+    struct gh_strmap *ports;  /* "node/device/port" -> struct port * */
+    struct gh_strmap *ectrs;  /* "node/device/port/counter" -> struct ectr * */
+    struct gh_strmap *cjobs;  /* job -> struct cjob * */
+    struct gh_strmap *steps;  /* job -> struct jsteps * */
+    long watch[MAX_WATCH];    /* ports that are down (dead-link deadlines) */
+    int n_watch;
+    long pending[MAX_WATCH];  /* cjobs waiting for their hold */
+    int n_pending;
+    int64_t dead_ns;          /* settings.link_dead_ns, for next_deadline */
+    const char *last_job;     /* steps: the previous signal's job (map key) ... */
+    struct jsteps *last_js;   /* ... and its state */
+};
+
+static int net_create(struct gh_engine *e, void **state)
+{
+    struct net *n = calloc(1, sizeof *n);
+    if (!n)
+        return GH_ENOMEM;
+    n->dead_ns = gh_ctx_settings(e)->link_dead_ns;
+    n->ports = gh_strmap_new(MAX_KEYS);
+    n->ectrs = gh_strmap_new(MAX_KEYS);
+    n->cjobs = gh_strmap_new(MAX_KEYS);
+    n->steps = gh_strmap_new(GH_TOPO_MAX_JOBS);
+    *state = n;
+    return n->ports && n->ectrs && n->cjobs && n->steps ? GH_OK : GH_ENOMEM;
+}
+
+static void net_destroy(void *state)
+{
+    struct net *n = state;
+    if (n->ports)
+        for (size_t i = 0; i < gh_strmap_count(n->ports); i++) {
+            struct port *p = gh_strmap_value(n->ports, i);
+            if (p)
+                gh_tl_unref(p->down_ev);
+            free(p);
+        }
+    if (n->ectrs)
+        for (size_t i = 0; i < gh_strmap_count(n->ectrs); i++)
+            free(gh_strmap_value(n->ectrs, i));
+    if (n->cjobs)
+        for (size_t i = 0; i < gh_strmap_count(n->cjobs); i++) {
+            struct cjob *c = gh_strmap_value(n->cjobs, i);
+            for (size_t k = 0; c && k < c->n_ev; k++)
+                gh_tl_unref(c->ev[k]);
+            free(c);
+        }
+    if (n->steps)
+        for (size_t i = 0; i < gh_strmap_count(n->steps); i++) {
+            struct jsteps *s = gh_strmap_value(n->steps, i);
+            if (s) {
+                free(s->step);
+                free(s->ts);
+            }
+            free(s);
+        }
+    gh_strmap_free(n->ports);
+    gh_strmap_free(n->ectrs);
+    gh_strmap_free(n->cjobs);
+    gh_strmap_free(n->steps);
+    free(n);
+}
+
+static void *get(struct gh_strmap *m, const char *key, size_t size, long *idx, bool *created)
+{
+    long i = gh_strmap_intern(m, key, NULL, NULL);
+    if (i < 0)
+        return NULL;
+    void *v = gh_strmap_value(m, (size_t)i);
+    bool c = false;
+    if (!v) {
+        v = calloc(1, size);
+        if (!v)
+            return NULL;
+        gh_strmap_set_value(m, (size_t)i, v);
+        c = true;
+    }
+    if (idx)
+        *idx = i;
+    if (created)
+        *created = c;
+    return v;
+}
+
+static int flaps_within(const struct port *p, int64_t now, int64_t window)
+{
+    int n = 0;
+    for (int i = 0; i < p->n_flaps; i++)
+        n += p->flap_ts[i] > now - window;
+    return n;
+}
+
+static void port_name(const struct gh_signal *s, char *buf, size_t cap)
+{
+    if (s->has_port)
+        gh_sfmt(buf, cap, "%s port %d on %s", s->device ? s->device : "NIC", s->port,
+                 s->node ? s->node : "?");
+    else
+        gh_sfmt(buf, cap, "%s on %s", s->device ? s->device : "NIC", s->node ? s->node : "?");
+}
+
+static void report_nic(struct gh_engine *e, const struct gh_signal *s, enum gh_severity sev,
+                       double metric, int64_t first_ts, const struct gh_tl_entry *a,
+                       const struct gh_tl_entry *b, const char *what)
+{
+    struct gh_finding f;
+    gh_finding_init(&f);
+    f.cls = GH_CLASS_NETWORK;
+    f.kind = GH_KIND_NIC;
+    f.severity = sev;
+    f.has_metric = true;
+    f.metric = metric;
+    f.node = s->node;
+    f.first_ts = first_ts;
+    gh_finding_add(&f, a);
+    gh_finding_add(&f, b);
+    gh_sfmt(f.what, sizeof f.what, "%s", what);
+    gh_ctx_report(e, &f);
+}
+
+static void flap(struct net *n, struct gh_engine *e, struct port *p, const struct gh_tl_entry *ent,
+                 int64_t down_ts, const struct gh_tl_entry *down_ev)
+{
+    const struct gh_policy_settings *st = gh_ctx_settings(e);
+    if (p->n_flaps == FLAPS) {
+        memmove(p->flap_ts, p->flap_ts + 1, (FLAPS - 1) * sizeof p->flap_ts[0]);
+        p->n_flaps--;
+    }
+    p->flap_ts[p->n_flaps++] = ent->ts_ns;
+    int nf = flaps_within(p, ent->ts_ns, st->nic_window_ns);
+    char name[300], what[320];
+    port_name(&ent->sig, name, sizeof name);
+    if (down_ev)
+        gh_sfmt(what, sizeof what,
+                 "%s went down and came back after %.1fs (%d flap%s in %llds): a transient link flap",
+                 name, (double)(ent->ts_ns - down_ts) / 1e9, nf, nf == 1 ? "" : "s",
+                 (long long)(st->nic_window_ns / GH_NS_PER_S));
+    else
+        gh_sfmt(what, sizeof what, "%s link went down and recovered (%d flap%s in %llds)", name, nf,
+                 nf == 1 ? "" : "s", (long long)(st->nic_window_ns / GH_NS_PER_S));
+    gh_ctx_note_hw_alert(e, ent->sig.node, ent->ts_ns);
+    report_nic(e, &ent->sig, GH_SEV_LOW, nf, down_ev ? down_ts : ent->ts_ns, down_ev, ent, what);
+    (void)n;
+}
+
+static void watch(struct net *n, long idx)
+{
+    for (int i = 0; i < n->n_watch; i++)
+        if (n->watch[i] == idx)
+            return;
+    if (n->n_watch < MAX_WATCH)
+        n->watch[n->n_watch++] = idx;
+}
+
+static void on_nic(struct net *n, struct gh_engine *e, const struct gh_tl_entry *ent)
+{
+    const struct gh_signal *s = &ent->sig;
+    const struct gh_policy_settings *st = gh_ctx_settings(e);
+    char key[400];
+    gh_sfmt(key, sizeof key, "%s/%s/%d", s->node ? s->node : "", s->device ? s->device : "",
+             s->has_port ? s->port : -1);
+    long pidx;
+    bool created;
+    struct port *p = get(n->ports, key, sizeof *p, &pidx, &created);
+    if (!p)
+        return;
+    if (created)
+        p->down_since = INT64_MIN;
+    bool counted_flap = false;
+    if (s->counter && s->has_count) {
+        char ckey[500];
+        gh_sfmt(ckey, sizeof ckey, "%s/%s", key, s->counter);
+        struct ectr *c = get(n->ectrs, ckey, sizeof *c, NULL, NULL);
+        if (c) {
+            int64_t d = c->has_last ? (s->count >= c->last ? s->count - c->last : s->count) : 0;
+            c->last = s->count;
+            c->has_last = true;
+            if (d > 0) {
+                int at = (c->head + c->n) % ERR_SAMPLES;
+                if (c->n == ERR_SAMPLES) {
+                    c->head = (c->head + 1) % ERR_SAMPLES;
+                    c->n--;
+                }
+                c->ts[at] = ent->ts_ns;
+                c->d[at] = d;
+                c->n++;
+                if (strcasecmp(s->counter, "link_downed") == 0) {
+                    /* The link went down since the last reading. When it is
+                     * up now (or the state is not said), that was a flap. */
+                    if (s->state != GH_LINK_DOWN && p->down_since == INT64_MIN) {
+                        flap(n, e, p, ent, ent->ts_ns, NULL);
+                        counted_flap = true;
+                    }
+                } else {
+                    int64_t sum = 0;
+                    for (int i = 0; i < c->n; i++) {
+                        int k = (c->head + i) % ERR_SAMPLES;
+                        if (c->ts[k] > ent->ts_ns - st->nic_window_ns)
+                            sum += c->d[k];
+                    }
+                    if (sum >= st->nic_error_burst) {
+                        char name[300], what[320];
+                        port_name(s, name, sizeof name);
+                        gh_sfmt(what, sizeof what, "%s counted %lld %s errors within %llds", name,
+                                 (long long)sum, s->counter,
+                                 (long long)(st->nic_window_ns / GH_NS_PER_S));
+                        gh_ctx_note_hw_alert(e, s->node, ent->ts_ns);
+                        report_nic(e, s, GH_SEV_MEDIUM, (double)sum, ent->ts_ns, ent, NULL, what);
+                    }
+                }
+            }
+        }
+    }
+    if (s->state == GH_LINK_DOWN && p->down_since == INT64_MIN) {
+        p->down_since = ent->ts_ns;
+        p->down_ev = gh_tl_ref(ent);
+        p->dead_reported = false;
+        p->watched = true;
+        watch(n, pidx);
+        gh_ctx_note_hw_alert(e, s->node, ent->ts_ns);
+    } else if (s->state == GH_LINK_UP && p->down_since != INT64_MIN) {
+        if (!p->dead_reported && !counted_flap)
+            flap(n, e, p, ent, p->down_since, p->down_ev);
+        p->down_since = INT64_MIN;
+        gh_tl_unref(p->down_ev);
+        p->down_ev = NULL;
+    }
+}
+
+/* ---- collective timeouts ---------------------------------------------- */
+
+static void on_step(struct net *n, const struct gh_tl_entry *ent)
+{
+    const struct gh_signal *s = &ent->sig;
+    if (!s->job || !s->has_rank || s->rank < 0 || s->rank >= GH_TOPO_MAX_RANKS)
+        return;
+    struct jsteps *js;
+    if (n->last_job && strcmp(n->last_job, s->job) == 0) {
+        js = n->last_js;
+    } else {
+        long idx;
+        js = get(n->steps, s->job, sizeof *js, &idx, NULL);
+        if (!js)
+            return;
+        n->last_job = gh_strmap_key(n->steps, (size_t)idx);
+        n->last_js = js;
+    }
+    if (s->rank >= js->cap) {
+        int ncap = js->cap ? js->cap : 64;
+        while (ncap <= s->rank)
+            ncap *= 2;
+        int64_t *st = realloc(js->step, (size_t)ncap * sizeof *st);
+        if (!st)
+            return;
+        js->step = st;
+        int64_t *ts = realloc(js->ts, (size_t)ncap * sizeof *ts);
+        if (!ts)
+            return;
+        js->ts = ts;
+        for (int i = js->cap; i < ncap; i++) {
+            js->step[i] = -1;
+            js->ts[i] = INT64_MIN;
+        }
+        js->cap = ncap;
+    }
+    if (s->step >= js->step[s->rank]) {
+        js->step[s->rank] = s->step;
+        js->ts[s->rank] = ent->ts_ns;
+    }
+}
+
+static bool hw_explains(struct gh_engine *e, const char *job, const char *node, int64_t since,
+                        int64_t until, bool nic_too)
+{
+    int64_t t;
+    (void)nic_too;
+    if (node && (gh_ctx_hw_alert(e, node, since, until, &t) || gh_ctx_node_episode(e, node, until, NULL)))
+        return true;
+    struct gh_topology *topo = gh_ctx_topology(e);
+    long j = job ? gh_topology_find_job(topo, job) : -1;
+    if (j < 0)
+        return false;
+    const unsigned *nodes;
+    size_t nn = gh_topology_job_nodes(topo, (size_t)j, &nodes);
+    for (size_t i = 0; i < nn; i++) {
+        const char *name = gh_topology_node_name(topo, nodes[i]);
+        if (gh_ctx_hw_alert(e, name, since, until, &t) || gh_ctx_node_episode(e, name, until, NULL))
+            return true;
+    }
+    return false;
+}
+
+static void on_pod_failed(struct net *n, struct gh_engine *e, const struct gh_tl_entry *ent)
+{
+    const struct gh_signal *s = &ent->sig;
+    if (gh_classify_pod_failure(s) != GH_PF_COLLECTIVE)
+        return;
+    const struct gh_policy_settings *st = gh_ctx_settings(e);
+    const char *job = s->job;
+    if (job)
+        gh_topology_note(gh_ctx_topology(e), job, s->node, -1, -1);
+    else
+        job = gh_ctx_job_on(e, s->node, -1);
+    if (hw_explains(e, job, s->node, ent->ts_ns - st->hardware_lookback_ns, ent->ts_ns, true) ||
+        (job && gh_ctx_job_episode(e, job, ent->ts_ns, NULL))) {
+        gh_ctx_absorbed(e, ent);
+        return;
+    }
+    char key[300];
+    gh_sfmt(key, sizeof key, "%s%s", job ? "" : "node:", job ? job : s->node ? s->node : "?");
+    long idx;
+    struct cjob *c = get(n->cjobs, key, sizeof *c, &idx, NULL);
+    if (!c)
+        return;
+    if (!c->pending) {
+        if (n->n_pending >= MAX_WATCH)
+            return;
+        c->pending = true;
+        c->first_ts = ent->ts_ns;
+        c->deadline = ent->ts_ns + st->hold_ns;
+        n->pending[n->n_pending++] = idx;
+    }
+    c->n_fail++;
+    if (c->n_ev < GH_FINDING_MAX_EVIDENCE)
+        c->ev[c->n_ev++] = gh_tl_ref(ent);
+}
+
+static void decide_collective(struct net *n, struct gh_engine *e, const char *key, struct cjob *c,
+                              int64_t now)
+{
+    const struct gh_policy_settings *st = gh_ctx_settings(e);
+    bool surrogate = strncmp(key, "node:", 5) == 0;
+    const char *job = surrogate ? NULL : key;
+    const char *first_node = c->n_ev ? c->ev[0]->sig.node : NULL;
+    if (hw_explains(e, job, first_node, c->first_ts - st->hardware_lookback_ns, now, true) ||
+        (job && gh_ctx_job_episode(e, job, now, NULL))) {
+        for (size_t i = 0; i < c->n_ev; i++)
+            gh_ctx_absorbed(e, c->ev[i]);
+        return;
+    }
+    struct gh_finding f;
+    gh_finding_init(&f);
+    f.cls = GH_CLASS_NETWORK;
+    f.kind = GH_KIND_POD_FAILED;
+    f.severity = GH_SEV_MEDIUM;
+    f.job = job;
+    f.first_ts = c->first_ts;
+    for (size_t i = 0; i < c->n_ev; i++)
+        gh_finding_add(&f, c->ev[i]);
+    /* Who stopped first: the ranks whose last step is behind the others'. */
+    char loc[200] = "";
+    struct gh_topology *topo = gh_ctx_topology(e);
+    long jid = job ? gh_topology_find_job(topo, job) : -1;
+    struct jsteps *js = NULL;
+    if (job) {
+        long si = gh_strmap_find(n->steps, job);
+        js = si >= 0 ? gh_strmap_value(n->steps, (size_t)si) : NULL;
+    }
+    if (js && jid >= 0) {
+        int64_t max_step = -1;
+        int reporting = 0;
+        for (int r = 0; r < js->cap; r++)
+            if (js->step[r] >= 0) {
+                reporting++;
+                if (js->step[r] > max_step)
+                    max_step = js->step[r];
+            }
+        const char *lag_node = NULL;
+        int lagging = 0, lag_rank = -1;
+        bool one_node = true;
+        for (int r = 0; r < js->cap; r++) {
+            if (js->step[r] < 0 || js->step[r] >= max_step)
+                continue;
+            const char *nn = NULL;
+            int g = -1;
+            lagging++;
+            if (lag_rank < 0 || js->step[r] < js->step[lag_rank])
+                lag_rank = r;
+            if (!gh_topology_rank_location(topo, (size_t)jid, r, &nn, &g) || !nn) {
+                one_node = false;
+                continue;
+            }
+            if (!lag_node)
+                lag_node = nn;
+            else if (strcmp(lag_node, nn) != 0)
+                one_node = false;
+        }
+        if (lagging > 0 && one_node && lag_node && lagging * 2 <= reporting) {
+            f.node = lag_node;
+            gh_sfmt(loc, sizeof loc, "; rank %d on %s stopped reporting first (step %lld, others %lld)",
+                     lag_rank, lag_node, (long long)js->step[lag_rank], (long long)max_step);
+        }
+    }
+    const char *msg = c->n_ev && c->ev[0]->sig.msg ? c->ev[0]->sig.msg : "collective timeout";
+    gh_sfmt(f.what, sizeof f.what,
+             "%s: %d pod%s failed with a collective timeout (\"%.80s\") and no GPU or link evidence%s",
+             job ? job : key, c->n_fail, c->n_fail == 1 ? "" : "s", msg, loc);
+    gh_ctx_report(e, &f);
+}
+
+static void net_on_signal(void *state, struct gh_engine *e, const struct gh_tl_entry *ent)
+{
+    struct net *n = state;
+    switch (ent->sig.kind) {
+    case GH_KIND_NIC:
+        on_nic(n, e, ent);
+        break;
+    case GH_KIND_STEP:
+        on_step(n, ent);
+        break;
+    case GH_KIND_POD_FAILED:
+        on_pod_failed(n, e, ent);
+        break;
+    default:
+        break;
+    }
+}
+
+static void net_on_deadline(void *state, struct gh_engine *e, int64_t now)
+{
+    struct net *n = state;
+    const struct gh_policy_settings *st = gh_ctx_settings(e);
+    int keep = 0;
+    for (int i = 0; i < n->n_watch; i++) {
+        struct port *p = gh_strmap_value(n->ports, (size_t)n->watch[i]);
+        if (p->down_since == INT64_MIN) {
+            p->watched = false;
+            continue;
+        }
+        if (p->down_since + st->link_dead_ns > now) {
+            n->watch[keep++] = n->watch[i];
+            continue;
+        }
+        p->watched = false;
+        if (p->dead_reported || !p->down_ev)
+            continue;
+        p->dead_reported = true;
+        char name[300], what[320];
+        port_name(&p->down_ev->sig, name, sizeof name);
+        gh_sfmt(what, sizeof what, "%s has been down for %.0fs: a dead link, not a flap", name,
+                 (double)(now - p->down_since) / 1e9);
+        report_nic(e, &p->down_ev->sig, GH_SEV_HIGH, (double)(now - p->down_since) / 1e9,
+                   p->down_since, p->down_ev, NULL, what);
+    }
+    n->n_watch = keep;
+    keep = 0;
+    for (int i = 0; i < n->n_pending; i++) {
+        long idx = n->pending[i];
+        struct cjob *c = gh_strmap_value(n->cjobs, (size_t)idx);
+        if (c->deadline > now) {
+            n->pending[keep++] = idx;
+            continue;
+        }
+        decide_collective(n, e, gh_strmap_key(n->cjobs, (size_t)idx), c, now);
+        for (size_t k = 0; k < c->n_ev; k++)
+            gh_tl_unref(c->ev[k]);
+        memset(c, 0, sizeof *c);
+    }
+    n->n_pending = keep;
+}
+
+static int64_t net_next_deadline(void *state)
+{
+    struct net *n = state;
+    int64_t d = INT64_MAX;
+    for (int i = 0; i < n->n_watch; i++) {
+        const struct port *p = gh_strmap_value(n->ports, (size_t)n->watch[i]);
+        if (p->down_since != INT64_MIN && !p->dead_reported && p->down_since + n->dead_ns < d)
+            d = p->down_since + n->dead_ns;
+    }
+    for (int i = 0; i < n->n_pending; i++) {
+        struct cjob *c = gh_strmap_value(n->cjobs, (size_t)n->pending[i]);
+        if (c->deadline < d)
+            d = c->deadline;
+    }
+    return d;
+}
+
+static size_t net_memory(const void *state)
+{
+    const struct net *n = state;
+    size_t b = sizeof *n + gh_strmap_memory(n->ports) + gh_strmap_memory(n->ectrs) +
+               gh_strmap_memory(n->cjobs) + gh_strmap_memory(n->steps) +
+               gh_strmap_count(n->ports) * sizeof(struct port) +
+               gh_strmap_count(n->ectrs) * sizeof(struct ectr) +
+               gh_strmap_count(n->cjobs) * sizeof(struct cjob);
+    for (size_t i = 0; i < gh_strmap_count(n->steps); i++) {
+        const struct jsteps *s = gh_strmap_value(n->steps, i);
+        if (s)
+            b += sizeof *s + (size_t)s->cap * 2 * sizeof(int64_t);
+    }
+    return b;
+}
+
+const struct gh_detector_ops gh_det_network = {
+    .name = "network",
+    .kinds = GH_KIND_BIT(GH_KIND_NIC) | GH_KIND_BIT(GH_KIND_STEP) | GH_KIND_BIT(GH_KIND_POD_FAILED),
+    .create = net_create,
+    .destroy = net_destroy,
+    .on_signal = net_on_signal,
+    .on_deadline = net_on_deadline,
+    .next_deadline = net_next_deadline,
+    .memory = net_memory,
+};

@@ -1,0 +1,501 @@
+/* det_sdc.c - silent data corruption: replica checksums that disagree (the
+ * odd one out by majority is the suspect, localised to its node and GPU), and
+ * loss anomalies (non-finite, or >= loss_spike x the running median) with no
+ * application explanation, which suspect the job's nodes and ask for probes.
+ * Either way the job resumes from the last checkpoint saved before the first
+ * anomalous signal. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/classify.h"
+#include "engine/detector.h"
+#include "engine/stats.h"
+#include "engine/strmap.h"
+
+#define NB 4
+#define CK_MAX 512
+#define LOSS_HIST 32
+#define ANOM_EV 8
+#define MAX_JOBS 65536
+#define CK_WAIT_NS (120 * GH_NS_PER_S) /* a step's checksums may straddle skewed clocks */
+#define LOSS_WAIT_NS (5 * GH_NS_PER_S)
+
+struct ckbucket {
+    bool used;
+    int64_t step, first_ts;
+    int n;
+    const struct gh_tl_entry *ev[CK_MAX];
+};
+
+struct sdcjob {
+    const char *name;
+    struct ckbucket b[NB];
+    int expected;          /* checksums per step seen before (0 = unknown) */
+    int64_t last_final;
+    /* loss */
+    int n_loss;
+    double loss[LOSS_HIST]; /* ring of per-step losses */
+    int loss_head;
+    int64_t last_loss_step;
+    /* a loss anomaly being localised */
+    bool anom;
+    int64_t anom_step, anom_ts, anom_deadline;
+    int n_anom, n_norm;
+    const struct gh_tl_entry *anom_ev[ANOM_EV];
+    int n_anom_ev;
+    bool reported;          /* an SDC finding was made for this job (reset by time) */
+    int64_t reported_ts;
+};
+
+struct sdc {
+    struct gh_strmap *jobs;
+    struct sdcjob *last;
+    int64_t episode_ns;
+};
+
+static int sdc_create(struct gh_engine *e, void **state)
+{
+    struct sdc *s = calloc(1, sizeof *s);
+    if (!s)
+        return GH_ENOMEM;
+    s->jobs = gh_strmap_new(MAX_JOBS);
+    s->episode_ns = gh_ctx_settings(e)->episode_ns;
+    *state = s;
+    return s->jobs ? GH_OK : GH_ENOMEM;
+}
+
+static void bucket_clear(struct ckbucket *b)
+{
+    for (int i = 0; i < b->n; i++)
+        gh_tl_unref(b->ev[i]);
+    b->n = 0;
+    b->used = false;
+}
+
+static void anom_clear(struct sdcjob *j)
+{
+    for (int i = 0; i < j->n_anom_ev; i++)
+        gh_tl_unref(j->anom_ev[i]);
+    j->n_anom_ev = 0;
+    j->anom = false;
+    j->n_anom = j->n_norm = 0;
+}
+
+static void sdc_destroy(void *state)
+{
+    struct sdc *s = state;
+    if (s->jobs)
+        for (size_t i = 0; i < gh_strmap_count(s->jobs); i++) {
+            struct sdcjob *j = gh_strmap_value(s->jobs, i);
+            if (!j)
+                continue;
+            for (int k = 0; k < NB; k++)
+                bucket_clear(&j->b[k]);
+            anom_clear(j);
+            free(j);
+        }
+    gh_strmap_free(s->jobs);
+    free(s);
+}
+
+static struct sdcjob *job_get(struct sdc *s, const char *name)
+{
+    if (s->last && strcmp(s->last->name, name) == 0)
+        return s->last;
+    long i = gh_strmap_intern(s->jobs, name, NULL, NULL);
+    if (i < 0)
+        return NULL;
+    struct sdcjob *j = gh_strmap_value(s->jobs, (size_t)i);
+    if (!j) {
+        j = calloc(1, sizeof *j);
+        if (!j)
+            return NULL;
+        j->name = gh_strmap_key(s->jobs, (size_t)i);
+        j->last_final = INT64_MIN;
+        j->last_loss_step = INT64_MIN;
+        gh_strmap_set_value(s->jobs, (size_t)i, j);
+    }
+    s->last = j;
+    return j;
+}
+
+/* Where an entry's rank runs: the signal's own node/GPU, else the layout. */
+static const char *locate(struct gh_engine *e, const char *job, const struct gh_signal *s, int *gpu)
+{
+    *gpu = s->gpu;
+    if (s->node)
+        return s->node;
+    struct gh_topology *topo = gh_ctx_topology(e);
+    long j = gh_topology_find_job(topo, job);
+    const char *n = NULL;
+    if (j >= 0 && s->has_rank && gh_topology_rank_location(topo, (size_t)j, s->rank, &n, gpu))
+        return n;
+    *gpu = -1;
+    return NULL;
+}
+
+static bool already(struct sdc *s, struct gh_engine *e, struct sdcjob *j, int64_t t)
+{
+    if (j->reported && t - j->reported_ts <= s->episode_ns)
+        return true;
+    enum gh_class cls;
+    if (gh_ctx_job_episode(e, j->name, t, &cls) && cls != GH_CLASS_SILENT_DATA_CORRUPTION)
+        return true; /* an open incident (e.g. the application's) explains it */
+    return false;
+}
+
+static const char *val(const struct gh_tl_entry *e) { return e->sig.value ? e->sig.value : ""; }
+
+static int cmp_replica_rank(const void *a, const void *b)
+{
+    const struct gh_signal *x = &(*(const struct gh_tl_entry *const *)a)->sig;
+    const struct gh_signal *y = &(*(const struct gh_tl_entry *const *)b)->sig;
+    if (x->replica != y->replica)
+        return x->replica < y->replica ? -1 : 1;
+    int rx = x->has_rank ? x->rank : -1, ry = y->has_rank ? y->rank : -1;
+    return rx < ry ? -1 : rx > ry;
+}
+
+/* Compares the checksums of one step. With several ranks per replica (model
+ * shards), the i-th rank of every replica holds the same shard: values are
+ * compared across replicas position by position. In each position the odd
+ * ones out by strict majority are suspects; two replicas that disagree have
+ * no majority: both are. */
+static void finalize_ck(struct sdc *s, struct gh_engine *e, struct sdcjob *j, struct ckbucket *b)
+{
+    int n = b->n;
+    if (n > j->expected)
+        j->expected = n;
+    j->last_final = b->step;
+    if (n < 2 || already(s, e, j, b->first_ts))
+        goto done;
+    qsort(b->ev, (size_t)n, sizeof b->ev[0], cmp_replica_rank);
+    /* Replica boundaries and the position of each entry within its replica. */
+    int pos[CK_MAX], n_rep = 0, per = -1;
+    bool uneven = false;
+    for (int i = 0, k = 0; i < n; i++) {
+        if (i == 0 || b->ev[i]->sig.replica != b->ev[i - 1]->sig.replica) {
+            if (i) {
+                if (per >= 0 && per != k)
+                    uneven = true;
+                per = k;
+            }
+            n_rep++;
+            k = 0;
+        }
+        pos[i] = k++;
+        if (i == n - 1 && per >= 0 && per != k)
+            uneven = true;
+    }
+    if (n_rep < 2 || uneven)
+        goto done; /* one replica, or replicas that report different shard counts: not comparable */
+    const struct gh_tl_entry *sus[CK_MAX];
+    int n_sus = 0, best_count = 0, positions = n / n_rep;
+    bool ambiguous = false;
+    const struct gh_tl_entry *agree = NULL;
+    for (int p = 0; p < positions; p++) {
+        const struct gh_tl_entry *col[CK_MAX];
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            if (pos[i] == p)
+                col[m++] = b->ev[i];
+        int best = -1, bc = 0;
+        for (int i = 0; i < m; i++) {
+            int c = 0;
+            for (int k = 0; k < m; k++)
+                c += strcmp(val(col[i]), val(col[k])) == 0;
+            if (c > bc) {
+                bc = c;
+                best = i;
+            }
+        }
+        if (bc == m)
+            continue; /* all agree */
+        if (bc * 2 > m) {
+            for (int i = 0; i < m; i++)
+                if (strcmp(val(col[i]), val(col[best])) != 0 && n_sus < CK_MAX)
+                    sus[n_sus++] = col[i];
+            if (!agree) {
+                agree = col[best];
+                best_count = bc;
+            }
+        } else {
+            ambiguous = true;
+            for (int i = 0; i < m && n_sus < CK_MAX; i++)
+                sus[n_sus++] = col[i];
+        }
+    }
+    if (n_sus == 0)
+        goto done;
+    struct gh_finding f;
+    gh_finding_init(&f);
+    f.cls = GH_CLASS_SILENT_DATA_CORRUPTION;
+    f.kind = GH_KIND_REPLICA_CHECKSUM;
+    f.job = j->name;
+    f.anomaly_step = b->step;
+    const char *node = NULL;
+    int gpu = -1;
+    bool one_node = true;
+    int64_t first = INT64_MAX;
+    for (int i = 0; i < n_sus; i++) {
+        const struct gh_signal *sg = &sus[i]->sig;
+        if (sus[i]->ts_ns < first)
+            first = sus[i]->ts_ns;
+        int g;
+        const char *nn = locate(e, j->name, sg, &g);
+        if (!nn) {
+            one_node = false;
+        } else if (!node) {
+            node = nn;
+            gpu = g;
+        } else if (strcmp(node, nn) != 0) {
+            one_node = false;
+        } else if (g != gpu) {
+            gpu = -1;
+        }
+        gh_finding_add(&f, sus[i]);
+    }
+    if (agree)
+        gh_finding_add(&f, agree);
+    f.anomaly_ts = first;
+    f.first_ts = first;
+    const struct gh_signal *s0 = &sus[0]->sig;
+    if (!ambiguous && one_node && node) {
+        f.node = node;
+        f.gpu = n_sus == 1 ? gpu : -1;
+        f.severity = GH_SEV_HIGH;
+        char where[200];
+        if (f.gpu >= 0)
+            gh_sfmt(where, sizeof where, "%s GPU %d", node, f.gpu);
+        else
+            gh_sfmt(where, sizeof where, "%s", node);
+        if (n_sus == 1)
+            gh_sfmt(f.what, sizeof f.what,
+                    "replica checksums of %s disagree at step %lld: rank %d (replica %d) on %s "
+                    "differs from the %d replicas that agree",
+                    j->name, (long long)b->step, s0->has_rank ? s0->rank : -1, s0->replica, where,
+                    best_count);
+        else
+            gh_sfmt(f.what, sizeof f.what,
+                    "replica checksums of %s disagree at step %lld: %d ranks on %s differ from the "
+                    "replicas that agree",
+                    j->name, (long long)b->step, n_sus, where);
+    } else {
+        f.severity = GH_SEV_MEDIUM;
+        gh_sfmt(f.what, sizeof f.what,
+                "replica checksums of %s disagree at step %lld across %d replicas with no clear "
+                "majority: every node of the job is a suspect",
+                j->name, (long long)b->step, n_rep);
+    }
+    j->reported = true;
+    j->reported_ts = first;
+    gh_ctx_report(e, &f);
+done:
+    bucket_clear(b);
+}
+
+static void on_checksum(struct sdc *s, struct gh_engine *e, const struct gh_tl_entry *ent)
+{
+    const struct gh_signal *sg = &ent->sig;
+    if (!sg->job || !sg->has_step)
+        return;
+    struct sdcjob *j = job_get(s, sg->job);
+    if (!j)
+        return;
+    struct ckbucket *b = NULL;
+    int free_i = -1, oldest_i = -1;
+    for (int i = 0; i < NB; i++) {
+        if (!j->b[i].used) {
+            if (free_i < 0)
+                free_i = i;
+        } else if (j->b[i].step == sg->step) {
+            b = &j->b[i];
+            break;
+        } else if (oldest_i < 0 || j->b[i].step < j->b[oldest_i].step) {
+            oldest_i = i;
+        }
+    }
+    if (!b) {
+        if (j->last_final != INT64_MIN && sg->step <= j->last_final && sg->step > j->last_final - 16)
+            return;
+        if (free_i < 0) {
+            finalize_ck(s, e, j, &j->b[oldest_i]);
+            free_i = oldest_i;
+        }
+        b = &j->b[free_i];
+        b->used = true;
+        b->step = sg->step;
+        b->first_ts = ent->ts_ns;
+        b->n = 0;
+    }
+    if (b->n < CK_MAX)
+        b->ev[b->n++] = gh_tl_ref(ent);
+    if (j->expected > 0 && b->n >= j->expected)
+        finalize_ck(s, e, j, b);
+}
+
+static double loss_median(const struct sdcjob *j)
+{
+    double v[LOSS_HIST];
+    int n = j->n_loss < LOSS_HIST ? j->n_loss : LOSS_HIST;
+    for (int i = 0; i < n; i++)
+        v[i] = j->loss[i];
+    return gh_stats_median(v, (size_t)n);
+}
+
+static void decide_loss(struct sdc *s, struct gh_engine *e, struct sdcjob *j)
+{
+    if (already(s, e, j, j->anom_ts)) {
+        anom_clear(j);
+        return;
+    }
+    struct gh_finding f;
+    gh_finding_init(&f);
+    f.cls = GH_CLASS_SILENT_DATA_CORRUPTION;
+    f.kind = GH_KIND_STEP;
+    f.severity = GH_SEV_MEDIUM;
+    f.job = j->name;
+    f.first_ts = j->anom_ts;
+    f.anomaly_ts = j->anom_ts;
+    f.anomaly_step = j->anom_step;
+    const char *node = NULL;
+    bool one_node = true;
+    for (int i = 0; i < j->n_anom_ev; i++) {
+        int g;
+        const char *nn = locate(e, j->name, &j->anom_ev[i]->sig, &g);
+        if (!nn || (node && strcmp(node, nn) != 0))
+            one_node = false;
+        else
+            node = nn;
+        gh_finding_add(&f, j->anom_ev[i]);
+    }
+    const struct gh_signal *first = j->n_anom_ev ? &j->anom_ev[0]->sig : NULL;
+    char val[48] = "?";
+    if (first)
+        gh_sfmt(val, sizeof val, "%g", first->loss);
+    double base = j->n_loss ? loss_median(j) : NAN;
+    /* One rank (or one node's ranks) anomalous while the rest of the step
+     * was normal points at that node; otherwise the whole job is suspect. */
+    if (one_node && node && j->n_norm >= 2 && j->n_anom <= j->n_norm) {
+        f.node = node;
+        gh_sfmt(f.what, sizeof f.what,
+                 "loss of %s at step %lld is %s on %d rank%s of %s while %d others are normal "
+                 "(running median %.4g): suspected silent data corruption",
+                 j->name, (long long)j->anom_step, val, j->n_anom, j->n_anom == 1 ? "" : "s", node,
+                 j->n_norm, base);
+    } else {
+        gh_sfmt(f.what, sizeof f.what,
+                 "loss of %s jumped to %s at step %lld (running median %.4g) with no application "
+                 "explanation: suspected silent data corruption on one of the job's nodes",
+                 j->name, val, (long long)j->anom_step, base);
+    }
+    j->reported = true;
+    j->reported_ts = j->anom_ts;
+    anom_clear(j);
+    gh_ctx_report(e, &f);
+}
+
+static void on_loss(struct sdc *s, struct gh_engine *e, const struct gh_tl_entry *ent)
+{
+    const struct gh_signal *sg = &ent->sig;
+    const struct gh_policy_settings *st = gh_ctx_settings(e);
+    struct sdcjob *j = job_get(s, sg->job);
+    if (!j)
+        return;
+    if (j->anom && sg->step > j->anom_step)
+        decide_loss(s, e, j);
+    double base = j->n_loss >= st->loss_history ? loss_median(j) : NAN;
+    bool bad = !isfinite(sg->loss) || (base > 0 && sg->loss >= st->loss_spike * base);
+    if (j->anom && sg->step == j->anom_step) {
+        if (bad) {
+            j->n_anom++;
+            if (j->n_anom_ev < ANOM_EV)
+                j->anom_ev[j->n_anom_ev++] = gh_tl_ref(ent);
+        } else {
+            j->n_norm++;
+        }
+        return;
+    }
+    if (bad) {
+        if (j->reported && ent->ts_ns - j->reported_ts <= s->episode_ns)
+            return;
+        j->anom = true;
+        j->anom_step = sg->step;
+        j->anom_ts = ent->ts_ns;
+        j->anom_deadline = ent->ts_ns + LOSS_WAIT_NS;
+        j->n_anom = 1;
+        j->n_norm = 0;
+        j->anom_ev[j->n_anom_ev++] = gh_tl_ref(ent);
+        /* Normal reports of this step that came before. */
+        if (sg->step == j->last_loss_step)
+            j->n_norm++;
+        return;
+    }
+    if (sg->step != j->last_loss_step) {
+        j->loss[j->loss_head] = sg->loss;
+        j->loss_head = (j->loss_head + 1) % LOSS_HIST;
+        if (j->n_loss < LOSS_HIST)
+            j->n_loss++;
+        j->last_loss_step = sg->step;
+    }
+}
+
+static void sdc_on_signal(void *state, struct gh_engine *e, const struct gh_tl_entry *ent)
+{
+    struct sdc *s = state;
+    if (ent->sig.kind == GH_KIND_REPLICA_CHECKSUM)
+        on_checksum(s, e, ent);
+    else if (ent->sig.kind == GH_KIND_STEP && ent->sig.has_loss && ent->sig.job && ent->sig.has_step)
+        on_loss(s, e, ent);
+}
+
+static void sdc_on_deadline(void *state, struct gh_engine *e, int64_t now)
+{
+    struct sdc *s = state;
+    for (size_t i = 0; i < gh_strmap_count(s->jobs); i++) {
+        struct sdcjob *j = gh_strmap_value(s->jobs, i);
+        if (!j)
+            continue;
+        if (j->anom && j->anom_deadline <= now)
+            decide_loss(s, e, j);
+        for (int k = 0; k < NB; k++)
+            if (j->b[k].used && j->b[k].first_ts + CK_WAIT_NS <= now)
+                finalize_ck(s, e, j, &j->b[k]);
+    }
+}
+
+static int64_t sdc_next_deadline(void *state)
+{
+    struct sdc *s = state;
+    int64_t d = INT64_MAX;
+    for (size_t i = 0; i < gh_strmap_count(s->jobs); i++) {
+        const struct sdcjob *j = gh_strmap_value(s->jobs, i);
+        if (!j)
+            continue;
+        if (j->anom && j->anom_deadline < d)
+            d = j->anom_deadline;
+        for (int k = 0; k < NB; k++)
+            if (j->b[k].used && j->b[k].first_ts + CK_WAIT_NS < d)
+                d = j->b[k].first_ts + CK_WAIT_NS;
+    }
+    return d;
+}
+
+static size_t sdc_memory(const void *state)
+{
+    const struct sdc *s = state;
+    return sizeof *s + gh_strmap_memory(s->jobs) + gh_strmap_count(s->jobs) * sizeof(struct sdcjob);
+}
+
+const struct gh_detector_ops gh_det_sdc = {
+    .name = "sdc",
+    .kinds = GH_KIND_BIT(GH_KIND_REPLICA_CHECKSUM) | GH_KIND_BIT(GH_KIND_STEP),
+    .create = sdc_create,
+    .destroy = sdc_destroy,
+    .on_signal = sdc_on_signal,
+    .on_deadline = sdc_on_deadline,
+    .next_deadline = sdc_next_deadline,
+    .memory = sdc_memory,
+};

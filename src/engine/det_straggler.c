@@ -1,0 +1,625 @@
+/* det_straggler.c - stragglers: per job and step, each rank's step time (its
+ * compute time when comm_ms is reported) against the job's robust baseline
+ * (median, MAD); a rank slow (>= threshold above the median and >= z robust
+ * sigmas) in >= k of its last n steps is flagged, localised to its GPU, or to
+ * its node when most of the node is slow or the node's median stands out
+ * from the other nodes'. A whole-job slowdown moves the median and flags
+ * nobody. Acting is worth it only when the expected loss over the job's
+ * remaining run exceeds the restart cost (rollback + restart). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/classify.h"
+#include "engine/detector.h"
+#include "engine/stats.h"
+#include "engine/strmap.h"
+
+#define NB 4     /* steps in flight per job */
+#define SLOW_EV 3
+#define MAX_JOBS 65536
+
+struct rank {
+    const char *node;   /* topology-owned name; NULL until placed */
+    int32_t node_idx;   /* topology node index, -1 unknown */
+    int16_t gpu;
+    bool reported;
+    uint8_t n_ev;
+    uint32_t bits;      /* slow flags of the last steps, newest in bit 0 */
+    uint16_t nobs;
+    float ewma;         /* ratio to the median, smoothed */
+    int64_t streak_ts;  /* ts of the first slow step of the current run */
+    const struct gh_tl_entry *ev[SLOW_EV]; /* latest slow steps (refs) */
+};
+
+struct bucket {
+    bool used;
+    int64_t step;
+    int count;
+    float *v;                          /* per rank; NAN = not reported */
+    const struct gh_tl_entry **ev;     /* per rank (refs) */
+};
+
+struct nodeacc {
+    int32_t node_idx;
+    uint32_t bits;
+    uint16_t nobs;
+    bool reported;
+    float ewma;
+    int64_t streak_ts;
+};
+
+struct sjob {
+    const char *name; /* key in the jobs map */
+    long topo;        /* topology job index */
+    int cap;          /* per-rank arrays */
+    int max_rank;
+    int declared;     /* expected ranks from the topology, 0 = unknown */
+    bool learned;     /* max_rank + 1 is a trustworthy rank count */
+    int64_t last_final; /* last finalised step */
+    struct rank *ranks;
+    struct bucket b[NB];
+    bool order_dirty;
+    int *order;       /* ranks sorted by node */
+    int n_order;
+    struct nodeacc *nodes;
+    int n_nodes, cap_nodes;
+};
+
+struct strag {
+    struct gh_strmap *jobs; /* name -> struct sjob * */
+    struct sjob *last;      /* cache: the job of the previous signal */
+    double *scratch, *scratch2;
+    size_t scratch_cap;
+};
+
+static int st_create(struct gh_engine *e, void **state)
+{
+    (void)e;
+    struct strag *s = calloc(1, sizeof *s);
+    if (!s)
+        return GH_ENOMEM;
+    s->jobs = gh_strmap_new(MAX_JOBS);
+    *state = s;
+    return s->jobs ? GH_OK : GH_ENOMEM;
+}
+
+static void bucket_clear(struct sjob *j, struct bucket *b)
+{
+    if (b->ev)
+        for (int r = 0; r < j->cap; r++)
+            if (b->ev[r]) {
+                gh_tl_unref(b->ev[r]);
+                b->ev[r] = NULL;
+            }
+    if (b->v)
+        for (int r = 0; r < j->cap; r++)
+            b->v[r] = NAN;
+    b->used = false;
+    b->count = 0;
+}
+
+static void job_free(struct sjob *j)
+{
+    if (!j)
+        return;
+    for (int i = 0; i < NB; i++) {
+        bucket_clear(j, &j->b[i]);
+        free(j->b[i].v);
+        free(j->b[i].ev);
+    }
+    for (int r = 0; r < j->cap; r++)
+        for (int k = 0; k < j->ranks[r].n_ev; k++)
+            gh_tl_unref(j->ranks[r].ev[k]);
+    free(j->ranks);
+    free(j->order);
+    free(j->nodes);
+    free(j);
+}
+
+static void st_destroy(void *state)
+{
+    struct strag *s = state;
+    if (s->jobs)
+        for (size_t i = 0; i < gh_strmap_count(s->jobs); i++)
+            job_free(gh_strmap_value(s->jobs, i));
+    gh_strmap_free(s->jobs);
+    free(s->scratch);
+    free(s->scratch2);
+    free(s);
+}
+
+static int grow(struct sjob *j, int rank)
+{
+    if (rank < j->cap)
+        return GH_OK;
+    int ncap = j->cap ? j->cap : 64;
+    while (ncap <= rank)
+        ncap *= 2;
+    struct rank *nr = realloc(j->ranks, (size_t)ncap * sizeof *nr);
+    if (!nr)
+        return GH_ENOMEM;
+    j->ranks = nr;
+    memset(nr + j->cap, 0, (size_t)(ncap - j->cap) * sizeof *nr);
+    for (int r = j->cap; r < ncap; r++) {
+        nr[r].node_idx = -1;
+        nr[r].gpu = -1;
+    }
+    for (int i = 0; i < NB; i++) {
+        float *v = realloc(j->b[i].v, (size_t)ncap * sizeof *v);
+        if (!v)
+            return GH_ENOMEM;
+        j->b[i].v = v;
+        for (int r = j->cap; r < ncap; r++)
+            v[r] = NAN;
+        const struct gh_tl_entry **ev = realloc(j->b[i].ev, (size_t)ncap * sizeof *ev);
+        if (!ev)
+            return GH_ENOMEM;
+        j->b[i].ev = ev;
+        memset(ev + j->cap, 0, (size_t)(ncap - j->cap) * sizeof *ev);
+    }
+    int *o = realloc(j->order, (size_t)ncap * sizeof *o);
+    if (!o)
+        return GH_ENOMEM;
+    j->order = o;
+    j->cap = ncap;
+    j->order_dirty = true;
+    return GH_OK;
+}
+
+static struct sjob *job_get(struct strag *s, struct gh_engine *e, const char *name)
+{
+    if (s->last && strcmp(s->last->name, name) == 0)
+        return s->last;
+    long i = gh_strmap_intern(s->jobs, name, NULL, NULL);
+    if (i < 0)
+        return NULL;
+    struct sjob *j = gh_strmap_value(s->jobs, (size_t)i);
+    if (!j) {
+        j = calloc(1, sizeof *j);
+        if (!j)
+            return NULL;
+        j->name = gh_strmap_key(s->jobs, (size_t)i);
+        j->max_rank = -1;
+        j->last_final = INT64_MIN;
+        struct gh_topology *topo = gh_ctx_topology(e);
+        j->topo = gh_topology_find_job(topo, name);
+        if (j->topo >= 0)
+            j->declared = gh_topology_job_ranks(topo, (size_t)j->topo);
+        gh_strmap_set_value(s->jobs, (size_t)i, j);
+    }
+    s->last = j;
+    return j;
+}
+
+static int expected_ranks(const struct sjob *j)
+{
+    if (j->declared > 0)
+        return j->declared > j->max_rank + 1 ? j->declared : j->max_rank + 1;
+    return j->learned ? j->max_rank + 1 : INT32_MAX;
+}
+
+static bool ensure_scratch(struct strag *s, size_t n)
+{
+    if (n <= s->scratch_cap)
+        return true;
+    double *a = realloc(s->scratch, n * sizeof *a);
+    if (!a)
+        return false;
+    s->scratch = a;
+    double *b = realloc(s->scratch2, n * sizeof *b);
+    if (!b)
+        return false;
+    s->scratch2 = b;
+    s->scratch_cap = n;
+    return true;
+}
+
+static int cmp_node(const void *a, const void *b, void *arg)
+{
+    const struct rank *r = arg;
+    int x = *(const int *)a, y = *(const int *)b;
+    if (r[x].node_idx != r[y].node_idx)
+        return r[x].node_idx < r[y].node_idx ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+static void build_order(struct sjob *j)
+{
+    j->n_order = 0;
+    for (int r = 0; r <= j->max_rank && r < j->cap; r++)
+        if (j->ranks[r].node_idx >= 0)
+            j->order[j->n_order++] = r;
+    qsort_r(j->order, (size_t)j->n_order, sizeof *j->order, cmp_node, j->ranks);
+    /* One accumulator per node, in node order. */
+    int n = 0;
+    for (int i = 0; i < j->n_order; i++)
+        if (i == 0 || j->ranks[j->order[i]].node_idx != j->ranks[j->order[i - 1]].node_idx)
+            n++;
+    if (n > j->cap_nodes) {
+        struct nodeacc *na = realloc(j->nodes, (size_t)n * sizeof *na);
+        if (!na)
+            return;
+        j->nodes = na;
+        j->cap_nodes = n;
+    }
+    /* Keep accumulated history of nodes that remain. */
+    struct nodeacc *old = j->n_nodes ? malloc((size_t)j->n_nodes * sizeof *old) : NULL;
+    int n_old = old ? j->n_nodes : 0;
+    if (old)
+        memcpy(old, j->nodes, (size_t)n_old * sizeof *old);
+    n = 0;
+    for (int i = 0; i < j->n_order; i++) {
+        int32_t ni = j->ranks[j->order[i]].node_idx;
+        if (i && ni == j->ranks[j->order[i - 1]].node_idx)
+            continue;
+        struct nodeacc a = {.node_idx = ni, .streak_ts = INT64_MIN};
+        for (int k = 0; k < n_old; k++)
+            if (old[k].node_idx == ni)
+                a = old[k];
+        j->nodes[n++] = a;
+    }
+    free(old);
+    j->n_nodes = n;
+    j->order_dirty = false;
+}
+
+static void push_ev(struct rank *r, const struct gh_tl_entry *ent)
+{
+    if (r->n_ev == SLOW_EV) {
+        gh_tl_unref(r->ev[0]);
+        memmove(r->ev, r->ev + 1, (SLOW_EV - 1) * sizeof r->ev[0]);
+        r->n_ev--;
+    }
+    r->ev[r->n_ev++] = ent; /* steals the caller's reference */
+}
+
+static int64_t last_checkpoint_ts(struct gh_engine *e, const char *job)
+{
+    const struct gh_tl_entry *v[8];
+    size_t n = gh_timeline_query(gh_ctx_timeline(e), GH_TL_JOB, job, -1,
+                                 GH_KIND_BIT(GH_KIND_CHECKPOINT), INT64_MIN, gh_ctx_now(e), true, v, 8);
+    for (size_t i = n; i-- > 0;)
+        if (v[i]->sig.ckpt_state == GH_CKPT_SAVED)
+            return v[i]->ts_ns;
+    return INT64_MIN;
+}
+
+static void report(struct gh_engine *e, struct sjob *j, const char *node, int gpu, int rank,
+                   int n_slow, int n_node_ranks, double slowdown, int64_t first_ts,
+                   struct rank *const *evr, int n_evr)
+{
+    const struct gh_policy_settings *st = gh_ctx_settings(e);
+    struct gh_topology *topo = gh_ctx_topology(e);
+    double remaining = j->topo >= 0 ? gh_topology_job_remaining_s(topo, (size_t)j->topo) : -1;
+    double cost = j->topo >= 0 ? gh_topology_job_restart_cost_s(topo, (size_t)j->topo) : -1;
+    if (remaining < 0)
+        remaining = (double)st->assume_remaining_ns / 1e9;
+    if (cost < 0)
+        cost = (double)st->restart_cost_ns / 1e9;
+    int64_t ck = last_checkpoint_ts(e, j->name);
+    double rollback = ck != INT64_MIN ? (double)(gh_ctx_now(e) - ck) / 1e9 : 0;
+    double loss = slowdown * remaining, total_cost = cost + rollback;
+    bool worth = loss > total_cost;
+
+    struct gh_finding f;
+    gh_finding_init(&f);
+    f.cls = GH_CLASS_STRAGGLER;
+    f.kind = GH_KIND_STEP;
+    f.severity = worth ? GH_SEV_MEDIUM : GH_SEV_LOW;
+    f.has_metric = true;
+    f.metric = slowdown;
+    f.node = node;
+    f.gpu = gpu;
+    f.job = j->name;
+    f.first_ts = first_ts;
+    for (int i = 0; i < n_evr; i++)
+        for (int k = 0; k < evr[i]->n_ev; k++)
+            gh_finding_add(&f, evr[i]->ev[k]);
+    if (f.n_evidence == 0 && node) {
+        /* A node slow as a whole, no rank alone: its GPUs' latest steps. */
+        const struct gh_tl_entry *v[4];
+        for (int g = 0; g < 8; g++) {
+            size_t n = gh_timeline_query(gh_ctx_timeline(e), GH_TL_GPU, node, g,
+                                         GH_KIND_BIT(GH_KIND_STEP), INT64_MIN, INT64_MAX, true, v, 2);
+            for (size_t k = 0; k < n; k++)
+                if (v[k]->sig.job && strcmp(v[k]->sig.job, j->name) == 0)
+                    gh_finding_add(&f, v[k]);
+        }
+    }
+    char who[160];
+    if (gpu >= 0)
+        gh_sfmt(who, sizeof who, "rank %d on %s GPU %d", rank, node, gpu);
+    else
+        gh_sfmt(who, sizeof who, "node %s (its median over %d ranks; %d slow alone)", node,
+                n_node_ranks, n_slow);
+    gh_sfmt(f.what, sizeof f.what,
+             "%s of %s is %.0f%% slower than the job's median step in >= %d of the last %d steps; "
+             "the expected loss, %.1f h over the remaining %.1f h, %s the restart cost of %.1f h",
+             who, j->name, slowdown * 100, st->straggler_k, st->straggler_n, loss / 3600,
+             remaining / 3600, worth ? "exceeds" : "does not exceed", total_cost / 3600);
+    gh_ctx_report(e, &f);
+}
+
+static void finalize(struct strag *s, struct gh_engine *e, struct sjob *j, struct bucket *b)
+{
+    const struct gh_policy_settings *st = gh_ctx_settings(e);
+    int top = j->max_rank + 1 < j->cap ? j->max_rank + 1 : j->cap;
+    if (!ensure_scratch(s, (size_t)top + 1))
+        goto done;
+    size_t n = 0;
+    for (int r = 0; r < top; r++)
+        if (!isnan(b->v[r]))
+            s->scratch[n++] = b->v[r];
+    if (n < 3)
+        goto done;
+    double med = gh_stats_median(s->scratch, n);
+    for (size_t i = 0, k = 0; i < (size_t)top && k < n; i++)
+        if (!isnan(b->v[i]))
+            s->scratch[k++] = b->v[i];
+    double mad = gh_stats_mad(s->scratch, n, med, s->scratch2);
+    if (!(med > 0))
+        goto done;
+    double sigma = 1.4826 * mad;
+    if (sigma < med * 0.005)
+        sigma = med * 0.005;
+    double cut = med * (1 + st->straggler_threshold);
+    if (med + st->straggler_z * sigma > cut)
+        cut = med + st->straggler_z * sigma;
+    uint32_t mask = st->straggler_n >= 32 ? 0xffffffffu : (1u << st->straggler_n) - 1;
+    int candidates = 0, reporting = (int)n;
+    for (int r = 0; r < top; r++) {
+        float v = b->v[r];
+        if (isnan(v))
+            continue;
+        struct rank *rk = &j->ranks[r];
+        bool slow = v >= cut;
+        rk->bits = ((rk->bits << 1) | slow) & mask;
+        if (rk->nobs < UINT16_MAX)
+            rk->nobs++;
+        float ratio = (float)(v / med);
+        rk->ewma = rk->nobs == 1 ? ratio : 0.9f * rk->ewma + 0.1f * ratio;
+        if (slow) {
+            if ((rk->bits & ~1u) == 0 || rk->streak_ts == INT64_MIN || rk->streak_ts == 0)
+                rk->streak_ts = b->ev[r] ? b->ev[r]->ts_ns : gh_ctx_now(e);
+            if (b->ev[r]) {
+                push_ev(rk, b->ev[r]);
+                b->ev[r] = NULL;
+            }
+        } else if (rk->bits == 0) {
+            rk->streak_ts = INT64_MIN;
+        }
+        if (!rk->reported && __builtin_popcount(rk->bits) >= st->straggler_k)
+            candidates++;
+    }
+    /* Node medians against the median of the other nodes' medians. */
+    if (j->order_dirty)
+        build_order(j);
+    int nodes_flagged = 0;
+    if (j->n_nodes >= 2 && ensure_scratch(s, (size_t)j->n_nodes + (size_t)top + 1)) {
+        double *nmed = s->scratch2; /* per node accumulator index */
+        int ni = 0;
+        for (int i = 0; i < j->n_order && ni < j->n_nodes;) {
+            int32_t node = j->ranks[j->order[i]].node_idx;
+            size_t m = 0;
+            for (; i < j->n_order && j->ranks[j->order[i]].node_idx == node; i++) {
+                float v = b->v[j->order[i]];
+                if (!isnan(v))
+                    s->scratch[m++] = v;
+            }
+            nmed[ni++] = m ? gh_stats_median(s->scratch, m) : NAN;
+        }
+        /* The baseline of a node: the median of the other nodes' medians.
+         * With three or more nodes one node barely moves the median of all
+         * of them, so that one is computed once (O(nodes), not O(nodes^2)). */
+        double all = NAN;
+        if (j->n_nodes >= 3) {
+            size_t m = 0;
+            for (int q = 0; q < j->n_nodes; q++)
+                if (!isnan(nmed[q]))
+                    s->scratch[m++] = nmed[q];
+            all = m ? gh_stats_median(s->scratch, m) : NAN;
+        }
+        for (int k = 0; k < j->n_nodes; k++) {
+            if (isnan(nmed[k]))
+                continue;
+            double others = all;
+            if (j->n_nodes < 3) {
+                size_t m = 0;
+                for (int q = 0; q < j->n_nodes; q++)
+                    if (q != k && !isnan(nmed[q]))
+                        s->scratch[m++] = nmed[q];
+                if (m == 0)
+                    continue;
+                others = gh_stats_median(s->scratch, m);
+            }
+            if (isnan(others))
+                continue;
+            struct nodeacc *na = &j->nodes[k];
+            bool slow = others > 0 && nmed[k] >= others * (1 + st->straggler_threshold);
+            na->bits = ((na->bits << 1) | slow) & mask;
+            if (na->nobs < UINT16_MAX)
+                na->nobs++;
+            float ratio = others > 0 ? (float)(nmed[k] / others) : 1.0f;
+            na->ewma = na->nobs == 1 ? ratio : 0.9f * na->ewma + 0.1f * ratio;
+            if (slow && (na->streak_ts == INT64_MIN || (na->bits & ~1u) == 0))
+                na->streak_ts = gh_ctx_now(e);
+            if (!na->reported && __builtin_popcount(na->bits) >= st->straggler_k)
+                nodes_flagged++;
+        }
+    }
+    if ((candidates == 0 && nodes_flagged == 0) || candidates * 2 > reporting)
+        goto done; /* nothing, or the whole job: not a straggler */
+    /* Localise, one finding per node. */
+    if (j->order_dirty)
+        build_order(j);
+    struct gh_topology *topo = gh_ctx_topology(e);
+    int ni = 0;
+    for (int i = 0; i < j->n_order && ni < j->n_nodes; ni++) {
+        int32_t node = j->ranks[j->order[i]].node_idx;
+        int start = i, n_rank = 0, n_slow = 0, worst = -1;
+        struct rank *evr[SLOW_EV];
+        int n_evr = 0;
+        int64_t first = INT64_MAX;
+        for (; i < j->n_order && j->ranks[j->order[i]].node_idx == node; i++) {
+            struct rank *rk = &j->ranks[j->order[i]];
+            n_rank++;
+            if (__builtin_popcount(rk->bits) >= st->straggler_k && !rk->reported) {
+                n_slow++;
+                if (worst < 0 || rk->ewma > j->ranks[worst].ewma)
+                    worst = j->order[i];
+                if (rk->streak_ts != INT64_MIN && rk->streak_ts < first)
+                    first = rk->streak_ts;
+                if (n_evr < SLOW_EV)
+                    evr[n_evr++] = rk;
+            }
+        }
+        struct nodeacc *na = &j->nodes[ni];
+        bool node_slow = !na->reported && na->node_idx == node &&
+                         __builtin_popcount(na->bits) >= st->straggler_k;
+        if (!node_slow && n_slow == 0)
+            continue;
+        const char *node_name = gh_topology_node_name(topo, (size_t)node);
+        if (node_slow || (n_rank >= 2 && n_slow * 2 >= n_rank)) {
+            if (na->streak_ts != INT64_MIN && na->streak_ts < first)
+                first = na->streak_ts;
+            if (n_evr == 0)
+                for (int k = start; k < i && n_evr < SLOW_EV; k++)
+                    if (j->ranks[j->order[k]].n_ev)
+                        evr[n_evr++] = &j->ranks[j->order[k]];
+            double slowdown = (node_slow ? na->ewma : j->ranks[worst].ewma) - 1.0;
+            report(e, j, node_name, -1, -1, n_slow, n_rank, slowdown > 0 ? slowdown : 0,
+                   first == INT64_MAX ? gh_ctx_now(e) : first, evr, n_evr);
+            na->reported = true;
+            for (int k = start; k < i; k++)
+                j->ranks[j->order[k]].reported = true;
+        } else {
+            struct rank *w = &j->ranks[worst];
+            report(e, j, node_name, w->gpu, worst, 1, n_rank, w->ewma - 1.0 > 0 ? w->ewma - 1.0 : 0,
+                   w->streak_ts != INT64_MIN ? w->streak_ts : gh_ctx_now(e), &w, 1);
+            w->reported = true;
+        }
+    }
+done:
+    j->last_final = b->step;
+    bucket_clear(j, b);
+}
+
+static void st_on_signal(void *state, struct gh_engine *e, const struct gh_tl_entry *ent)
+{
+    struct strag *s = state;
+    const struct gh_signal *sg = &ent->sig;
+    if (!sg->job || !sg->has_rank || !sg->has_step || sg->rank < 0 ||
+        sg->rank >= GH_TOPO_MAX_RANKS || !(sg->step_ms > 0))
+        return;
+    double v = sg->step_ms;
+    if (sg->has_comm_ms && sg->comm_ms >= 0 && sg->comm_ms < sg->step_ms)
+        v = sg->step_ms - sg->comm_ms;
+    if (!isfinite(v))
+        return;
+    struct sjob *j = job_get(s, e, sg->job);
+    if (!j || grow(j, sg->rank) != GH_OK)
+        return;
+    struct rank *rk = &j->ranks[sg->rank];
+    if (sg->rank > j->max_rank) {
+        j->max_rank = sg->rank;
+        j->order_dirty = true;
+    }
+    /* Placement: from the signal, else the declared layout; a rank that
+     * moved (a restart elsewhere) starts a fresh history. */
+    struct gh_topology *topo = gh_ctx_topology(e);
+    if (sg->node ? (!rk->node || strcmp(rk->node, sg->node) != 0 || rk->gpu != sg->gpu)
+                 : rk->node_idx < 0) {
+        const char *nn = sg->node;
+        int g = sg->gpu;
+        if (!nn && j->topo >= 0 && !gh_topology_rank_location(topo, (size_t)j->topo, sg->rank, &nn, &g))
+            nn = NULL;
+        if (nn) {
+            long ni = gh_topology_add_node(topo, nn);
+            gh_topology_note(topo, j->name, nn, sg->rank, g);
+            if (ni >= 0) {
+                if (rk->node)
+                    rk->bits = 0, rk->reported = false, rk->nobs = 0;
+                rk->node = gh_topology_node_name(topo, (size_t)ni);
+                rk->node_idx = (int32_t)ni;
+                rk->gpu = (int16_t)g;
+                j->order_dirty = true;
+                if (j->topo < 0)
+                    j->topo = gh_topology_find_job(topo, j->name);
+            }
+        }
+    }
+    /* The step's bucket. */
+    struct bucket *b = NULL;
+    int64_t oldest = INT64_MAX;
+    int oldest_i = -1, free_i = -1;
+    for (int i = 0; i < NB; i++) {
+        if (!j->b[i].used) {
+            if (free_i < 0)
+                free_i = i;
+            continue;
+        }
+        if (j->b[i].step == sg->step) {
+            b = &j->b[i];
+            break;
+        }
+        if (j->b[i].step < oldest) {
+            oldest = j->b[i].step;
+            oldest_i = i;
+        }
+    }
+    if (!b) {
+        if (j->last_final != INT64_MIN && sg->step <= j->last_final &&
+            sg->step > j->last_final - 4 * NB)
+            return; /* a late report for a step already judged */
+        if (free_i < 0) {
+            /* A restart rewinds the step counter: judge what is in flight. */
+            if (sg->step < oldest) {
+                for (int i = 0; i < NB; i++)
+                    if (j->b[i].used)
+                        finalize(s, e, j, &j->b[i]);
+                free_i = 0;
+            } else {
+                finalize(s, e, j, &j->b[oldest_i]);
+                j->learned = true;
+                free_i = oldest_i;
+            }
+        }
+        b = &j->b[free_i];
+        b->used = true;
+        b->step = sg->step;
+        b->count = 0;
+    }
+    if (isnan(b->v[sg->rank]))
+        b->count++;
+    else
+        gh_tl_unref(b->ev[sg->rank]);
+    b->v[sg->rank] = (float)v;
+    b->ev[sg->rank] = gh_tl_ref(ent);
+    if (b->count >= expected_ranks(j))
+        finalize(s, e, j, b);
+}
+
+static size_t st_memory(const void *state)
+{
+    const struct strag *s = state;
+    size_t bytes = sizeof *s + gh_strmap_memory(s->jobs) + s->scratch_cap * 2 * sizeof(double);
+    for (size_t i = 0; i < gh_strmap_count(s->jobs); i++) {
+        const struct sjob *j = gh_strmap_value(s->jobs, i);
+        if (j)
+            bytes += sizeof *j + (size_t)j->cap * (sizeof(struct rank) + sizeof(int) +
+                                                   NB * (sizeof(float) + sizeof(void *))) +
+                     (size_t)j->cap_nodes * sizeof(struct nodeacc);
+    }
+    return bytes;
+}
+
+const struct gh_detector_ops gh_det_straggler = {
+    .name = "straggler",
+    .kinds = GH_KIND_BIT(GH_KIND_STEP),
+    .create = st_create,
+    .destroy = st_destroy,
+    .on_signal = st_on_signal,
+    .memory = st_memory,
+};

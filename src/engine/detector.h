@@ -1,0 +1,116 @@
+/* detector.h - what a detector is: a small state machine that watches the
+ * released, time-ordered stream for some kinds of signals and reports
+ * findings (a suspected fault with its evidence) to the engine, which turns
+ * them into incidents through the policy. Each detector is one file and can
+ * be driven alone in a test through a bare engine.
+ *
+ * Detectors do no I/O and read no clock: time is the stream time of the
+ * signal being handled, or the deadline being fired. A detector that needs
+ * to wait (for hardware evidence, for a link to come back) asks for a
+ * deadline through next_deadline(). */
+#ifndef GH_ENGINE_DETECTOR_H
+#define GH_ENGINE_DETECTOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/timeutil.h"
+#include "engine/policy.h"
+#include "engine/timeline.h"
+#include "engine/topology.h"
+#include "signal/taxonomy.h"
+
+struct gh_engine;
+
+#define GH_FINDING_MAX_EVIDENCE 32
+
+/* A suspected fault. Strings and evidence are borrowed for the duration of
+ * gh_ctx_report(); the engine copies or references what it keeps. */
+struct gh_finding {
+    enum gh_class cls;
+    enum gh_kind kind;        /* the kind of signal that carries the verdict */
+    int code;                 /* XID/SXID code, -1 when none */
+    enum gh_severity severity;
+    bool has_metric;
+    double metric;            /* the measured value rules' thresholds compare */
+    const char *node;         /* the blamed node, NULL when none */
+    int gpu;                  /* the blamed GPU, -1 when none */
+    const char *job;          /* the affected job, NULL when none */
+    int64_t first_ts;         /* earliest evidence (0: take it from the evidence) */
+    int64_t anomaly_ts;       /* resume from a checkpoint saved before this (0: first_ts) */
+    int64_t anomaly_step;     /* ... and with a step below this (-1: any) */
+    size_t n_evidence;
+    const struct gh_tl_entry *evidence[GH_FINDING_MAX_EVIDENCE];
+    char what[320];           /* the reason's first half: what was seen, in words */
+};
+
+/* Zeroes f and sets the "absent" values (gpu -1, code -1, anomaly_step -1). */
+void gh_finding_init(struct gh_finding *f);
+/* Appends an evidence entry (ignored beyond the cap or when already there). */
+void gh_finding_add(struct gh_finding *f, const struct gh_tl_entry *e);
+
+/* What became of a report. */
+enum gh_outcome {
+    GH_OUT_DECIDED,    /* a new incident was emitted */
+    GH_OUT_ABSORBED,   /* evidence of a root cause already decided: joined it */
+    GH_OUT_PENDING,    /* counted towards a rule's repetitions; not yet */
+    GH_OUT_GRACE,      /* within a node's boot grace: ignored */
+    GH_OUT_UNMATCHED,  /* no rule matches: dropped */
+    GH_OUT_ERROR,
+};
+
+struct gh_detector_ops {
+    const char *name;
+    uint32_t kinds; /* GH_KIND_BIT mask of the kinds it wants */
+    int (*create)(struct gh_engine *e, void **state);
+    void (*destroy)(void *state);
+    void (*on_signal)(void *state, struct gh_engine *e, const struct gh_tl_entry *ent);
+    /* Fires the detector's due work at stream time now. May be NULL. */
+    void (*on_deadline)(void *state, struct gh_engine *e, int64_t now);
+    /* Earliest pending deadline, INT64_MAX when none. May be NULL. */
+    int64_t (*next_deadline)(void *state);
+    size_t (*memory)(const void *state);
+};
+
+/* The detectors, in dispatch order. */
+extern const struct gh_detector_ops gh_det_hardware;
+extern const struct gh_detector_ops gh_det_network;
+extern const struct gh_detector_ops gh_det_flapping;
+extern const struct gh_detector_ops gh_det_application;
+extern const struct gh_detector_ops gh_det_straggler;
+extern const struct gh_detector_ops gh_det_sdc;
+
+/* ---- what the engine offers detectors (implemented in engine.c) ------- */
+
+const struct gh_policy_settings *gh_ctx_settings(struct gh_engine *e);
+struct gh_topology *gh_ctx_topology(struct gh_engine *e);
+struct gh_timeline *gh_ctx_timeline(struct gh_engine *e);
+int64_t gh_ctx_now(struct gh_engine *e);   /* stream time */
+int64_t gh_ctx_start(struct gh_engine *e); /* stream time of the first signal */
+
+/* Hands a finding to the decision stage. */
+enum gh_outcome gh_ctx_report(struct gh_engine *e, const struct gh_finding *f);
+
+/* Shared facts between detectors, per node. */
+void gh_ctx_note_boot(struct gh_engine *e, const char *node, int64_t ts);
+/* Significant hardware (or link) evidence on node at ts: explains failures. */
+void gh_ctx_note_hw_alert(struct gh_engine *e, const char *node, int64_t ts);
+/* Latest hardware alert on node within [since, until]; false when none. */
+bool gh_ctx_hw_alert(struct gh_engine *e, const char *node, int64_t since, int64_t until,
+                     int64_t *ts);
+/* A node the flapping detector suspects (in failures of more than one job). */
+void gh_ctx_note_flap_suspect(struct gh_engine *e, const char *node, int64_t ts);
+bool gh_ctx_flap_suspect(struct gh_engine *e, const char *node, int64_t since);
+/* An incident on node (or, for node-less ones, on job) decided and still
+ * open at time t: more evidence of it should join it, not start another.
+ * *cls (may be NULL) receives its class. */
+bool gh_ctx_node_episode(struct gh_engine *e, const char *node, int64_t t, enum gh_class *cls);
+bool gh_ctx_job_episode(struct gh_engine *e, const char *job, int64_t t, enum gh_class *cls);
+/* Records that ent was absorbed as consequence of an open incident. */
+void gh_ctx_absorbed(struct gh_engine *e, const struct gh_tl_entry *ent);
+
+/* The job running on node/gpu (topology), or NULL. */
+const char *gh_ctx_job_on(struct gh_engine *e, const char *node, int gpu);
+
+#endif

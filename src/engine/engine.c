@@ -1,0 +1,336 @@
+/* engine.c - drives timeline, detectors and decisions in stream-time order. */
+#include "engine/engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/decide.h"
+#include "engine/detector.h"
+#include "engine/strmap.h"
+
+#define HW_ALERTS 8
+
+static const struct gh_detector_ops *const detectors[] = {
+    &gh_det_hardware,    &gh_det_network,   &gh_det_flapping,
+    &gh_det_application, &gh_det_straggler, &gh_det_sdc,
+};
+#define N_DET (sizeof detectors / sizeof detectors[0])
+
+/* What detectors tell each other about a node. */
+struct facts {
+    int64_t boot_ts;
+    int64_t flap_suspect_ts;
+    int n_alerts;
+    int64_t alerts[HW_ALERTS]; /* latest hardware alert times, ring */
+};
+
+struct gh_engine {
+    const struct gh_policy *policy;
+    struct gh_policy *own_policy;
+    struct gh_topology *topo;
+    const struct gh_clock *clock;
+    struct gh_timeline *tl;
+    struct gh_decider *decider;
+    struct gh_strmap *facts; /* node -> struct facts * */
+    void *state[N_DET];
+    int64_t deadline[N_DET];
+    uint32_t kinds[N_DET];
+    int64_t window_ns;
+    size_t max_pending;
+    int64_t now, start;
+    uint64_t dispatched;
+};
+
+void gh_engine_config_default(struct gh_engine_config *c)
+{
+    c->reorder_window_ns = -1;
+    gh_timeline_config_default(&c->timeline);
+}
+
+struct gh_engine *gh_engine_new(const struct gh_policy *policy, const struct gh_topology *topo,
+                                const struct gh_clock *clock, const struct gh_engine_config *cfg,
+                                gh_incident_fn cb, void *cb_ctx, struct gh_err *err)
+{
+    struct gh_engine_config defcfg;
+    if (!cfg) {
+        gh_engine_config_default(&defcfg);
+        cfg = &defcfg;
+    }
+    struct gh_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        goto oom;
+    e->now = INT64_MIN;
+    e->start = INT64_MIN;
+    e->clock = clock ? clock : gh_clock_real();
+    if (!policy) {
+        e->own_policy = gh_policy_new_default();
+        if (!e->own_policy)
+            goto oom;
+        policy = e->own_policy;
+    }
+    e->policy = policy;
+    e->topo = topo ? gh_topology_clone(topo) : gh_topology_new();
+    if (!e->topo)
+        goto oom;
+    struct gh_timeline_config tc = cfg->timeline;
+    tc.window_ns = cfg->reorder_window_ns >= 0 ? cfg->reorder_window_ns
+                                               : policy->settings.reorder_window_ns;
+    e->window_ns = tc.window_ns;
+    e->max_pending = tc.max_pending ? tc.max_pending : 1;
+    e->tl = gh_timeline_new(&tc);
+    e->facts = gh_strmap_new(GH_TOPO_MAX_NODES);
+    if (!e->tl || !e->facts)
+        goto oom;
+    e->decider = gh_decider_new(policy, e->topo, e->tl, cb, cb_ctx);
+    if (!e->decider)
+        goto oom;
+    for (size_t i = 0; i < N_DET; i++) {
+        e->deadline[i] = INT64_MAX;
+        e->kinds[i] = detectors[i]->kinds;
+        if (detectors[i]->create(e, &e->state[i]) != GH_OK)
+            goto oom;
+    }
+    return e;
+oom:
+    gh_engine_free(e);
+    gh_err_set(err, GH_ENOMEM, "engine: out of memory");
+    return NULL;
+}
+
+void gh_engine_free(struct gh_engine *e)
+{
+    if (!e)
+        return;
+    for (size_t i = 0; i < N_DET; i++)
+        if (e->state[i])
+            detectors[i]->destroy(e->state[i]);
+    gh_decider_free(e->decider);
+    if (e->facts)
+        for (size_t i = 0; i < gh_strmap_count(e->facts); i++)
+            free(gh_strmap_value(e->facts, i));
+    gh_strmap_free(e->facts);
+    gh_timeline_free(e->tl);
+    gh_topology_free(e->topo);
+    gh_policy_free(e->own_policy);
+    free(e);
+}
+
+static int64_t resolve(const struct gh_engine *e, int64_t t)
+{
+    return t == GH_ENGINE_NOW ? gh_clock_now(e->clock) : t;
+}
+
+int gh_engine_ingest(struct gh_engine *e, const struct gh_signal *s, int64_t arrival_ns,
+                     struct gh_err *err)
+{
+    return gh_timeline_push(e->tl, s, resolve(e, arrival_ns), err);
+}
+
+int gh_engine_ingest_steal(struct gh_engine *e, struct gh_signal *s, int64_t arrival_ns,
+                           struct gh_err *err)
+{
+    return gh_timeline_push_steal(e->tl, s, resolve(e, arrival_ns), err);
+}
+
+static void dispatch(struct gh_engine *e, const struct gh_tl_entry *ent)
+{
+    if (ent->ts_ns > e->now)
+        e->now = ent->ts_ns;
+    if (e->start == INT64_MIN)
+        e->start = ent->ts_ns;
+    uint32_t bit = GH_KIND_BIT(ent->sig.kind);
+    for (size_t i = 0; i < N_DET; i++) {
+        if (!(e->kinds[i] & bit))
+            continue;
+        e->dispatched++;
+        detectors[i]->on_signal(e->state[i], e, ent);
+        if (detectors[i]->next_deadline)
+            e->deadline[i] = detectors[i]->next_deadline(e->state[i]);
+    }
+}
+
+static void fire(struct gh_engine *e, int64_t t)
+{
+    if (t > e->now)
+        e->now = t;
+    for (size_t i = 0; i < N_DET; i++) {
+        if (e->deadline[i] > t)
+            continue;
+        if (detectors[i]->on_deadline)
+            detectors[i]->on_deadline(e->state[i], e, t);
+        e->deadline[i] = detectors[i]->next_deadline ? detectors[i]->next_deadline(e->state[i])
+                                                     : INT64_MAX;
+        /* A detector must move its deadline past t; if it does not, drop it
+         * rather than spin. */
+        if (e->deadline[i] <= t)
+            e->deadline[i] = INT64_MAX;
+    }
+}
+
+/* Handles everything up to `horizon` in time order: signals (all of them when
+ * force) and deadlines, interleaved; signals first on equal times. */
+static void run(struct gh_engine *e, int64_t now, bool force, int64_t deadline_horizon)
+{
+    for (;;) {
+        int64_t sig_ts = gh_timeline_pending_ts(e->tl);
+        bool sig_ready = sig_ts != INT64_MAX &&
+                         (force || sig_ts <= now - e->window_ns ||
+                          gh_timeline_pending(e->tl) > e->max_pending);
+        int64_t dl = INT64_MAX;
+        for (size_t i = 0; i < N_DET; i++)
+            if (e->deadline[i] < dl)
+                dl = e->deadline[i];
+        bool dl_ready = dl != INT64_MAX && dl <= deadline_horizon;
+        if (sig_ready && (!dl_ready || sig_ts <= dl)) {
+            const struct gh_tl_entry *ent = gh_timeline_release(e->tl, now, true);
+            if (ent)
+                dispatch(e, ent);
+        } else if (dl_ready) {
+            fire(e, dl);
+        } else {
+            break;
+        }
+    }
+}
+
+void gh_engine_tick(struct gh_engine *e, int64_t now_ns)
+{
+    int64_t now = resolve(e, now_ns);
+    if (now == INT64_MIN)
+        return;
+    int64_t horizon = now > INT64_MIN + e->window_ns ? now - e->window_ns : INT64_MIN;
+    run(e, now, false, horizon);
+}
+
+void gh_engine_finish(struct gh_engine *e, int64_t until_ns)
+{
+    int64_t until = resolve(e, until_ns);
+    run(e, until, true, until);
+}
+
+int64_t gh_engine_stream_time(const struct gh_engine *e) { return e->now; }
+const struct gh_topology *gh_engine_topology(const struct gh_engine *e) { return e->topo; }
+const struct gh_policy *gh_engine_policy(const struct gh_engine *e) { return e->policy; }
+
+void gh_engine_stats(const struct gh_engine *e, struct gh_engine_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    gh_timeline_stats(e->tl, &out->timeline);
+    struct gh_decider_stats ds;
+    gh_decider_stats(e->decider, &ds);
+    out->findings = ds.findings;
+    out->incidents = ds.decided;
+    out->absorbed = ds.absorbed;
+    out->pending = ds.pending;
+    out->grace = ds.grace;
+    out->unmatched = ds.unmatched;
+    out->dispatched = e->dispatched;
+    for (size_t i = 0; i < N_DET; i++)
+        if (detectors[i]->memory)
+            out->detector_bytes += detectors[i]->memory(e->state[i]);
+    out->bytes = sizeof *e + out->timeline.bytes + out->detector_bytes +
+                 gh_decider_memory(e->decider) + gh_topology_memory(e->topo) +
+                 gh_strmap_memory(e->facts) + gh_strmap_count(e->facts) * sizeof(struct facts);
+}
+
+/* ---- the detectors' context ------------------------------------------- */
+
+const struct gh_policy_settings *gh_ctx_settings(struct gh_engine *e) { return &e->policy->settings; }
+struct gh_topology *gh_ctx_topology(struct gh_engine *e) { return e->topo; }
+struct gh_timeline *gh_ctx_timeline(struct gh_engine *e) { return e->tl; }
+int64_t gh_ctx_now(struct gh_engine *e) { return e->now; }
+int64_t gh_ctx_start(struct gh_engine *e) { return e->start; }
+
+static struct facts *facts_get(struct gh_engine *e, const char *node, bool create)
+{
+    if (!node)
+        return NULL;
+    long i = create ? gh_strmap_intern(e->facts, node, NULL, NULL) : gh_strmap_find(e->facts, node);
+    if (i < 0)
+        return NULL;
+    struct facts *f = gh_strmap_value(e->facts, (size_t)i);
+    if (!f && create) {
+        f = calloc(1, sizeof *f);
+        if (f) {
+            f->boot_ts = INT64_MIN;
+            f->flap_suspect_ts = INT64_MIN;
+            gh_strmap_set_value(e->facts, (size_t)i, f);
+        }
+    }
+    return f;
+}
+
+enum gh_outcome gh_ctx_report(struct gh_engine *e, const struct gh_finding *f)
+{
+    struct facts *fa = facts_get(e, f->node, false);
+    return gh_decider_submit(e->decider, f, e->now, fa ? fa->boot_ts : INT64_MIN);
+}
+
+void gh_ctx_note_boot(struct gh_engine *e, const char *node, int64_t ts)
+{
+    struct facts *f = facts_get(e, node, true);
+    if (f)
+        f->boot_ts = ts;
+}
+
+void gh_ctx_note_hw_alert(struct gh_engine *e, const char *node, int64_t ts)
+{
+    struct facts *f = facts_get(e, node, true);
+    if (!f)
+        return;
+    f->alerts[f->n_alerts % HW_ALERTS] = ts;
+    f->n_alerts++;
+}
+
+bool gh_ctx_hw_alert(struct gh_engine *e, const char *node, int64_t since, int64_t until,
+                     int64_t *ts)
+{
+    struct facts *f = facts_get(e, node, false);
+    if (!f)
+        return false;
+    bool found = false;
+    int n = f->n_alerts < HW_ALERTS ? f->n_alerts : HW_ALERTS;
+    for (int i = 0; i < n; i++) {
+        int64_t t = f->alerts[i];
+        if (t >= since && t <= until && (!found || t > *ts)) {
+            *ts = t;
+            found = true;
+        }
+    }
+    return found;
+}
+
+void gh_ctx_note_flap_suspect(struct gh_engine *e, const char *node, int64_t ts)
+{
+    struct facts *f = facts_get(e, node, true);
+    if (f)
+        f->flap_suspect_ts = ts;
+}
+
+bool gh_ctx_flap_suspect(struct gh_engine *e, const char *node, int64_t since)
+{
+    struct facts *f = facts_get(e, node, false);
+    return f && f->flap_suspect_ts != INT64_MIN && f->flap_suspect_ts >= since;
+}
+
+bool gh_ctx_node_episode(struct gh_engine *e, const char *node, int64_t t, enum gh_class *cls)
+{
+    return gh_decider_node_episode(e->decider, node, t, cls);
+}
+
+bool gh_ctx_job_episode(struct gh_engine *e, const char *job, int64_t t, enum gh_class *cls)
+{
+    return gh_decider_job_episode(e->decider, job, t, cls);
+}
+
+void gh_ctx_absorbed(struct gh_engine *e, const struct gh_tl_entry *ent)
+{
+    (void)ent;
+    gh_decider_count_absorbed(e->decider);
+}
+
+const char *gh_ctx_job_on(struct gh_engine *e, const char *node, int gpu)
+{
+    long j = gh_topology_job_on_node(e->topo, node, gpu);
+    return j >= 0 ? gh_topology_job_name(e->topo, (size_t)j) : NULL;
+}

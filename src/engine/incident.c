@@ -1,0 +1,69 @@
+/* incident.c - the JSON form of an incident (spec section 3). */
+#include "engine/incident.h"
+
+#include <stdlib.h>
+
+#include "common/timeutil.h"
+#include "signal/signal_json.h"
+
+static int set_new(json_t *o, const char *k, json_t *v)
+{
+    return v ? json_object_set_new(o, k, v) : -1;
+}
+
+json_t *gh_incident_to_json(const struct gh_incident *inc)
+{
+    char ts[GH_RFC3339_MAX];
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    int bad = 0;
+    bad |= set_new(o, "id", json_string(inc->id));
+    bad |= set_new(o, "class", json_string(gh_class_name(inc->cls)));
+    if (inc->node)
+        bad |= set_new(o, "node", json_string(inc->node));
+    if (inc->gpu >= 0)
+        bad |= set_new(o, "gpu", json_integer(inc->gpu));
+    if (inc->job)
+        bad |= set_new(o, "job", json_string(inc->job));
+    bad |= set_new(o, "first_ts", json_string(gh_time_format_rfc3339(inc->first_ts, ts, sizeof ts)));
+    bad |= set_new(o, "decided_ts",
+                   json_string(gh_time_format_rfc3339(inc->decided_ts, ts, sizeof ts)));
+    json_t *acts = json_array();
+    for (int i = 0; acts && i < inc->n_actions; i++)
+        bad |= json_array_append_new(acts, json_string(gh_action_name(inc->actions[i])));
+    bad |= set_new(o, "actions", acts);
+    if (inc->has_checkpoint) {
+        json_t *c = json_object();
+        if (c) {
+            bad |= set_new(c, "step", json_integer(inc->checkpoint_step));
+            if (inc->checkpoint_path)
+                bad |= set_new(c, "path", json_string(inc->checkpoint_path));
+        }
+        bad |= set_new(o, "checkpoint", c);
+    }
+    json_t *ev = json_array();
+    for (size_t i = 0; ev && i < inc->n_evidence; i++)
+        bad |= json_array_append_new(ev, gh_signal_encode_json(&inc->evidence[i]->sig));
+    bad |= set_new(o, "evidence", ev);
+    bad |= set_new(o, "rule", json_string(inc->rule ? inc->rule : ""));
+    bad |= set_new(o, "reason", json_string(inc->reason));
+    bad |= set_new(o, "severity", json_string(gh_severity_name(inc->severity)));
+    if (inc->escalation)
+        bad |= set_new(o, "escalation", json_integer(inc->escalation));
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+int gh_incident_encode(const struct gh_incident *inc, char **out, struct gh_err *err)
+{
+    json_t *o = gh_incident_to_json(inc);
+    *out = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(o);
+    if (!*out)
+        return gh_err_set(err, GH_ENOMEM, "incident: out of memory encoding");
+    return GH_OK;
+}

@@ -1,0 +1,51 @@
+/* incident.h - the engine's output (spec section 3): one decision about one
+ * root cause, with its evidence, the rule that chose the actions and a
+ * sentence that says why. */
+#ifndef GH_ENGINE_INCIDENT_H
+#define GH_ENGINE_INCIDENT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "engine/timeline.h"
+#include "signal/taxonomy.h"
+
+#define GH_INCIDENT_MAX_ACTIONS 8
+#define GH_INCIDENT_MAX_EVIDENCE 64
+
+/* Handed to the engine's callback; everything in it is borrowed for the
+ * duration of the call (copy what you keep, e.g. with gh_incident_encode). */
+struct gh_incident {
+    char id[32];              /* stable: a hash of class, subject, first evidence and rule */
+    enum gh_class cls;
+    const char *node;         /* blamed node; NULL when none (an application fault) */
+    int gpu;                  /* blamed GPU; -1 when unknown */
+    const char *job;          /* affected job; NULL when none */
+    int64_t first_ts;         /* ts of the earliest evidence */
+    int64_t decided_ts;       /* stream time of the decision */
+    int n_actions;
+    enum gh_action actions[GH_INCIDENT_MAX_ACTIONS];
+    bool has_checkpoint;      /* for restart_from_checkpoint */
+    int64_t checkpoint_step;
+    const char *checkpoint_path;
+    size_t n_evidence;        /* oldest first */
+    const struct gh_tl_entry *evidence[GH_INCIDENT_MAX_EVIDENCE];
+    const char *rule;
+    char reason[640];
+    /* Extras (also in the JSON, after the spec's fields). */
+    enum gh_severity severity;
+    int escalation;           /* 0 = the rule's base actions */
+};
+
+/* Receives each incident as it is decided (ctx is the caller's). */
+typedef void (*gh_incident_fn)(void *ctx, const struct gh_incident *inc);
+
+/* The spec section 3 object for inc (caller owns: json_decref). NULL on OOM. */
+json_t *gh_incident_to_json(const struct gh_incident *inc);
+/* One compact JSON line without the newline; *out malloc'd (caller frees). */
+int gh_incident_encode(const struct gh_incident *inc, char **out, struct gh_err *err);
+
+#endif

@@ -1,0 +1,75 @@
+/* topology.h - which nodes and jobs exist and where each job's ranks run:
+ * the part of the cluster the engine would otherwise learn from the
+ * Kubernetes API. Built from a scenario header (spec section 2) or by hand,
+ * and extended as signals name new jobs, nodes and ranks.
+ *
+ * Nodes and jobs are referred to by index (stable for the topology's life,
+ * in order of first appearance). Names returned are owned by the topology. */
+#ifndef GH_ENGINE_TOPOLOGY_H
+#define GH_ENGINE_TOPOLOGY_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/err.h"
+
+#define GH_TOPO_MAX_NODES 65536
+#define GH_TOPO_MAX_JOBS 65536
+#define GH_TOPO_MAX_RANKS (1 << 20)
+
+struct gh_topology;
+
+/* An empty topology; caller frees with gh_topology_free. NULL on OOM. */
+struct gh_topology *gh_topology_new(void);
+void gh_topology_free(struct gh_topology *t);
+/* Deep copy; NULL on OOM. */
+struct gh_topology *gh_topology_clone(const struct gh_topology *t);
+
+/* From a scenario header object (borrowed):
+ *   {"scenario":NAME, "nodes":[...], "gpus_per_node":N,
+ *    "jobs":[{"name":J, "nodes":[...], "ranks_per_node":R,
+ *             "remaining_s":S (opt), "restart_cost_s":C (opt)}]}
+ * Unknown fields are ignored; a wrongly typed known field is an error. */
+int gh_topology_from_header(const json_t *hdr, struct gh_topology **out, struct gh_err *err);
+
+/* Index of node (added when absent), or -1 when full/OOM. */
+long gh_topology_add_node(struct gh_topology *t, const char *node);
+/* Declares a job (idempotent: nodes are merged). ranks_per_node 0 = unknown.
+ * Returns its index, or -1 when full/OOM. */
+long gh_topology_add_job(struct gh_topology *t, const char *job, const char *const *nodes,
+                         size_t n_nodes, int ranks_per_node);
+void gh_topology_set_job_costs(struct gh_topology *t, long job, double remaining_s,
+                               double restart_cost_s);
+/* Learns from a signal: job (may be NULL) runs on node (may be NULL), and
+ * rank (>= 0) sits on node/gpu when both are known. Returns the job index
+ * or -1 when there is no job. */
+long gh_topology_note(struct gh_topology *t, const char *job, const char *node, int rank, int gpu);
+
+const char *gh_topology_scenario(const struct gh_topology *t); /* NULL when none */
+int gh_topology_gpus_per_node(const struct gh_topology *t);    /* 0 when unknown */
+size_t gh_topology_node_count(const struct gh_topology *t);
+const char *gh_topology_node_name(const struct gh_topology *t, size_t i);
+long gh_topology_find_node(const struct gh_topology *t, const char *node);
+size_t gh_topology_job_count(const struct gh_topology *t);
+const char *gh_topology_job_name(const struct gh_topology *t, size_t j);
+long gh_topology_find_job(const struct gh_topology *t, const char *job);
+/* Node indices of job j: *out borrowed, valid until the topology changes. */
+size_t gh_topology_job_nodes(const struct gh_topology *t, size_t j, const unsigned **out);
+bool gh_topology_job_has_node(const struct gh_topology *t, size_t j, const char *node);
+/* Expected number of ranks (declared nodes x ranks_per_node, or highest rank
+ * seen + 1); 0 when unknown. */
+int gh_topology_job_ranks(const struct gh_topology *t, size_t j);
+/* Where rank runs: learned placement first, then the declared layout (rank r
+ * on node r / ranks_per_node, GPU r % ranks_per_node). */
+bool gh_topology_rank_location(const struct gh_topology *t, size_t j, int rank,
+                               const char **node, int *gpu);
+/* The job on node (and GPU, when gpu >= 0 and placements are known): the
+ * first declared job that holds the node; -1 when none. */
+long gh_topology_job_on_node(const struct gh_topology *t, const char *node, int gpu);
+/* Remaining run time and restart cost of job j in seconds; < 0 = unknown. */
+double gh_topology_job_remaining_s(const struct gh_topology *t, size_t j);
+double gh_topology_job_restart_cost_s(const struct gh_topology *t, size_t j);
+size_t gh_topology_memory(const struct gh_topology *t);
+
+#endif
