@@ -1,0 +1,226 @@
+/* test_kube_leader.c - leader election on a Lease with two contenders
+ * against the real control plane: the first (a child process) leads and
+ * renews, the second waits; the leader is killed (SIGKILL, no release) and
+ * the second takes over within the lease duration. Then a clean release
+ * hands over at once. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "kube/api.h"
+#include "kube/leader.h"
+#include "kube/testenv.h"
+
+#define LEASE_NS (4 * GH_NS_PER_S)
+#define RENEW_NS (3 * GH_NS_PER_S)
+#define RETRY_NS (GH_NS_PER_S / 2)
+
+struct env {
+    struct gh_kube_client *c;
+    char ns[64];
+    pid_t child;
+    struct gh_kube_leader *b, *c2;
+};
+
+struct obs {
+    int started, stopped;
+    char last[128];
+};
+
+static void on_started(void *ud) { ((struct obs *)ud)->started++; }
+static void on_stopped(void *ud) { ((struct obs *)ud)->stopped++; }
+static void on_new(void *ud, const char *id)
+{
+    snprintf(((struct obs *)ud)->last, sizeof ((struct obs *)ud)->last, "%s", id);
+}
+static const struct gh_kube_leader_cbs cbs = {on_started, on_stopped, on_new};
+
+static int setup(void **state)
+{
+    struct env *e = calloc(1, sizeof *e);
+    struct gh_err err = {{0}};
+    if (gh_kube_testenv_client(NULL, &e->c, &err) ||
+        gh_kube_testenv_namespace(e->c, "leader", e->ns, sizeof e->ns, &err)) {
+        fprintf(stderr, "setup: %s\n", err.msg);
+        return -1;
+    }
+    *state = e;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct env *e = *state;
+    if (e->child > 0) {
+        kill(e->child, SIGKILL);
+        waitpid(e->child, NULL, 0);
+    }
+    gh_kube_leader_free(e->b);
+    gh_kube_leader_free(e->c2);
+    gh_kube_testenv_drop_namespace(e->c, e->ns, NULL);
+    gh_kube_client_free(e->c);
+    free(e);
+    return 0;
+}
+
+static struct gh_kube_leader_opts opts(const char *ns, const char *id)
+{
+    struct gh_kube_leader_opts o = {ns, "gpuheal-controller", id, LEASE_NS, RENEW_NS, RETRY_NS};
+    return o;
+}
+
+/* The child contender: campaigns and renews until killed. */
+static void child_main(const char *ns, const char *id)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    struct gh_kube_client *c = NULL;
+    struct gh_kube_leader *l = NULL;
+    struct obs o = {0};
+    struct gh_kube_leader_opts lo = opts(ns, id);
+    if (gh_kube_testenv_client(NULL, &c, NULL) ||
+        gh_kube_leader_new(c, &lo, &cbs, &o, &l, NULL) || gh_kube_leader_start(l, NULL))
+        _exit(2);
+    for (;;)
+        gh_kube_client_run(c, 200, NULL);
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+struct holder_is {
+    struct gh_kube_leader *l;
+    const char *id;
+};
+
+static bool holder_is(void *ud)
+{
+    struct holder_is *h = ud;
+    return strcmp(gh_kube_leader_holder(h->l), h->id) == 0;
+}
+
+static bool is_leader(void *ud) { return gh_kube_leader_is_leader(ud); }
+
+static bool never(void *ud)
+{
+    (void)ud;
+    return false;
+}
+
+static void test_two_contenders_failover(void **state)
+{
+    struct env *e = *state;
+    char ida[64], idb[64];
+    snprintf(ida, sizeof ida, "contender-a-%d", (int)getpid());
+    snprintf(idb, sizeof idb, "contender-b-%d", (int)getpid());
+    fflush(NULL);
+    e->child = fork();
+    assert_true(e->child >= 0);
+    if (e->child == 0)
+        child_main(e->ns, ida);
+
+    struct obs ob = {0};
+    struct gh_kube_leader_opts lo = opts(e->ns, idb);
+    struct gh_err err;
+    assert_int_equal(gh_kube_leader_new(e->c, &lo, &cbs, &ob, &e->b, &err), GH_OK);
+    /* let A win first */
+    struct gh_kube_ref ref = {&gh_kube_res_leases, e->ns, "gpuheal-controller"};
+    int i;
+    for (i = 0; i < 300; i++) {
+        json_t *l = NULL;
+        const char *h = NULL;
+        if (gh_kube_get(e->c, &ref, &l, NULL, NULL) == GH_OK)
+            h = gh_kube_json_str(l, "spec", "holderIdentity");
+        bool held = h && strcmp(h, ida) == 0;
+        json_decref(l);
+        if (held)
+            break;
+        usleep(100000);
+    }
+    assert_true(i < 300);
+    assert_int_equal(gh_kube_leader_start(e->b, &err), GH_OK);
+    struct holder_is ha = {e->b, ida};
+    assert_true(gh_kube_testenv_until(e->c, holder_is, &ha, 10000));
+    /* A renews: B must not lead for well over a lease duration */
+    gh_kube_testenv_until(e->c, never, NULL, 6000);
+    assert_false(gh_kube_leader_is_leader(e->b));
+    assert_int_equal(ob.started, 0);
+    assert_string_equal(ob.last, ida);
+
+    /* kill the leader: no release */
+    kill(e->child, SIGKILL);
+    waitpid(e->child, NULL, 0);
+    e->child = 0;
+    double t0 = mono_s();
+    assert_true(gh_kube_testenv_until(e->c, is_leader, e->b, 20000));
+    double took = mono_s() - t0;
+    fprintf(stderr, "# failover took %.2fs (lease %.0fs, retry %.1fs)\n", took,
+            (double)LEASE_NS / GH_NS_PER_S, (double)RETRY_NS / GH_NS_PER_S);
+    /* B observed A's last renewal at most one retry period before the kill,
+     * and then needs up to one lease duration plus one jittered retry. */
+    assert_true(took <= (double)(LEASE_NS + 3 * RETRY_NS) / GH_NS_PER_S + 0.5);
+    assert_int_equal(ob.started, 1);
+    assert_string_equal(ob.last, idb);
+    json_t *l = NULL;
+    assert_int_equal(gh_kube_get(e->c, &ref, &l, NULL, NULL), GH_OK);
+    assert_string_equal(gh_kube_json_str(l, "spec", "holderIdentity"), idb);
+    assert_true(json_integer_value(json_object_get(json_object_get(l, "spec"),
+                                                   "leaseTransitions")) >= 1);
+    json_decref(l);
+
+    /* B keeps it while renewing */
+    gh_kube_testenv_until(e->c, never, NULL, 3000);
+    assert_true(gh_kube_leader_is_leader(e->b));
+    assert_int_equal(ob.stopped, 0);
+}
+
+static void test_release_hands_over(void **state)
+{
+    struct env *e = *state;
+    assert_non_null(e->b);
+    assert_true(gh_kube_leader_is_leader(e->b));
+    struct gh_kube_client *c2 = NULL;
+    assert_int_equal(gh_kube_testenv_client(NULL, &c2, NULL), GH_OK);
+    struct obs oc = {0};
+    char idc[64];
+    snprintf(idc, sizeof idc, "contender-c-%d", (int)getpid());
+    struct gh_kube_leader_opts lo = opts(e->ns, idc);
+    assert_int_equal(gh_kube_leader_new(c2, &lo, &cbs, &oc, &e->c2, NULL), GH_OK);
+    assert_int_equal(gh_kube_leader_start(e->c2, NULL), GH_OK);
+    gh_kube_testenv_until(c2, never, NULL, 1500);
+    assert_false(gh_kube_leader_is_leader(e->c2));
+
+    struct gh_err err;
+    assert_int_equal(gh_kube_leader_release(e->b, &err), GH_OK);
+    assert_false(gh_kube_leader_is_leader(e->b));
+    double t0 = mono_s();
+    assert_true(gh_kube_testenv_until(c2, is_leader, e->c2, 10000));
+    double took = mono_s() - t0;
+    fprintf(stderr, "# hand-over after release took %.2fs\n", took);
+    assert_true(took < (double)LEASE_NS / GH_NS_PER_S); /* no waiting out the lease */
+    gh_kube_leader_free(e->c2);
+    e->c2 = NULL;
+    gh_kube_client_free(c2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_two_contenders_failover),
+        cmocka_unit_test(test_release_hands_over),
+    };
+    return cmocka_run_group_tests_name("kube_leader", tests, setup, teardown);
+}
