@@ -1,0 +1,276 @@
+"""The training-side reporter: step, checkpoint and replica_checksum signals
+(spec/signals.md section 1, source "telemetry") written as JSON lines to the
+gpuheal agent's Unix socket.
+
+Never blocks and never raises into the training loop: the socket is
+non-blocking, lines wait in a bounded in-memory queue while the agent is
+absent or slow (the oldest are dropped and counted when it is full), and a
+connection is retried at most every ``reconnect_interval`` seconds. Every
+failure is counted in :meth:`Reporter.stats`, never raised.
+"""
+
+import collections
+import json
+import math
+import os
+import select
+import socket
+import threading
+import time
+
+DEFAULT_SOCKET = "/run/gpuheal/telemetry.sock"
+_SEND_FLAGS = getattr(socket, "MSG_NOSIGNAL", 0)
+
+
+def _ts_now():
+    """RFC 3339 UTC with microseconds: 2026-11-29T07:00:00.123456Z."""
+    ns = time.time_ns()
+    sec, rem = divmod(ns, 1_000_000_000)
+    t = time.gmtime(sec)
+    return "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ" % (
+        t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, rem // 1000)
+
+
+def _number(x):
+    """A finite float for step_ms-like fields; ValueError otherwise."""
+    v = float(x)
+    if not math.isfinite(v):
+        raise ValueError("not finite")
+    return v
+
+
+def _loss(x):
+    """loss: a number, or "nan"/"inf"/"-inf" when not finite (spec)."""
+    v = float(x)
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return v
+
+
+class Reporter:
+    """Reports one rank's progress to the node's gpuheal agent.
+
+    ``Reporter(job, rank, node=None, socket_path=None)``: job is
+    "namespace/name" or "name"; node defaults to $GPUHEAL_NODE or $NODE_NAME
+    (the agent fills it in when absent); socket_path defaults to
+    $GPUHEAL_SOCKET, then /run/gpuheal/telemetry.sock.
+    """
+
+    def __init__(self, job, rank, node=None, socket_path=None, gpu=None,
+                 queue_max=10000, reconnect_interval=1.0):
+        self._job = str(job)
+        self._rank = int(rank)
+        self._node = node or os.environ.get("GPUHEAL_NODE") or os.environ.get("NODE_NAME")
+        self._gpu = None if gpu is None else int(gpu)
+        self._path = socket_path or os.environ.get("GPUHEAL_SOCKET") or DEFAULT_SOCKET
+        self._queue_max = max(1, int(queue_max))
+        self._reconnect_interval = float(reconnect_interval)
+        self._lock = threading.Lock()
+        self._queue = collections.deque()
+        self._offset = 0          # bytes of _queue[0] already sent
+        self._sock = None
+        self._next_connect = 0.0
+        self._closed = False
+        self._stats = {"sent": 0, "dropped": 0, "errors": 0, "connects": 0,
+                       "disconnects": 0}
+
+    # ---- the three signals ----
+
+    def step(self, step, step_ms, loss=None, comm_ms=None, tokens_per_s=None):
+        """One training step: its number and duration in milliseconds."""
+        try:
+            obj = self._common("step")
+            obj["rank"] = self._rank
+            obj["step"] = int(step)
+            obj["step_ms"] = _number(step_ms)
+            if comm_ms is not None:
+                obj["comm_ms"] = _number(comm_ms)
+            if loss is not None:
+                obj["loss"] = _loss(loss)
+            if tokens_per_s is not None:
+                obj["tokens_per_s"] = _number(tokens_per_s)
+        except Exception:  # a bad value must not stop training
+            self._count("errors")
+            return
+        self._put(obj)
+
+    def checkpoint(self, step, path, state="saved"):
+        """A checkpoint written (state "saved") or one that failed ("failed")."""
+        try:
+            obj = self._common("checkpoint")
+            obj["step"] = int(step)
+            obj["path"] = str(path)
+            obj["state"] = "failed" if state == "failed" else "saved"
+            if not obj["path"]:
+                raise ValueError("empty path")
+        except Exception:
+            self._count("errors")
+            return
+        self._put(obj)
+
+    def replica_checksum(self, step, replica, value):
+        """A hex checksum of state that must match across data-parallel replicas."""
+        try:
+            obj = self._common("replica_checksum")
+            obj["step"] = int(step)
+            obj["rank"] = self._rank
+            obj["replica"] = int(replica)
+            if isinstance(value, int):
+                value = "%x" % value
+            obj["value"] = str(value)
+        except Exception:
+            self._count("errors")
+            return
+        self._put(obj)
+
+    # ---- control ----
+
+    def flush(self):
+        """Sends what the socket takes now, without waiting."""
+        try:
+            with self._lock:
+                self._send_locked(time.monotonic())
+        except Exception:
+            self._count("errors")
+
+    def close(self, timeout=1.0):
+        """Tries for at most ``timeout`` seconds to send what is queued, then
+        closes the connection. Later calls are ignored."""
+        try:
+            deadline = time.monotonic() + max(0.0, float(timeout))
+            with self._lock:
+                if self._closed:
+                    return
+                self._closed = True
+                while self._queue:
+                    now = time.monotonic()
+                    if now >= deadline:
+                        break
+                    if self._sock is None:
+                        self._next_connect = 0.0
+                    self._send_locked(now)
+                    if not self._queue:
+                        break
+                    if self._sock is None:
+                        time.sleep(min(0.05, max(0.0, deadline - now)))
+                    else:
+                        select.select([], [self._sock], [], max(0.0, min(0.05, deadline - now)))
+                self._stats["dropped"] += len(self._queue)
+                self._queue.clear()
+                self._disconnect_locked(count=False)
+        except Exception:
+            self._count("errors")
+
+    def stats(self):
+        """Counters: sent, dropped, errors, connects, disconnects, queued."""
+        with self._lock:
+            out = dict(self._stats)
+            out["queued"] = len(self._queue)
+        return out
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    # ---- internals ----
+
+    def _common(self, kind):
+        obj = {"ts": _ts_now()}
+        if self._node:
+            obj["node"] = self._node
+        if self._gpu is not None:
+            obj["gpu"] = self._gpu
+        obj["source"] = "telemetry"
+        obj["kind"] = kind
+        obj["job"] = self._job
+        return obj
+
+    def _count(self, key):
+        try:
+            with self._lock:
+                self._stats[key] += 1
+        except Exception:
+            pass
+
+    def _put(self, obj):
+        try:
+            line = (json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n").encode()
+        except Exception:
+            self._count("errors")
+            return
+        try:
+            with self._lock:
+                if self._closed:
+                    self._stats["dropped"] += 1
+                    return
+                if len(self._queue) >= self._queue_max:
+                    # Keep the newest, but never cut a line half sent.
+                    self._stats["dropped"] += 1
+                    if not self._offset:
+                        self._queue.popleft()
+                    elif len(self._queue) > 1:
+                        del self._queue[1]
+                    else:
+                        return
+                self._queue.append(line)
+                self._send_locked(time.monotonic())
+        except Exception:
+            self._count("errors")
+
+    def _connect_locked(self, now):
+        if now < self._next_connect:
+            return False
+        s = None
+        try:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.setblocking(False)
+            s.connect(self._path)
+        except OSError:
+            # Absent, refused, or its backlog full: Unix sockets connect at
+            # once or not at all, so all of these mean "try again later".
+            if s is not None:
+                s.close()
+            self._next_connect = now + self._reconnect_interval
+            return False
+        self._sock = s
+        self._offset = 0  # a line cut by a broken connection is sent whole again
+        self._stats["connects"] += 1
+        return True
+
+    def _disconnect_locked(self, count=True):
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+            self._sock = None
+            if count:
+                self._stats["disconnects"] += 1
+        self._offset = 0
+
+    def _send_locked(self, now):
+        if not self._queue:
+            return
+        if self._sock is None and not self._connect_locked(now):
+            return
+        while self._queue:
+            data = self._queue[0]
+            try:
+                n = self._sock.send(memoryview(data)[self._offset:], _SEND_FLAGS)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                self._disconnect_locked()
+                self._next_connect = now + self._reconnect_interval
+                return
+            self._offset += n
+            if self._offset < len(data):
+                return
+            self._queue.popleft()
+            self._offset = 0
+            self._stats["sent"] += 1

@@ -1,0 +1,711 @@
+/* kmsg_source.c - the agent's kernel-log source: reads /dev/kmsg records (or
+ * a followed log file) without blocking, runs them through the kernel-log
+ * parser, skips what was shipped before a restart (a persisted boot id and
+ * sequence number), and emits the rest. */
+#include "agent/kmsg_source.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RBUF_SIZE (64 * 1024)        /* > the largest /dev/kmsg record */
+#define POLL_BUDGET (4 * 1024 * 1024)
+#define PART_MAX (2 * GH_KMSG_LINE_MAX) /* longest line kept whole (buffer: +1 for the newline) */
+#define BOOT_ID_MAX 64
+
+struct gh_kmsg_source {
+    enum gh_kmsg_src_mode mode;
+    char *path, *state_path, *state_tmp;
+    char boot_id[BOOT_ID_MAX];
+    int64_t poll_interval_ns, persist_interval_ns;
+    bool file_from_start;
+    gh_kmsg_source_emit_fn emit;
+    void *emit_ctx;
+
+    pthread_mutex_t pmu;            /* the parser (feed/flush vs stats readers) */
+    struct gh_kmsg_parser *parser;
+    bool dirty;                     /* fed since the last flush */
+
+    int fd;
+    bool fd_pollable;               /* char device or FIFO: poll() on it */
+    bool last_eof;                  /* the last read returned 0 */
+    char *rbuf;
+    /* the partial last line (see take_bytes) */
+    char *part;
+    size_t part_len;
+    bool part_discard;
+    /* file mode */
+    dev_t dev;
+    ino_t ino;
+    off_t off;
+
+    bool have_skip;                 /* restart: skip signals with seq <= skip_seq */
+    uint64_t skip_seq;
+
+    pthread_mutex_t mu;             /* stats and commit state */
+    struct gh_kmsg_source_stats st;
+    bool has_committed, has_persisted;
+    int64_t last_persist_mono;
+    pthread_mutex_t persist_mu;     /* one state-file writer at a time */
+
+    pthread_t thread;
+    bool started;
+    atomic_bool stopping;
+    int stopfd;
+};
+
+void gh_kmsg_source_opts_init(struct gh_kmsg_source_opts *o)
+{
+    memset(o, 0, sizeof *o);
+}
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * GH_NS_PER_S + ts.tv_nsec;
+}
+
+static void count(struct gh_kmsg_source *src, uint64_t *field, uint64_t n)
+{
+    pthread_mutex_lock(&src->mu);
+    *field += n;
+    pthread_mutex_unlock(&src->mu);
+}
+
+/* ---- state file ------------------------------------------------------------ */
+
+/* Reads "gpuheal-kmsg-state v1\nboot_id X\nseq N\n". GH_ENOTFOUND when
+ * absent, GH_EINVAL when corrupt. */
+static int read_state(const char *path, char *boot_id, size_t cap, uint64_t *seq)
+{
+    char buf[512];
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return errno == ENOENT ? GH_ENOTFOUND : GH_EIO;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *hdr = "gpuheal-kmsg-state v1\nboot_id ";
+    if (strncmp(buf, hdr, strlen(hdr)) != 0)
+        return GH_EINVAL;
+    const char *b = buf + strlen(hdr);
+    const char *nl = strchr(b, '\n');
+    if (!nl || nl == b || (size_t)(nl - b) >= cap)
+        return GH_EINVAL;
+    memcpy(boot_id, b, (size_t)(nl - b));
+    boot_id[nl - b] = '\0';
+    if (strncmp(nl + 1, "seq ", 4) != 0)
+        return GH_EINVAL;
+    const char *d = nl + 5;
+    if (*d < '0' || *d > '9')
+        return GH_EINVAL;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(d, &end, 10);
+    if (errno || *end != '\n')
+        return GH_EINVAL;
+    *seq = v;
+    return GH_OK;
+}
+
+static int write_all(int fd, const char *s, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, s, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        s += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* tmp + fsync + rename + fsync of the directory. */
+static int write_state(const char *path, const char *tmp, const char *boot_id, uint64_t seq,
+                       struct gh_err *err)
+{
+    char buf[256];
+    int n = snprintf(buf, sizeof buf, "gpuheal-kmsg-state v1\nboot_id %s\nseq %llu\n", boot_id,
+                     (unsigned long long)seq);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return gh_err_set(err, GH_EIO, "kmsg state: open %s: %s", tmp, strerror(errno));
+    if (write_all(fd, buf, (size_t)n) || fsync(fd)) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        return gh_err_set(err, GH_EIO, "kmsg state: write %s: %s", tmp, strerror(e));
+    }
+    close(fd);
+    if (rename(tmp, path)) {
+        int e = errno;
+        unlink(tmp);
+        return gh_err_set(err, GH_EIO, "kmsg state: rename to %s: %s", path, strerror(e));
+    }
+    /* Make the rename itself durable. */
+    char dir[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else if (slash)
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    else
+        snprintf(dir, sizeof dir, ".");
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    return GH_OK;
+}
+
+int gh_kmsg_source_persist(struct gh_kmsg_source *src, struct gh_err *err)
+{
+    int rc = GH_OK;
+    if (!src->state_path || !src->boot_id[0])
+        return GH_OK;
+    pthread_mutex_lock(&src->persist_mu);
+    pthread_mutex_lock(&src->mu);
+    bool due = src->has_committed && (!src->has_persisted || src->st.committed != src->st.persisted);
+    uint64_t seq = src->st.committed;
+    pthread_mutex_unlock(&src->mu);
+    if (due) {
+        rc = write_state(src->state_path, src->state_tmp, src->boot_id, seq, err);
+        pthread_mutex_lock(&src->mu);
+        if (rc == GH_OK) {
+            src->st.persisted = seq;
+            src->has_persisted = true;
+        } else {
+            src->st.state_errors++;
+        }
+        src->last_persist_mono = mono_ns();
+        pthread_mutex_unlock(&src->mu);
+    }
+    pthread_mutex_unlock(&src->persist_mu);
+    return rc;
+}
+
+void gh_kmsg_source_commit(struct gh_kmsg_source *src, uint64_t seq)
+{
+    pthread_mutex_lock(&src->mu);
+    if (!src->has_committed || seq > src->st.committed) {
+        src->st.committed = seq;
+        src->has_committed = true;
+    }
+    pthread_mutex_unlock(&src->mu);
+}
+
+static void maybe_persist(struct gh_kmsg_source *src)
+{
+    pthread_mutex_lock(&src->mu);
+    bool due = src->has_committed &&
+               (!src->has_persisted || src->st.committed != src->st.persisted) &&
+               (src->persist_interval_ns < 0 ||
+                mono_ns() - src->last_persist_mono >= src->persist_interval_ns);
+    pthread_mutex_unlock(&src->mu);
+    if (due)
+        gh_kmsg_source_persist(src, NULL);
+}
+
+bool gh_kmsg_source_signal_seq(const struct gh_signal *s, uint64_t *seq)
+{
+    if (!s->id)
+        return false;
+    const char *slash = strrchr(s->id, '/');
+    const char *d = slash ? slash + 1 : NULL;
+    if (!d || *d < '0' || *d > '9')
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(d, &end, 10);
+    if (errno || *end)
+        return false;
+    *seq = v;
+    return true;
+}
+
+/* ---- parsing ------------------------------------------------------------------ */
+
+static int on_signal(void *ctx, const struct gh_signal *s)
+{
+    struct gh_kmsg_source *src = ctx;
+    if (src->have_skip) {
+        const struct gh_kmsg_meta *m = gh_kmsg_parser_meta(src->parser);
+        if (m && m->has_seq && m->seq <= src->skip_seq) {
+            count(src, &src->st.skipped, 1);
+            return 0;
+        }
+    }
+    count(src, &src->st.signals, 1);
+    src->emit(src->emit_ctx, s);
+    return 0;
+}
+
+static void feed(struct gh_kmsg_source *src, const char *s, size_t n)
+{
+    pthread_mutex_lock(&src->pmu);
+    gh_kmsg_parser_feed(src->parser, s, n, NULL); /* our emit never fails */
+    src->dirty = true;
+    pthread_mutex_unlock(&src->pmu);
+}
+
+static void flush(struct gh_kmsg_source *src)
+{
+    pthread_mutex_lock(&src->pmu);
+    if (src->dirty)
+        gh_kmsg_parser_flush(src->parser, NULL);
+    src->dirty = false;
+    pthread_mutex_unlock(&src->pmu);
+}
+
+/* One complete line (with its '\n'). In device mode a line starting with a
+ * space is a record's dictionary ("SUBSYSTEM=pci"), not a record. */
+static void record_line(struct gh_kmsg_source *src, const char *s, size_t n)
+{
+    if (src->mode == GH_KMSG_SRC_DEVICE && n && (s[0] == ' ' || s[0] == '\n'))
+        return;
+    count(src, &src->st.records, 1);
+    feed(src, s, n);
+}
+
+/* Splits bytes into complete lines for the parser and keeps a partial last
+ * line here (not in the parser, whose flush would complete it): a real
+ * /dev/kmsg read is exactly one record, but a stand-in file or FIFO, and a
+ * followed log file, may end mid-line. A line longer than PART_MAX is
+ * passed on cut (the parser reads only its start anyway). */
+static void take_bytes(struct gh_kmsg_source *src, const char *buf, size_t n)
+{
+    const char *p = buf, *end = buf + n;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t seg = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        if (!src->part_discard) {
+            size_t room = PART_MAX - src->part_len;
+            size_t k = seg < room ? seg : room;
+            if (nl && !src->part_len && k == seg) {
+                record_line(src, p, seg + 1); /* whole line in the buffer */
+            } else {
+                memcpy(src->part + src->part_len, p, k);
+                src->part_len += k;
+                if (nl || k < seg) {
+                    src->part[src->part_len++] = '\n';
+                    record_line(src, src->part, src->part_len);
+                    src->part_len = 0;
+                    src->part_discard = !nl;
+                }
+            }
+        } else if (nl) {
+            src->part_discard = false;
+        }
+        if (!nl)
+            return;
+        p = nl + 1;
+    }
+}
+
+/* A partial last line is complete after all (rotation, truncation). */
+static void end_partial(struct gh_kmsg_source *src)
+{
+    if (src->part_len) {
+        src->part[src->part_len++] = '\n';
+        record_line(src, src->part, src->part_len);
+    }
+    src->part_len = 0;
+    src->part_discard = false;
+}
+
+/* ---- opening -------------------------------------------------------------- */
+
+static int open_path(struct gh_kmsg_source *src, bool from_start, struct gh_err *err)
+{
+    int fd = open(src->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ENOENT)
+            return gh_err_set(err, GH_ENOTFOUND, "kmsg: %s: %s", src->path, strerror(e));
+        return gh_err_set(err, GH_EIO, "kmsg: open %s: %s", src->path, strerror(e));
+    }
+    struct stat st;
+    if (fstat(fd, &st)) {
+        int e = errno;
+        close(fd);
+        return gh_err_set(err, GH_EIO, "kmsg: fstat %s: %s", src->path, strerror(e));
+    }
+    src->fd = fd;
+    src->fd_pollable = S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode);
+    src->last_eof = false;
+    src->dev = st.st_dev;
+    src->ino = st.st_ino;
+    src->off = 0;
+    if (src->mode == GH_KMSG_SRC_FILE && !from_start && S_ISREG(st.st_mode)) {
+        off_t o = lseek(fd, 0, SEEK_END);
+        src->off = o > 0 ? o : 0;
+    }
+    return GH_OK;
+}
+
+static void read_boot_id(const char *path, char *out, size_t cap)
+{
+    out[0] = '\0';
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return;
+    char buf[128];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == ' ' || buf[n - 1] == '\r'))
+        n--;
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] <= ' ' || buf[i] == '/' || (unsigned char)buf[i] >= 0x7f)
+            return; /* not an id we can put in a state file or a signal id */
+    if (n && n < cap) {
+        memcpy(out, buf, n);
+        out[n] = '\0';
+    }
+}
+
+int gh_kmsg_source_new(const struct gh_kmsg_source_opts *opts, struct gh_kmsg_source **out,
+                       struct gh_err *err)
+{
+    struct gh_kmsg_source *src = NULL;
+    int rc;
+
+    *out = NULL;
+    if (!opts->node || !opts->node[0] || !opts->emit)
+        return gh_err_set(err, GH_EINVAL, "kmsg: node and emit are required");
+    if (opts->mode == GH_KMSG_SRC_FILE && !opts->path)
+        return gh_err_set(err, GH_EINVAL, "kmsg: file mode needs a path");
+    if (opts->mode != GH_KMSG_SRC_DEVICE && opts->mode != GH_KMSG_SRC_FILE)
+        return gh_err_set(err, GH_EINVAL, "kmsg: unknown mode %d", (int)opts->mode);
+    src = calloc(1, sizeof *src);
+    if (!src)
+        return gh_err_set(err, GH_ENOMEM, "kmsg: out of memory");
+    src->fd = -1;
+    src->stopfd = -1;
+    pthread_mutex_init(&src->pmu, NULL);
+    pthread_mutex_init(&src->mu, NULL);
+    pthread_mutex_init(&src->persist_mu, NULL);
+    atomic_init(&src->stopping, false);
+    src->mode = opts->mode;
+    src->poll_interval_ns = opts->poll_interval_ns > 0 ? opts->poll_interval_ns
+                                                       : 250 * GH_NS_PER_MS;
+    src->persist_interval_ns = opts->persist_interval_ns ? opts->persist_interval_ns
+                                                         : GH_NS_PER_S;
+    src->file_from_start = opts->file_from_start;
+    src->emit = opts->emit;
+    src->emit_ctx = opts->emit_ctx;
+    src->path = strdup(opts->path ? opts->path : GH_KMSG_SRC_DEFAULT_DEVICE);
+    src->rbuf = malloc(RBUF_SIZE);
+    src->part = malloc(PART_MAX + 1);
+    if (!src->path || !src->rbuf || !src->part) {
+        rc = gh_err_set(err, GH_ENOMEM, "kmsg: out of memory");
+        goto out;
+    }
+    src->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (src->stopfd < 0) {
+        rc = gh_err_set(err, GH_EIO, "kmsg: eventfd: %s", strerror(errno));
+        goto out;
+    }
+
+    const struct gh_clock *clock = opts->clock ? opts->clock : gh_clock_real();
+    struct gh_kmsg_opts po;
+    gh_kmsg_opts_init(&po);
+    po.node = opts->node;
+    po.clock = clock;
+    po.emit = on_signal;
+    po.emit_ctx = src;
+    if (opts->mode == GH_KMSG_SRC_DEVICE) {
+        if (opts->boot_id)
+            snprintf(src->boot_id, sizeof src->boot_id, "%s", opts->boot_id);
+        else
+            read_boot_id(opts->boot_id_path ? opts->boot_id_path : GH_KMSG_SRC_DEFAULT_BOOT_ID,
+                         src->boot_id, sizeof src->boot_id);
+        po.boot_id = src->boot_id[0] ? src->boot_id : NULL;
+        if (opts->boot_time_ns) {
+            po.boot_time_ns = opts->boot_time_ns;
+        } else {
+            struct timespec bt;
+            clock_gettime(CLOCK_BOOTTIME, &bt);
+            po.boot_time_ns = gh_clock_now(clock) - ((int64_t)bt.tv_sec * GH_NS_PER_S + bt.tv_nsec);
+        }
+        if (opts->state_path) {
+            size_t n = strlen(opts->state_path) + 5;
+            src->state_path = strdup(opts->state_path);
+            src->state_tmp = malloc(n);
+            if (!src->state_path || !src->state_tmp) {
+                rc = gh_err_set(err, GH_ENOMEM, "kmsg: out of memory");
+                goto out;
+            }
+            snprintf(src->state_tmp, n, "%s.tmp", opts->state_path);
+            char old_boot[BOOT_ID_MAX];
+            uint64_t seq;
+            int s = read_state(src->state_path, old_boot, sizeof old_boot, &seq);
+            if (s == GH_OK && src->boot_id[0] && strcmp(old_boot, src->boot_id) == 0) {
+                src->have_skip = true;
+                src->skip_seq = seq;
+                /* What was persisted stays committed: nothing to rewrite. */
+                src->has_committed = src->has_persisted = true;
+                src->st.committed = src->st.persisted = seq;
+            } else if (s != GH_OK && s != GH_ENOTFOUND) {
+                src->st.state_errors++;
+            }
+        }
+        if (!src->boot_id[0] && src->state_path)
+            src->st.state_errors++; /* no boot id: cannot persist safely */
+    } else {
+        po.boot_time_ns = opts->boot_time_ns ? opts->boot_time_ns : GH_KMSG_BOOT_UNKNOWN;
+    }
+    if ((rc = gh_kmsg_parser_new(&src->parser, &po, err)))
+        goto out;
+
+    rc = open_path(src, src->mode == GH_KMSG_SRC_DEVICE || src->file_from_start, err);
+    if (rc == GH_ENOTFOUND && src->mode == GH_KMSG_SRC_FILE)
+        rc = GH_OK; /* waited for: each poll tries again */
+    if (rc)
+        goto out;
+    src->last_persist_mono = mono_ns();
+    *out = src;
+    return GH_OK;
+out:
+    gh_kmsg_source_free(src);
+    return rc;
+}
+
+/* ---- reading ------------------------------------------------------------------ */
+
+static int poll_device(struct gh_kmsg_source *src, bool *caught_up, struct gh_err *err)
+{
+    size_t total = 0;
+    while (total < POLL_BUDGET) {
+        ssize_t n = read(src->fd, src->rbuf, RBUF_SIZE);
+        if (n > 0) {
+            src->last_eof = false;
+            count(src, &src->st.bytes, (uint64_t)n);
+            take_bytes(src, src->rbuf, (size_t)n);
+            total += (size_t)n;
+            continue;
+        }
+        if (n == 0) { /* stand-in file at its end, or a FIFO without writer */
+            src->last_eof = true;
+            *caught_up = true;
+            return GH_OK;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno == EPIPE) { /* records overwritten before we read them */
+            count(src, &src->st.overruns, 1);
+            continue;
+        }
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            *caught_up = true;
+            return GH_OK;
+        }
+        int e = errno;
+        count(src, &src->st.read_errors, 1);
+        return gh_err_set(err, GH_EIO, "kmsg: read %s: %s", src->path, strerror(e));
+    }
+    return GH_OK;
+}
+
+/* After EOF: a new inode at the path (rotation) or a shorter file
+ * (truncation). Returns true when the position changed. */
+static bool check_rotation(struct gh_kmsg_source *src, struct gh_err *err)
+{
+    struct stat st;
+    if (stat(src->path, &st) != 0)
+        return false; /* gone (mid-rotation): keep the old fd */
+    if (src->fd < 0 || st.st_dev != src->dev || st.st_ino != src->ino) {
+        bool had = src->fd >= 0;
+        if (had) {
+            end_partial(src); /* the old file's last line, without its newline */
+            flush(src);
+            close(src->fd);
+            src->fd = -1;
+        }
+        /* A file that appears after start is read from its start (it is
+         * new), as is one that replaced a rotated file. */
+        if (open_path(src, true, err) != GH_OK)
+            return false;
+        if (had)
+            count(src, &src->st.rotations, 1);
+        return true;
+    }
+    if (S_ISREG(st.st_mode) && st.st_size < src->off) {
+        end_partial(src);
+        flush(src);
+        if (lseek(src->fd, 0, SEEK_SET) == 0)
+            src->off = 0;
+        count(src, &src->st.truncations, 1);
+        return true;
+    }
+    return false;
+}
+
+static int poll_file(struct gh_kmsg_source *src, bool *caught_up, struct gh_err *err)
+{
+    size_t total = 0;
+    if (src->fd < 0 && !check_rotation(src, NULL)) {
+        *caught_up = true;
+        return GH_OK;
+    }
+    while (total < POLL_BUDGET) {
+        ssize_t n = read(src->fd, src->rbuf, RBUF_SIZE);
+        if (n > 0) {
+            src->off += n;
+            count(src, &src->st.bytes, (uint64_t)n);
+            take_bytes(src, src->rbuf, (size_t)n);
+            total += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno != EAGAIN) {
+            int e = errno;
+            count(src, &src->st.read_errors, 1);
+            close(src->fd); /* reopened by the next poll */
+            src->fd = -1;
+            return gh_err_set(err, GH_EIO, "kmsg: read %s: %s", src->path, strerror(e));
+        }
+        /* End of the file: rotated or truncated meanwhile? */
+        if (check_rotation(src, NULL))
+            continue;
+        *caught_up = true;
+        return GH_OK;
+    }
+    return GH_OK;
+}
+
+int gh_kmsg_source_poll(struct gh_kmsg_source *src, bool *caught_up, struct gh_err *err)
+{
+    bool done = false;
+    int rc;
+    if (src->mode == GH_KMSG_SRC_DEVICE)
+        rc = src->fd >= 0 ? poll_device(src, &done, err) : GH_EIO;
+    else
+        rc = poll_file(src, &done, err);
+    if (done)
+        flush(src);
+    maybe_persist(src);
+    if (caught_up)
+        *caught_up = done;
+    return rc;
+}
+
+/* ---- the thread -------------------------------------------------------------- */
+
+static void *reader_main(void *arg)
+{
+    struct gh_kmsg_source *src = arg;
+    while (!atomic_load(&src->stopping)) {
+        bool caught_up = false;
+        int rc = gh_kmsg_source_poll(src, &caught_up, NULL);
+        if (rc == GH_OK && !caught_up)
+            continue; /* budget used up: more to read */
+        struct pollfd pf[2] = {{.fd = src->stopfd, .events = POLLIN}, {.fd = -1}};
+        int nfd = 1;
+        if (rc == GH_OK && src->fd >= 0 && src->fd_pollable && !src->last_eof) {
+            pf[1].fd = src->fd;
+            pf[1].events = POLLIN;
+            nfd = 2;
+        }
+        int ms = (int)(src->poll_interval_ns / GH_NS_PER_MS);
+        poll(pf, (nfds_t)nfd, ms > 0 ? ms : 1);
+    }
+    return NULL;
+}
+
+int gh_kmsg_source_start(struct gh_kmsg_source *src, struct gh_err *err)
+{
+    if (src->started)
+        return gh_err_set(err, GH_EINVAL, "kmsg: already started");
+    atomic_store(&src->stopping, false);
+    int e = pthread_create(&src->thread, NULL, reader_main, src);
+    if (e)
+        return gh_err_set(err, GH_EIO, "kmsg: pthread_create: %s", strerror(e));
+    src->started = true;
+    return GH_OK;
+}
+
+void gh_kmsg_source_stop(struct gh_kmsg_source *src)
+{
+    if (!src)
+        return;
+    if (src->started) {
+        atomic_store(&src->stopping, true);
+        uint64_t one = 1;
+        ssize_t w = write(src->stopfd, &one, sizeof one);
+        (void)w;
+        pthread_join(src->thread, NULL);
+        uint64_t v;
+        ssize_t r = read(src->stopfd, &v, sizeof v);
+        (void)r;
+        src->started = false;
+    }
+    gh_kmsg_source_persist(src, NULL);
+}
+
+/* ---- readers ------------------------------------------------------------------- */
+
+void gh_kmsg_source_stats(struct gh_kmsg_source *src, struct gh_kmsg_source_stats *out)
+{
+    pthread_mutex_lock(&src->mu);
+    *out = src->st;
+    pthread_mutex_unlock(&src->mu);
+}
+
+void gh_kmsg_source_parser_stats(struct gh_kmsg_source *src, struct gh_kmsg_stats *out)
+{
+    pthread_mutex_lock(&src->pmu);
+    gh_kmsg_parser_stats(src->parser, out);
+    pthread_mutex_unlock(&src->pmu);
+}
+
+size_t gh_kmsg_source_rejects(struct gh_kmsg_source *src, struct gh_kmsg_reject *out,
+                              size_t cap)
+{
+    pthread_mutex_lock(&src->pmu);
+    size_t n = gh_kmsg_parser_rejects(src->parser, out, cap);
+    pthread_mutex_unlock(&src->pmu);
+    return n;
+}
+
+const char *gh_kmsg_source_boot_id(const struct gh_kmsg_source *src)
+{
+    return src->boot_id;
+}
+
+void gh_kmsg_source_free(struct gh_kmsg_source *src)
+{
+    if (!src)
+        return;
+    if (src->parser)
+        gh_kmsg_source_stop(src);
+    if (src->fd >= 0)
+        close(src->fd);
+    if (src->stopfd >= 0)
+        close(src->stopfd);
+    gh_kmsg_parser_free(src->parser);
+    pthread_mutex_destroy(&src->pmu);
+    pthread_mutex_destroy(&src->mu);
+    pthread_mutex_destroy(&src->persist_mu);
+    free(src->path);
+    free(src->state_path);
+    free(src->state_tmp);
+    free(src->rbuf);
+    free(src->part);
+    free(src);
+}
