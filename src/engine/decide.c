@@ -45,6 +45,7 @@ struct gh_decider {
     struct gh_strmap *occs;     /* "RULE#SUBJECT" -> struct occ * */
     struct gh_strmap *hists;    /* "RULE#SUBJECT" -> struct hist * */
     struct gh_decider_stats st;
+    int64_t last_hw;
 };
 
 void gh_finding_init(struct gh_finding *f)
@@ -76,6 +77,7 @@ struct gh_decider *gh_decider_new(const struct gh_policy *policy, struct gh_topo
     d->tl = tl;
     d->cb = cb;
     d->cb_ctx = cb_ctx;
+    d->last_hw = INT64_MIN;
     d->episodes = gh_strmap_new(MAX_KEYS);
     d->occs = gh_strmap_new(MAX_KEYS);
     d->hists = gh_strmap_new(MAX_KEYS);
@@ -166,6 +168,8 @@ bool gh_decider_job_episode(struct gh_decider *d, const char *job, int64_t t, en
 }
 
 void gh_decider_count_absorbed(struct gh_decider *d) { d->st.absorbed++; }
+
+int64_t gh_decider_last_hardware(const struct gh_decider *d) { return d->last_hw; }
 
 /* How disruptive a set of actions is: an absorbed finding may not call for
  * more than the incident it joins already did. */
@@ -458,6 +462,9 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
     gh_sfmt(inc.id, sizeof inc.id, "inc-%016llx", (unsigned long long)incident_hash(&inc));
 
     d->st.decided++;
+    if (inc.node && (inc.cls == GH_CLASS_GPU_HARDWARE || inc.cls == GH_CLASS_GPU_MEMORY ||
+                     inc.cls == GH_CLASS_INTERCONNECT))
+        d->last_hw = now;
     if (d->cb)
         d->cb(d->cb_ctx, &inc);
 

@@ -176,15 +176,16 @@ static void on_app_xid(struct app *a, struct gh_engine *e, const struct gh_tl_en
     const struct gh_signal *s = &ent->sig;
     const struct gh_policy_settings *st = gh_ctx_settings(e);
     struct gh_topology *topo = gh_ctx_topology(e);
-    const char *job = gh_ctx_job_on(e, s->node, s->gpu);
+    int gpu = gh_ctx_gpu_of(e, s);
+    const char *job = gh_ctx_job_on(e, s->node, gpu);
     if (hw_explains(e, job, s->node, ent->ts_ns - st->hardware_lookback_ns, ent->ts_ns)) {
         gh_ctx_absorbed(e, ent);
         return;
     }
     /* The same code on this GPU in other jobs: the GPU, not the code. */
     char gkey[300];
-    gh_sfmt(gkey, sizeof gkey, "%s/%d", s->node ? s->node : "", s->gpu);
-    struct xhist *h = s->node && s->gpu >= 0 ? get(a->gpus, gkey, sizeof *h, NULL) : NULL;
+    gh_sfmt(gkey, sizeof gkey, "%s/%d", s->node ? s->node : "", gpu);
+    struct xhist *h = s->node && gpu >= 0 ? get(a->gpus, gkey, sizeof *h, NULL) : NULL;
     if (h && !x->secondary) {
         long jid = job ? gh_topology_find_job(topo, job) : -1;
         if (h->n == XHIST) {
@@ -215,22 +216,23 @@ static void on_app_xid(struct app *a, struct gh_engine *e, const struct gh_tl_en
             f.code = s->code;
             f.severity = GH_SEV_HIGH;
             f.node = s->node;
-            f.gpu = s->gpu;
+            f.gpu = gpu;
             f.job = job;
             const struct gh_tl_entry *v[GH_FINDING_MAX_EVIDENCE];
-            size_t n = gh_timeline_query(gh_ctx_timeline(e), GH_TL_GPU, s->node, s->gpu,
+            size_t n = gh_timeline_query(gh_ctx_timeline(e), s->gpu >= 0 ? GH_TL_GPU : GH_TL_NODE,
+                                         s->node, s->gpu,
                                          GH_KIND_BIT(GH_KIND_XID),
                                          ent->ts_ns - st->same_gpu_lookback_ns, ent->ts_ns, true, v,
                                          GH_FINDING_MAX_EVIDENCE);
             for (size_t i = 0; i < n; i++)
-                if (v[i]->sig.code == s->code)
+                if (v[i]->sig.code == s->code && gh_ctx_gpu_of(e, &v[i]->sig) == gpu)
                     gh_finding_add(&f, v[i]);
             gh_finding_add(&f, ent);
             f.first_ts = f.evidence[0]->ts_ns;
             gh_sfmt(f.what, sizeof f.what,
                      "application XID %d (%s) repeated on %s GPU %d in %d different jobs: it follows "
                      "the GPU, not the code",
-                     s->code, x->summary, s->node, s->gpu, n_jobs);
+                     s->code, x->summary, s->node, gpu, n_jobs);
             gh_ctx_note_hw_alert(e, s->node, ent->ts_ns);
             gh_ctx_report(e, &f);
             return;
@@ -248,7 +250,8 @@ static void on_app_xid(struct app *a, struct gh_engine *e, const struct gh_tl_en
         j->max_xid_sev = x->severity;
     if (j->xid_code == 0 && !x->secondary)
         j->xid_code = s->code;
-    uint64_t g = gh_hash_u64(gh_hash_str(GH_HASH_INIT, s->node), (uint64_t)(int64_t)s->gpu);
+    uint64_t g = gh_hash_u64(gh_hash_str(GH_HASH_INIT, s->node),
+                             (uint64_t)(int64_t)(gpu >= 0 ? gpu : (int)gh_hash_str(0, s->pci)));
     bool seen = false;
     for (int i = 0; i < j->n_gpus && !seen; i++)
         seen = j->gpus[i] == g;

@@ -147,7 +147,7 @@ static void report(struct gh_engine *e, const struct gh_tl_entry *ent, enum gh_c
     f.has_metric = has_metric;
     f.metric = metric;
     f.node = ent->sig.node;
-    f.gpu = ent->sig.gpu;
+    f.gpu = gh_ctx_gpu_of(e, &ent->sig);
     f.first_ts = ent->ts_ns;
     gh_finding_add(&f, ent);
     gh_sfmt(f.what, sizeof f.what, "%s", what);
@@ -161,7 +161,7 @@ static void on_xid(struct gh_engine *e, const struct gh_tl_entry *ent)
     const struct gh_signal *s = &ent->sig;
     const struct gh_xid_info *x = gh_xid_lookup(s->code);
     char where[300], what[320];
-    gh_where(s->node, s->gpu, where, sizeof where);
+    gh_where(s->node, gh_ctx_gpu_of(e, s), where, sizeof where);
     if (x->application)
         return; /* the application detector weighs these */
     if (x->secondary) {

@@ -323,6 +323,15 @@ static bool hw_explains(struct gh_engine *e, const char *job, const char *node, 
 {
     int64_t t;
     (void)nic_too;
+    /* A job nobody declared has an unknown node list: a collective that
+     * timed out soon after a hardware incident anywhere is most likely its
+     * consequence (some rank of the job sat on that node). */
+    struct gh_topology *tp = gh_ctx_topology(e);
+    long jj = job ? gh_topology_find_job(tp, job) : -1;
+    int64_t hw = gh_ctx_last_hardware_incident(e);
+    if ((jj < 0 || !gh_topology_job_declared(tp, (size_t)jj)) && hw != INT64_MIN && hw >= since &&
+        hw <= until)
+        return true;
     if (node && (gh_ctx_hw_alert(e, node, since, until, &t) || gh_ctx_node_episode(e, node, until, NULL)))
         return true;
     struct gh_topology *topo = gh_ctx_topology(e);

@@ -107,8 +107,16 @@ bool gh_ctx_flap_suspect(struct gh_engine *e, const char *node, int64_t since);
  * *cls (may be NULL) receives its class. */
 bool gh_ctx_node_episode(struct gh_engine *e, const char *node, int64_t t, enum gh_class *cls);
 bool gh_ctx_job_episode(struct gh_engine *e, const char *job, int64_t t, enum gh_class *cls);
+/* Stream time of the latest GPU/memory/interconnect incident anywhere in
+ * the cluster, INT64_MIN when none. */
+int64_t gh_ctx_last_hardware_incident(struct gh_engine *e);
 /* Records that ent was absorbed as consequence of an open incident. */
 void gh_ctx_absorbed(struct gh_engine *e, const struct gh_tl_entry *ent);
+
+/* The GPU index of s: its own "gpu", else the index learned from earlier
+ * signals of the node that carried both the index and this PCI bus id or
+ * UUID (kernel-log lines name only the bus). -1 when unknown. */
+int gh_ctx_gpu_of(struct gh_engine *e, const struct gh_signal *s);
 
 /* The job running on node/gpu (topology), or NULL. */
 const char *gh_ctx_job_on(struct gh_engine *e, const char *node, int gpu);

@@ -1,6 +1,8 @@
 /* engine.c - drives timeline, detectors and decisions in stream-time order. */
 #include "engine/engine.h"
 
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +12,7 @@
 
 #define HW_ALERTS 8
 
+/* In GH_DET_* bit order. */
 static const struct gh_detector_ops *const detectors[] = {
     &gh_det_hardware,    &gh_det_network,   &gh_det_flapping,
     &gh_det_application, &gh_det_straggler, &gh_det_sdc,
@@ -32,6 +35,7 @@ struct gh_engine {
     struct gh_timeline *tl;
     struct gh_decider *decider;
     struct gh_strmap *facts; /* node -> struct facts * */
+    struct gh_strmap *gpu_ids; /* "node|bus" and "node|uuid" -> GPU index + 1 */
     void *state[N_DET];
     int64_t deadline[N_DET];
     uint32_t kinds[N_DET];
@@ -44,6 +48,7 @@ struct gh_engine {
 void gh_engine_config_default(struct gh_engine_config *c)
 {
     c->reorder_window_ns = -1;
+    c->detectors = GH_DET_ALL;
     gh_timeline_config_default(&c->timeline);
 }
 
@@ -79,13 +84,16 @@ struct gh_engine *gh_engine_new(const struct gh_policy *policy, const struct gh_
     e->max_pending = tc.max_pending ? tc.max_pending : 1;
     e->tl = gh_timeline_new(&tc);
     e->facts = gh_strmap_new(GH_TOPO_MAX_NODES);
-    if (!e->tl || !e->facts)
+    e->gpu_ids = gh_strmap_new(1 << 20);
+    if (!e->tl || !e->facts || !e->gpu_ids)
         goto oom;
     e->decider = gh_decider_new(policy, e->topo, e->tl, cb, cb_ctx);
     if (!e->decider)
         goto oom;
     for (size_t i = 0; i < N_DET; i++) {
         e->deadline[i] = INT64_MAX;
+        if (!(cfg->detectors & (1u << i)))
+            continue; /* not running: no state, no kinds, never dispatched */
         e->kinds[i] = detectors[i]->kinds;
         if (detectors[i]->create(e, &e->state[i]) != GH_OK)
             goto oom;
@@ -109,6 +117,7 @@ void gh_engine_free(struct gh_engine *e)
         for (size_t i = 0; i < gh_strmap_count(e->facts); i++)
             free(gh_strmap_value(e->facts, i));
     gh_strmap_free(e->facts);
+    gh_strmap_free(e->gpu_ids);
     gh_timeline_free(e->tl);
     gh_topology_free(e->topo);
     gh_policy_free(e->own_policy);
@@ -132,8 +141,57 @@ int gh_engine_ingest_steal(struct gh_engine *e, struct gh_signal *s, int64_t arr
     return gh_timeline_push_steal(e->tl, s, resolve(e, arrival_ns), err);
 }
 
+/* "node|0000:3b:00" from a PCI id in any of the usual spellings
+ * ("0000:3B:00.0", "00000000:3b:00.0", "3b:00.0"): domain:bus:device, lower
+ * case, function dropped. */
+static bool bus_key(const char *node, const char *pci, char *key, size_t cap)
+{
+    unsigned dom = 0, bus, dev;
+    char rest[8];
+    if (sscanf(pci, "%x:%x:%x%7s", &dom, &bus, &dev, rest) >= 3 ||
+        (dom = 0, sscanf(pci, "%x:%x%7s", &bus, &dev, rest) >= 2)) {
+        snprintf(key, cap, "%s|%04x:%02x:%02x", node, dom & 0xffff, bus & 0xff, dev & 0xff);
+        return true;
+    }
+    return false;
+}
+
+static void learn_gpu_ids(struct gh_engine *e, const struct gh_signal *s)
+{
+    char key[400];
+    if (s->pci && bus_key(s->node, s->pci, key, sizeof key)) {
+        long i = gh_strmap_intern(e->gpu_ids, key, NULL, NULL);
+        if (i >= 0)
+            gh_strmap_set_value(e->gpu_ids, (size_t)i, (void *)(intptr_t)(s->gpu + 1));
+    }
+    if (s->uuid) {
+        snprintf(key, sizeof key, "%s|%s", s->node, s->uuid);
+        long i = gh_strmap_intern(e->gpu_ids, key, NULL, NULL);
+        if (i >= 0)
+            gh_strmap_set_value(e->gpu_ids, (size_t)i, (void *)(intptr_t)(s->gpu + 1));
+    }
+}
+
+int gh_ctx_gpu_of(struct gh_engine *e, const struct gh_signal *s)
+{
+    if (s->gpu >= 0 || !s->node)
+        return s->gpu;
+    char key[400];
+    long i = -1;
+    if (s->pci && bus_key(s->node, s->pci, key, sizeof key))
+        i = gh_strmap_find(e->gpu_ids, key);
+    if (i < 0 && s->uuid) {
+        snprintf(key, sizeof key, "%s|%s", s->node, s->uuid);
+        i = gh_strmap_find(e->gpu_ids, key);
+    }
+    return i >= 0 ? (int)(intptr_t)gh_strmap_value(e->gpu_ids, (size_t)i) - 1 : -1;
+}
+
 static void dispatch(struct gh_engine *e, const struct gh_tl_entry *ent)
 {
+    const struct gh_signal *sg = &ent->sig;
+    if ((sg->pci || sg->uuid) && sg->node && sg->gpu >= 0)
+        learn_gpu_ids(e, sg);
     if (ent->ts_ns > e->now)
         e->now = ent->ts_ns;
     if (e->start == INT64_MIN)
@@ -226,11 +284,12 @@ void gh_engine_stats(const struct gh_engine *e, struct gh_engine_stats *out)
     out->unmatched = ds.unmatched;
     out->dispatched = e->dispatched;
     for (size_t i = 0; i < N_DET; i++)
-        if (detectors[i]->memory)
+        if (detectors[i]->memory && e->state[i])
             out->detector_bytes += detectors[i]->memory(e->state[i]);
     out->bytes = sizeof *e + out->timeline.bytes + out->detector_bytes +
                  gh_decider_memory(e->decider) + gh_topology_memory(e->topo) +
-                 gh_strmap_memory(e->facts) + gh_strmap_count(e->facts) * sizeof(struct facts);
+                 gh_strmap_memory(e->facts) + gh_strmap_count(e->facts) * sizeof(struct facts) +
+                 gh_strmap_memory(e->gpu_ids);
 }
 
 /* ---- the detectors' context ------------------------------------------- */
@@ -321,6 +380,11 @@ bool gh_ctx_node_episode(struct gh_engine *e, const char *node, int64_t t, enum 
 bool gh_ctx_job_episode(struct gh_engine *e, const char *job, int64_t t, enum gh_class *cls)
 {
     return gh_decider_job_episode(e->decider, job, t, cls);
+}
+
+int64_t gh_ctx_last_hardware_incident(struct gh_engine *e)
+{
+    return gh_decider_last_hardware(e->decider);
 }
 
 void gh_ctx_absorbed(struct gh_engine *e, const struct gh_tl_entry *ent)

@@ -33,10 +33,22 @@
 /* Pass as a time to mean "read the engine's clock". */
 #define GH_ENGINE_NOW INT64_MIN
 
+/* Detectors, for gh_engine_config.detectors. */
+enum {
+    GH_DET_HARDWARE = 1 << 0,
+    GH_DET_NETWORK = 1 << 1,
+    GH_DET_FLAPPING = 1 << 2,
+    GH_DET_APPLICATION = 1 << 3,
+    GH_DET_STRAGGLER = 1 << 4,
+    GH_DET_SDC = 1 << 5,
+    GH_DET_ALL = (1 << 6) - 1,
+};
+
 struct gh_engine_config {
     /* < 0: the policy's settings.reorder_window. A replay of a file that is
      * already sorted by time uses 0. */
     int64_t reorder_window_ns;
+    unsigned detectors; /* GH_DET_* mask (default GH_DET_ALL): run one alone in a test */
     struct gh_timeline_config timeline; /* retention, caps, skew bound */
 };
 void gh_engine_config_default(struct gh_engine_config *c);
@@ -46,7 +58,8 @@ struct gh_engine;
 /* policy: borrowed, must outlive the engine (NULL = the built-in default,
  * owned by the engine). topo: copied (NULL = empty; the engine learns nodes,
  * jobs and ranks from signals). clock: borrowed (NULL = gh_clock_real()).
- * cfg: copied (NULL = defaults). cb: called for every incident, may be NULL.
+ * cfg: copied (NULL = defaults). cb: called for every incident, may be NULL;
+ * it runs inside ingest/tick/finish and must not call back into the engine.
  * Returns NULL with err set on failure. */
 struct gh_engine *gh_engine_new(const struct gh_policy *policy, const struct gh_topology *topo,
                                 const struct gh_clock *clock, const struct gh_engine_config *cfg,

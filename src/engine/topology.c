@@ -17,6 +17,7 @@ struct job {
     size_t rank_cap;
     double remaining_s, restart_cost_s;
     uint64_t touched; /* when a signal last placed the job (topology clock) */
+    bool declared;    /* added by gh_topology_add_job, not only learned */
 };
 
 struct gh_topology {
@@ -117,6 +118,7 @@ long gh_topology_add_job(struct gh_topology *t, const char *job, const char *con
     struct job *jb = job_get(t, job, &j);
     if (!jb)
         return -1;
+    jb->declared = true;
     if (ranks_per_node > 0)
         jb->ranks_per_node = ranks_per_node;
     for (size_t i = 0; i < n_nodes; i++) {
@@ -231,6 +233,12 @@ bool gh_topology_job_has_node(const struct gh_topology *t, size_t j, const char 
     return false;
 }
 
+bool gh_topology_job_declared(const struct gh_topology *t, size_t j)
+{
+    const struct job *jb = job_at(t, j);
+    return jb && jb->declared;
+}
+
 int gh_topology_job_ranks(const struct gh_topology *t, size_t j)
 {
     const struct job *jb = job_at(t, j);
@@ -341,6 +349,7 @@ struct gh_topology *gh_topology_clone(const struct gh_topology *t)
         cb->remaining_s = jb->remaining_s;
         cb->restart_cost_s = jb->restart_cost_s;
         cb->touched = jb->touched;
+        cb->declared = jb->declared;
         for (size_t i = 0; i < jb->n_nodes; i++)
             if (job_add_node(cb, jb->nodes[i]) != GH_OK)
                 goto fail;

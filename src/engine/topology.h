@@ -57,6 +57,9 @@ long gh_topology_find_job(const struct gh_topology *t, const char *job);
 /* Node indices of job j: *out borrowed, valid until the topology changes. */
 size_t gh_topology_job_nodes(const struct gh_topology *t, size_t j, const unsigned **out);
 bool gh_topology_job_has_node(const struct gh_topology *t, size_t j, const char *node);
+/* True when job j was declared (a scenario header, the API), not only
+ * learned from signals: then its node list is complete. */
+bool gh_topology_job_declared(const struct gh_topology *t, size_t j);
 /* Expected number of ranks (declared nodes x ranks_per_node, or highest rank
  * seen + 1); 0 when unknown. */
 int gh_topology_job_ranks(const struct gh_topology *t, size_t j);

@@ -36,7 +36,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         die("rule count");
     for (int i = 0; i < p->n_rules; i++) {
         const struct gh_rule *r = &p->rules[i];
-        if (r->n_actions < 1 || r->n_actions > GH_POLICY_MAX_ACTIONS || r->repetitions < 1 ||
+        if ((r->n_actions < 1 && !r->catalog_actions) || r->n_actions > GH_POLICY_MAX_ACTIONS ||
+            (r->catalog_actions && r->n_actions) || r->repetitions < 1 ||
             r->n_codes > GH_POLICY_MAX_CODES || r->n_escalations > GH_POLICY_MAX_ESCALATIONS)
             die("rule bounds");
         for (int a = 0; a < r->n_actions; a++)

@@ -271,6 +271,12 @@ def hardware():
     s.xid(10, "gpu-04", 79, pci="0000:9b:00.0", msg="NVRM: Xid (PCI:0000:9b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.")
     s.write([{"class": "gpu_hardware", "node": "gpu-04", "actions_include": ["isolate_node"]}])
 
+    s = Scn("xid-pci-resolved", "NVML readings tie PCI bus ids to GPU indices; a kernel-log XID naming only the bus is placed on GPU 3", N(4), [job("ml/llm", N(4))])
+    for g in range(8):
+        s.add(1 + g * 0.01, node="gpu-04", gpu=g, pci="00000000:%02X:00.0" % (0x18 + 0x1b * g), source="nvml", kind="thermal", celsius=65.0, throttled=False)
+    s.xid(60, "gpu-04", 79, pci="0000:%02x:00" % (0x18 + 0x1b * 3), msg="NVRM: Xid (PCI:0000:%02x:00): 79, GPU has fallen off the bus." % (0x18 + 0x1b * 3))
+    s.write([{"class": "gpu_hardware", "node": "gpu-04", "gpu": 3, "actions_include": ["isolate_node"]}])
+
     s = Scn("xid94-contained-ecc", "XID 94: a contained memory error; the catalog restarts the job and resets the GPU, no isolation", N(2), [job("ml/llm", N(2))])
     s.ckpt(10, "ml/llm", 600)
     s.xid(300, "gpu-01", 94, gpu=6, msg="NVRM: Xid (PCI:0000:da:00): 94, pid=8123, Contained: SM (0x1). RST: No, D-RST: No")

@@ -75,6 +75,27 @@ static void test_straggler_rank(void **st)
     gh_engine_free(e);
 }
 
+static void test_straggler_detector_alone(void **st)
+{
+    (void)st;
+    struct gh_topology *t = topo_n(4, -1);
+    struct gh_engine_config c;
+    gh_engine_config_default(&c);
+    c.reorder_window_ns = 0;
+    c.detectors = GH_DET_STRAGGLER;
+    struct sink sk = {0};
+    struct gh_engine *e = gh_engine_new(NULL, t, NULL, &c, sink_cb, &sk, NULL);
+    gh_topology_free(t);
+    xid(e, 1, "gpu-01", 0, 79); /* no hardware detector running: ignored */
+    run_steps(e, &sk, 4, 150, slow_rank13);
+    assert_int_equal(sk.n, 1);
+    assert_int_equal(sk.v[0].cls, GH_CLASS_STRAGGLER);
+    struct gh_engine_stats es;
+    gh_engine_stats(e, &es);
+    assert_int_equal(es.findings, 1);
+    gh_engine_free(e);
+}
+
 static void test_straggler_node(void **st)
 {
     (void)st;
@@ -306,6 +327,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_straggler_rank),
+        cmocka_unit_test(test_straggler_detector_alone),
         cmocka_unit_test(test_straggler_node),
         cmocka_unit_test(test_straggler_two_nodes),
         cmocka_unit_test(test_whole_job_slow_is_not_a_straggler),

@@ -132,9 +132,9 @@ static void test_match_and_escalation(void **st)
     assert_string_equal(p->rules[r].name, "gpu-fell-off-bus");
     q = (struct gh_policy_query){GH_CLASS_GPU_HARDWARE, GH_KIND_XID, 119, GH_SEV_CRITICAL, false, 0};
     assert_string_equal(p->rules[gh_policy_match(p, &q)].name, "xid-critical");
-    q = (struct gh_policy_query){GH_CLASS_INTERCONNECT, GH_KIND_NVLINK, -1, GH_SEV_LOW, true, 99};
+    q = (struct gh_policy_query){GH_CLASS_INTERCONNECT, GH_KIND_NVLINK, -1, GH_SEV_LOW, true, 999};
     assert_int_equal(gh_policy_match(p, &q), -1); /* below the threshold */
-    q.metric = 100;
+    q.metric = 1000;
     assert_string_equal(p->rules[gh_policy_match(p, &q)].name, "nvlink-error-rate");
     q = (struct gh_policy_query){GH_CLASS_APPLICATION, GH_KIND_POD_FAILED, -1, GH_SEV_MEDIUM, false, 0};
     r = gh_policy_match(p, &q);
