@@ -10,6 +10,10 @@ int gh_cmd_xid(int argc, char **argv);
 int gh_cmd_diagnose(int argc, char **argv);
 int gh_cmd_policy(int argc, char **argv);
 int gh_cmd_scenario(int argc, char **argv);
+int gh_cmd_inject(int argc, char **argv);
+int gh_cmd_ingest_serve(int argc, char **argv);
+int gh_cmd_simulate(int argc, char **argv);
+int gh_cmd_advise(int argc, char **argv);
 
 /* Shared by diagnose and scenario (scenario_io.c): replays one scenario file
  * through a new engine on the file's clock. */

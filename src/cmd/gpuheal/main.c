@@ -21,6 +21,10 @@ static const struct command commands[] = {
     {"diagnose", gh_cmd_diagnose, "replay a scenario file through the engine; incidents as JSON lines"},
     {"policy", gh_cmd_policy, "lint a recovery policy file, or print the built-in default"},
     {"scenario", gh_cmd_scenario, "score a directory of labelled scenarios, or generate a big one"},
+    {"inject", gh_cmd_inject, "post signal lines (marked injected) to a controller's ingest endpoint"},
+    {"ingest-serve", gh_cmd_ingest_serve, "(dev) run the ingest endpoint alone, appending signals to a file"},
+    {"simulate", gh_cmd_simulate, "simulate a cluster's failures under a policy: ETTR, goodput, waste"},
+    {"advise", gh_cmd_advise, "advise checkpoint: Young/Daly optimal checkpoint interval"},
 };
 
 static void usage(FILE *f)

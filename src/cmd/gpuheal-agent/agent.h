@@ -1,0 +1,118 @@
+/* agent.h - the pieces of the gpuheal-agent binary that its files share:
+ * the configuration (config.c), the agent's state (main.c), /metrics
+ * (metrics.c) and the HTTP endpoint on the agent's event loop (http.c).
+ * Internal to the binary. */
+#ifndef GH_CMD_AGENT_AGENT_H
+#define GH_CMD_AGENT_AGENT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/coalesce.h"
+#include "agent/dcgm.h"
+#include "agent/inject.h"
+#include "agent/kmsg_source.h"
+#include "agent/nic.h"
+#include "agent/nvml.h"
+#include "agent/publisher.h"
+#include "agent/spool.h"
+#include "agent/telemetry.h"
+#include "common/timeutil.h"
+#include "ingest/queue.h"
+
+/* ---- configuration (config.c) ---- */
+
+struct agent_config {
+    char *node;
+    char *kmsg;               /* NULL = off */
+    bool kmsg_file_mode;      /* a text log followed like tail -F, not /dev/kmsg records */
+    char *nvml_lib;           /* NULL = off */
+    int64_t poll_interval_ns;
+    bool dcgm;
+    char *dcgm_exporter;      /* NULL = none */
+    char *telemetry_socket;   /* NULL = off */
+    char *inject;             /* NULL = none */
+    char *nic_root;           /* NULL = off */
+    char *controller;         /* NULL = spool only */
+    char *token_file;
+    char *ca_file;
+    char *spool_dir;
+    uint64_t spool_max_bytes;
+    int64_t spool_sync_ns;
+    size_t batch_records;
+    int64_t batch_linger_ns;
+    char *listen;             /* NULL = off */
+    int log_level;
+    char *boot_id_path;
+};
+
+/* Parses defaults < config file (--config or $GPUHEAL_CONFIG) < environment
+ * ($GPUHEAL_<NAME>) < flags into *cfg (caller frees with
+ * agent_config_free). Returns 0, 1 when --help/--version was printed, or 2
+ * with err[0..cap) saying what was wrong. */
+int agent_config_parse(int argc, char **argv, struct agent_config *cfg, char *err, size_t cap);
+void agent_config_free(struct agent_config *cfg);
+
+/* ---- the agent (main.c) ---- */
+
+struct agent_http;
+
+struct agent {
+    struct agent_config cfg;
+    const struct gh_clock *clock;
+    char boot_id[80];
+    int64_t started_ns;
+
+    int epfd, timerfd, sigfd;
+    struct gh_sigqueue *inbox;     /* signals from sources' own threads */
+    struct gh_spool *spool;
+    struct gh_coalesce *co;
+    struct gh_publisher *pub;
+    struct agent_http *http;
+
+    struct gh_kmsg_source *kmsg;
+    struct gh_nvml_source *nvml;
+    struct gh_dcgm_health *dcgm;
+    struct gh_dcgm_exporter *dcgmx;
+    struct gh_telemetry *tele;
+    struct gh_inject *inject;
+    struct gh_nic_source *nic;
+    bool inject_done;
+
+    int64_t next_poll, next_sync;
+    bool more_input;               /* a source has more to read now */
+    uint64_t kmsg_seq_spooled;     /* highest kmsg record seq in the spool (to commit after sync) */
+    uint64_t kmsg_seq_committed;
+
+    /* counters for /metrics (loop thread, except inbox_dropped) */
+    uint64_t received[GH_SRC__COUNT][GH_KIND__COUNT];
+    uint64_t spooled, spool_refused, lines_rejected;
+    atomic_uint_fast64_t inbox_dropped;
+    uint64_t lost_logged;          /* spool loss already logged */
+    int64_t lost_log_at;
+    uint64_t overflow_logged, dropped_logged;
+    int64_t overflow_log_at, dropped_log_at;
+};
+
+/* Renders the Prometheus text of /metrics into buf[0..cap) and returns its
+ * length (NUL-terminated; cut at a line boundary when it does not fit). */
+size_t agent_metrics_render(struct agent *a, char *buf, size_t cap);
+
+/* ---- /healthz and /metrics on the loop (http.c) ---- */
+
+/* Starts libmicrohttpd without a thread of its own, on hostport ("HOST:PORT";
+ * port 0 = any). *port: the bound port. NULL with err set on failure. */
+struct agent_http *agent_http_start(struct agent *a, const char *hostport, int *port,
+                                    char *err, size_t cap);
+/* The fd the loop polls (readable: call agent_http_run). */
+int agent_http_fd(const struct agent_http *h);
+/* Does the pending HTTP work; never blocks. */
+void agent_http_run(struct agent_http *h);
+/* Milliseconds until libmicrohttpd wants agent_http_run for a timeout,
+ * -1 = none. */
+int64_t agent_http_timeout_ms(struct agent_http *h);
+void agent_http_stop(struct agent_http *h);
+
+#endif

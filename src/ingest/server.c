@@ -1,0 +1,581 @@
+/* server.c - the ingest HTTP endpoint (POST /v1/signals, /healthz,
+ * /metrics) on libmicrohttpd's internal thread, with token checks, body
+ * bounds and duplicate drop, handing accepted signals to the owner's sink. */
+#include "ingest/server.h"
+
+#include <errno.h>
+#include <microhttpd.h>
+#include <openssl/crypto.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ingest/dedup.h"
+#include "ingest/listen.h"
+#include "ingest/token.h"
+#include "common/timeutil.h"
+
+#define DEFAULT_BODY_MAX (8u * 1024 * 1024)
+#define TLS_FILE_MAX     (1024 * 1024)
+#define METRICS_MAX      (64 * 1024)
+#define DISCARD_MAX      (64u * 1024 * 1024)
+
+struct gh_ingest_server {
+    struct MHD_Daemon *mhd;
+    int port;
+    char *token_file;             /* NULL = anonymous */
+    size_t body_max;
+    struct gh_ingest_limits limits;
+    gh_ingest_sink_fn sink;
+    void *sink_ctx;
+    gh_ingest_metrics_fn extra_metrics;
+    void *metrics_ctx;
+    char *tls_cert, *tls_key;     /* PEM text, kept while the daemon runs */
+
+    pthread_mutex_t mu;           /* guards everything below */
+    struct gh_token_set tokens;
+    struct stat token_st;         /* the file as last loaded */
+    int64_t token_checked_ns;     /* CLOCK_MONOTONIC of the last stat */
+    struct gh_dedup *dedup;
+    struct gh_ingest_server_stats st;
+};
+
+/* Per-request state (MHD's con_cls). */
+struct request {
+    bool ingest;          /* POST /v1/signals, authorised, within limits so far */
+    int refuse;           /* != 0: answer this status once the body is drained */
+    char *buf;
+    size_t len, cap;
+    size_t discarded;     /* body bytes read and dropped */
+};
+
+int gh_ingest_queue_sink(void *queue, struct gh_signal *sigs, size_t n)
+{
+    return gh_sigqueue_push(queue, sigs, n);
+}
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * GH_NS_PER_S + ts.tv_nsec;
+}
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *ctype,
+                             char *body, bool retry_after)
+{
+    struct MHD_Response *r;
+    if (body)
+        r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    else
+        r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (status == MHD_HTTP_UNAUTHORIZED)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (retry_after)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned status, const char *msg)
+{
+    char *body = malloc(strlen(msg) * 6 + 16);
+    if (!body)
+        return MHD_NO;
+    /* msg is ours (no quotes or controls), but escape defensively. */
+    char *p = body;
+    p += snprintf(p, 16, "{\"error\":\"");
+    for (const char *m = msg; *m; m++) {
+        unsigned char ch = (unsigned char)*m;
+        if (ch == '"' || ch == '\\') {
+            *p++ = '\\';
+            *p++ = (char)ch;
+        } else if (ch < 0x20) {
+            p += snprintf(p, 7, "\\u%04x", ch);
+        } else {
+            *p++ = (char)ch;
+        }
+    }
+    memcpy(p, "\"}\n", 4);
+    return reply(c, status, "application/json", body, status == MHD_HTTP_SERVICE_UNAVAILABLE);
+}
+
+/* Re-reads the token file when it changed (at most once a second). Called
+ * with mu held. */
+static void maybe_reload_tokens(struct gh_ingest_server *srv)
+{
+    int64_t now = mono_ns();
+    if (now - srv->token_checked_ns < GH_NS_PER_S)
+        return;
+    srv->token_checked_ns = now;
+    struct stat st;
+    if (stat(srv->token_file, &st) != 0)
+        return; /* keep the tokens we have */
+    if (st.st_ino == srv->token_st.st_ino && st.st_size == srv->token_st.st_size &&
+        st.st_mtim.tv_sec == srv->token_st.st_mtim.tv_sec &&
+        st.st_mtim.tv_nsec == srv->token_st.st_mtim.tv_nsec)
+        return;
+    if (gh_token_set_load(srv->token_file, &srv->tokens, NULL) == GH_OK) {
+        srv->token_st = st;
+        srv->st.token_reloads++;
+    } else {
+        srv->st.token_reload_errors++;
+    }
+}
+
+static bool authorised(struct gh_ingest_server *srv, struct MHD_Connection *c)
+{
+    if (!srv->token_file)
+        return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    pthread_mutex_lock(&srv->mu);
+    maybe_reload_tokens(srv);
+    bool ok = gh_token_set_check_header(&srv->tokens, h);
+    pthread_mutex_unlock(&srv->mu);
+    return ok;
+}
+
+/* ---- the batch being taken from one body ---- */
+
+struct batch {
+    struct gh_ingest_server *srv;
+    struct gh_signal *sigs;
+    size_t n, cap;
+    struct gh_dedup_key *keys;    /* ids inserted for this batch (undone on refusal) */
+    size_t nkeys, keycap;
+};
+
+static bool grow(void **p, size_t *cap, size_t elem)
+{
+    size_t ncap = *cap ? *cap * 2 : 64;
+    void *np = realloc(*p, ncap * elem);
+    if (!np)
+        return false;
+    *p = np;
+    *cap = ncap;
+    return true;
+}
+
+static enum gh_ingest_take take(void *ctx, long line, struct gh_signal *sig)
+{
+    (void)line;
+    struct batch *b = ctx;
+    if (b->n == b->cap && !grow((void **)&b->sigs, &b->cap, sizeof *b->sigs))
+        return GH_INGEST_STOP;
+    if (sig->id) {
+        struct gh_dedup_key k;
+        gh_dedup_key(sig->id, strlen(sig->id), &k);
+        if (gh_dedup_contains(b->srv->dedup, &k))
+            return GH_INGEST_DUPLICATE;
+        if (b->nkeys == b->keycap && !grow((void **)&b->keys, &b->keycap, sizeof *b->keys))
+            return GH_INGEST_STOP;
+        gh_dedup_insert(b->srv->dedup, &k);
+        b->keys[b->nkeys++] = k;
+    }
+    b->sigs[b->n++] = *sig;
+    return GH_INGEST_TAKEN;
+}
+
+static void batch_free(struct batch *b, bool undo_keys)
+{
+    for (size_t i = 0; i < b->n; i++)
+        gh_signal_clear(&b->sigs[i]);
+    if (undo_keys)
+        for (size_t i = 0; i < b->nkeys; i++)
+            gh_dedup_remove(b->srv->dedup, &b->keys[i]);
+    free(b->sigs);
+    free(b->keys);
+}
+
+static enum MHD_Result handle_body(struct gh_ingest_server *srv, struct MHD_Connection *c,
+                                   struct request *rq)
+{
+    struct batch b = {.srv = srv};
+    struct gh_ingest_result *res = malloc(sizeof *res);
+    struct gh_err err = {{0}};
+    if (!res)
+        return reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+
+    pthread_mutex_lock(&srv->mu);
+    srv->st.bytes += rq->len;
+    int rc = gh_ingest_parse(rq->buf ? rq->buf : "", rq->len, &srv->limits, take, &b, res, &err);
+    bool undo = true;
+    if (rc == GH_OK && b.n > 0) {
+        rc = srv->sink(srv->sink_ctx, b.sigs, b.n);
+        if (rc == GH_OK) {
+            /* The sink stole them; nothing left to clear. */
+            b.n = 0;
+        } else {
+            rc = GH_EAGAIN;
+        }
+    }
+    if (rc == GH_OK) {
+        undo = false;
+        srv->st.accepted += res->accepted;
+        srv->st.duplicates += res->duplicates;
+        srv->st.rejected += res->rejected;
+        if (res->rejected)
+            srv->st.partial++;
+    } else if (rc == GH_ELIMIT) {
+        srv->st.too_large++;
+    } else if (rc == GH_EAGAIN) {
+        srv->st.unavailable++;
+    }
+    batch_free(&b, undo);
+    pthread_mutex_unlock(&srv->mu);
+
+    enum MHD_Result ret;
+    if (rc == GH_OK) {
+        char *body = gh_ingest_reply_encode(res);
+        ret = body ? reply(c, res->rejected ? 422 : MHD_HTTP_OK, "application/json", body, false)
+                   : reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+    } else if (rc == GH_ELIMIT) {
+        ret = reply_error(c, MHD_HTTP_CONTENT_TOO_LARGE, err.msg);
+    } else if (rc == GH_EAGAIN) {
+        ret = reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "receiver queue full; retry later");
+    } else {
+        ret = reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+    }
+    free(res);
+    return ret;
+}
+
+static enum MHD_Result handle_metrics(struct gh_ingest_server *srv, struct MHD_Connection *c)
+{
+    char *buf = malloc(METRICS_MAX);
+    if (!buf)
+        return reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+    struct gh_ingest_server_stats s;
+    gh_ingest_server_stats(srv, &s);
+    int n = snprintf(buf, METRICS_MAX,
+        "# HELP gpuheal_ingest_requests_total Ingest requests, by outcome.\n"
+        "# TYPE gpuheal_ingest_requests_total counter\n"
+        "gpuheal_ingest_requests_total{outcome=\"all\"} %llu\n"
+        "gpuheal_ingest_requests_total{outcome=\"unauthorized\"} %llu\n"
+        "gpuheal_ingest_requests_total{outcome=\"too_large\"} %llu\n"
+        "gpuheal_ingest_requests_total{outcome=\"partial\"} %llu\n"
+        "gpuheal_ingest_requests_total{outcome=\"unavailable\"} %llu\n"
+        "gpuheal_ingest_requests_total{outcome=\"bad_request\"} %llu\n"
+        "# HELP gpuheal_ingest_signals_total Signal lines received, by result.\n"
+        "# TYPE gpuheal_ingest_signals_total counter\n"
+        "gpuheal_ingest_signals_total{result=\"accepted\"} %llu\n"
+        "gpuheal_ingest_signals_total{result=\"duplicate\"} %llu\n"
+        "gpuheal_ingest_signals_total{result=\"rejected\"} %llu\n"
+        "# HELP gpuheal_ingest_bytes_total Request body bytes received.\n"
+        "# TYPE gpuheal_ingest_bytes_total counter\n"
+        "gpuheal_ingest_bytes_total %llu\n"
+        "# HELP gpuheal_ingest_dedup_ids Signal ids remembered for duplicate drop.\n"
+        "# TYPE gpuheal_ingest_dedup_ids gauge\n"
+        "gpuheal_ingest_dedup_ids %zu\n"
+        "# HELP gpuheal_ingest_dedup_evicted_total Ids forgotten to make room.\n"
+        "# TYPE gpuheal_ingest_dedup_evicted_total counter\n"
+        "gpuheal_ingest_dedup_evicted_total %llu\n",
+        (unsigned long long)s.requests, (unsigned long long)s.unauthorized,
+        (unsigned long long)s.too_large, (unsigned long long)s.partial,
+        (unsigned long long)s.unavailable, (unsigned long long)s.bad_requests,
+        (unsigned long long)s.accepted, (unsigned long long)s.duplicates,
+        (unsigned long long)s.rejected, (unsigned long long)s.bytes, s.dedup_size,
+        (unsigned long long)s.dedup_evicted);
+    if (n < 0 || n >= METRICS_MAX)
+        n = 0;
+    if (srv->extra_metrics && (size_t)n < METRICS_MAX - 1)
+        n += (int)srv->extra_metrics(srv->metrics_ctx, buf + n, METRICS_MAX - (size_t)n);
+    buf[n < METRICS_MAX ? n : METRICS_MAX - 1] = '\0';
+    return reply(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", buf, false);
+}
+
+static void count(struct gh_ingest_server *srv, uint64_t *counter)
+{
+    pthread_mutex_lock(&srv->mu);
+    (*counter)++;
+    pthread_mutex_unlock(&srv->mu);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    (void)version;
+    struct gh_ingest_server *srv = cls;
+    struct request *rq = *con_cls;
+
+    if (!rq) {
+        /* First call: headers only. Decide now whether the body is wanted. */
+        rq = calloc(1, sizeof *rq);
+        if (!rq)
+            return MHD_NO;
+        *con_cls = rq;
+        count(srv, &srv->st.requests);
+        bool is_get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
+                      strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+        if (strcmp(url, "/healthz") == 0 || strcmp(url, "/metrics") == 0) {
+            if (!is_get)
+                rq->refuse = MHD_HTTP_METHOD_NOT_ALLOWED;
+            return MHD_YES;
+        }
+        if (strcmp(url, GH_INGEST_PATH) != 0) {
+            rq->refuse = MHD_HTTP_NOT_FOUND;
+            return MHD_YES;
+        }
+        if (strcmp(method, MHD_HTTP_METHOD_POST) != 0) {
+            rq->refuse = MHD_HTTP_METHOD_NOT_ALLOWED;
+            return MHD_YES;
+        }
+        if (!authorised(srv, c)) {
+            count(srv, &srv->st.unauthorized);
+            /* Answer before the body is read: an unauthorised client
+             * does not get to make us read megabytes. */
+            return reply_error(c, MHD_HTTP_UNAUTHORIZED, "missing or wrong bearer token");
+        }
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl) {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(cl, &end, 10);
+            if (errno || *end || v > srv->body_max) {
+                count(srv, &srv->st.too_large);
+                char msg[96];
+                snprintf(msg, sizeof msg, "request body over %zu bytes", srv->body_max);
+                return reply_error(c, MHD_HTTP_CONTENT_TOO_LARGE, msg);
+            }
+            if (v > 0) {
+                rq->buf = malloc((size_t)v);
+                if (!rq->buf)
+                    return MHD_NO;
+                rq->cap = (size_t)v;
+            }
+        }
+        rq->ingest = true;
+        return MHD_YES;
+    }
+
+    if (*upload_data_size > 0) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (!rq->ingest) {
+            /* Drained and ignored, up to a bound: a client that keeps
+             * sending is cut off (replying mid-upload would make the
+             * kernel reset the connection and lose the reply). */
+            rq->discarded += n;
+            return rq->discarded > DISCARD_MAX ? MHD_NO : MHD_YES;
+        }
+        if (rq->len + n > srv->body_max) {
+            /* A chunked body that outgrew the limit: 413 once it ends. */
+            rq->ingest = false;
+            rq->refuse = MHD_HTTP_CONTENT_TOO_LARGE;
+            count(srv, &srv->st.too_large);
+            free(rq->buf);
+            rq->buf = NULL;
+            rq->len = rq->cap = 0;
+            rq->discarded = n;
+            return MHD_YES;
+        }
+        if (rq->len + n > rq->cap) {
+            size_t ncap = rq->cap ? rq->cap : 64 * 1024;
+            while (ncap < rq->len + n)
+                ncap *= 2;
+            if (ncap > srv->body_max)
+                ncap = srv->body_max;
+            char *nb = realloc(rq->buf, ncap);
+            if (!nb)
+                return MHD_NO;
+            rq->buf = nb;
+            rq->cap = ncap;
+        }
+        memcpy(rq->buf + rq->len, upload_data, n);
+        rq->len += n;
+        return MHD_YES;
+    }
+
+    /* Final call: the whole body is in. */
+    if (rq->refuse == MHD_HTTP_CONTENT_TOO_LARGE) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "request body over %zu bytes", srv->body_max);
+        return reply_error(c, MHD_HTTP_CONTENT_TOO_LARGE, msg);
+    }
+    if (rq->refuse) {
+        count(srv, &srv->st.bad_requests);
+        return reply_error(c, (unsigned)rq->refuse,
+                           rq->refuse == MHD_HTTP_NOT_FOUND ? "no such path" : "method not allowed");
+    }
+    if (strcmp(url, "/healthz") == 0) {
+        char *ok = malloc(4);
+        if (!ok)
+            return MHD_NO;
+        memcpy(ok, "ok\n", 4);
+        return reply(c, MHD_HTTP_OK, "text/plain", ok, false);
+    }
+    if (strcmp(url, "/metrics") == 0)
+        return handle_metrics(srv, c);
+    if (!rq->ingest)
+        return MHD_YES; /* a reply was queued earlier */
+    rq->ingest = false;
+    return handle_body(srv, c, rq);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)c;
+    (void)toe;
+    struct request *rq = *con_cls;
+    if (rq) {
+        free(rq->buf);
+        free(rq);
+        *con_cls = NULL;
+    }
+}
+
+static int read_small_file(const char *path, char **out, struct gh_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return gh_err_set(err, GH_EINVAL, "%s: %s", path, strerror(errno));
+    char *buf = malloc(TLS_FILE_MAX + 1);
+    if (!buf) {
+        fclose(f);
+        return gh_err_set(err, GH_ENOMEM, "%s: out of memory", path);
+    }
+    size_t n = fread(buf, 1, TLS_FILE_MAX + 1, f);
+    fclose(f);
+    if (n == 0 || n > TLS_FILE_MAX) {
+        free(buf);
+        return gh_err_set(err, GH_EINVAL, "%s: empty or larger than %d bytes", path,
+                          TLS_FILE_MAX);
+    }
+    buf[n] = '\0';
+    *out = buf;
+    return GH_OK;
+}
+
+int gh_ingest_server_new(const struct gh_ingest_server_opts *opts,
+                         struct gh_ingest_server **out, struct gh_err *err)
+{
+    int rc = GH_OK, fd = -1;
+    *out = NULL;
+    if (!opts->listen || !opts->sink)
+        return gh_err_set(err, GH_EINVAL, "ingest server: listen and sink are required");
+    if (!opts->token_file && !opts->allow_anonymous)
+        return gh_err_set(err, GH_EINVAL, "ingest server: a token file is required");
+    if (!opts->tls_cert != !opts->tls_key)
+        return gh_err_set(err, GH_EINVAL, "ingest server: TLS needs both a certificate and a key");
+    if (opts->tls_cert && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES)
+        return gh_err_set(err, GH_EUNSUPPORTED, "ingest server: libmicrohttpd without TLS");
+
+    struct gh_ingest_server *srv = calloc(1, sizeof *srv);
+    if (!srv)
+        return gh_err_set(err, GH_ENOMEM, "ingest server: out of memory");
+    pthread_mutex_init(&srv->mu, NULL);
+    srv->body_max = opts->body_max ? opts->body_max : DEFAULT_BODY_MAX;
+    srv->limits = opts->limits;
+    srv->sink = opts->sink;
+    srv->sink_ctx = opts->sink_ctx;
+    srv->extra_metrics = opts->extra_metrics;
+    srv->metrics_ctx = opts->metrics_ctx;
+    srv->dedup = gh_dedup_new(opts->dedup_capacity ? opts->dedup_capacity : (1u << 20));
+    if (!srv->dedup) {
+        rc = gh_err_set(err, GH_ENOMEM, "ingest server: dedup set: out of memory");
+        goto fail;
+    }
+    if (opts->token_file) {
+        srv->token_file = strdup(opts->token_file);
+        if (!srv->token_file) {
+            rc = gh_err_set(err, GH_ENOMEM, "ingest server: out of memory");
+            goto fail;
+        }
+        if (stat(srv->token_file, &srv->token_st) != 0) {
+            rc = gh_err_set(err, GH_EINVAL, "token file %s: %s", srv->token_file, strerror(errno));
+            goto fail;
+        }
+        if ((rc = gh_token_set_load(srv->token_file, &srv->tokens, err)))
+            goto fail;
+        srv->token_checked_ns = mono_ns();
+    }
+    if (opts->tls_cert && ((rc = read_small_file(opts->tls_cert, &srv->tls_cert, err)) ||
+                           (rc = read_small_file(opts->tls_key, &srv->tls_key, err))))
+        goto fail;
+    if ((rc = gh_listen_tcp(opts->listen, &fd, &srv->port, err)))
+        goto fail;
+
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD;
+    if (srv->tls_cert)
+        flags |= MHD_USE_TLS;
+    struct MHD_OptionItem tls[] = {
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, srv->tls_cert},
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, srv->tls_key},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    srv->mhd = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_LISTEN_SOCKET, fd,
+        MHD_OPTION_CONNECTION_LIMIT, opts->max_connections ? opts->max_connections : 256u,
+        MHD_OPTION_CONNECTION_TIMEOUT, opts->idle_timeout_s ? opts->idle_timeout_s : 30u,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+        srv->tls_cert ? MHD_OPTION_ARRAY : MHD_OPTION_END, tls, MHD_OPTION_END);
+    if (!srv->mhd) {
+        rc = gh_err_set(err, srv->tls_cert ? GH_EINVAL : GH_EIO,
+                        "ingest server: libmicrohttpd did not start on %s%s", opts->listen,
+                        srv->tls_cert ? " (check the TLS certificate and key)" : "");
+        goto fail;
+    }
+    *out = srv;
+    return GH_OK;
+fail:
+    if (fd >= 0)
+        close(fd);
+    gh_ingest_server_free(srv);
+    return rc;
+}
+
+int gh_ingest_server_port(const struct gh_ingest_server *srv)
+{
+    return srv->port;
+}
+
+void gh_ingest_server_remember(struct gh_ingest_server *srv, const char *id)
+{
+    struct gh_dedup_key k;
+    gh_dedup_key(id, strlen(id), &k);
+    pthread_mutex_lock(&srv->mu);
+    gh_dedup_insert(srv->dedup, &k);
+    pthread_mutex_unlock(&srv->mu);
+}
+
+void gh_ingest_server_stats(struct gh_ingest_server *srv, struct gh_ingest_server_stats *out)
+{
+    pthread_mutex_lock(&srv->mu);
+    *out = srv->st;
+    out->dedup_size = gh_dedup_size(srv->dedup);
+    out->dedup_evicted = gh_dedup_evicted(srv->dedup);
+    pthread_mutex_unlock(&srv->mu);
+}
+
+void gh_ingest_server_free(struct gh_ingest_server *srv)
+{
+    if (!srv)
+        return;
+    if (srv->mhd)
+        MHD_stop_daemon(srv->mhd); /* closes the listening socket too */
+    gh_dedup_free(srv->dedup);
+    free(srv->token_file);
+    free(srv->tls_cert);
+    if (srv->tls_key) {
+        memset(srv->tls_key, 0, strlen(srv->tls_key));
+        free(srv->tls_key);
+    }
+    OPENSSL_cleanse(&srv->tokens, sizeof srv->tokens);
+    pthread_mutex_destroy(&srv->mu);
+    free(srv);
+}

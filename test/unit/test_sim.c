@@ -1,0 +1,356 @@
+/* test_sim.c - the simulator: its PRNG and event queue, Young/Daly against
+ * the worked example of reliability-numbers.md, the validation (memoryless
+ * hard failures only: simulated ETTR within 0.5% of Daly's model), exact
+ * reproduction from a seed, GPU-time accounting that adds up, the policies
+ * in their expected order, and gray failures reaching the real engine. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "sim/daly.h"
+#include "sim/evq.h"
+#include "sim/rng.h"
+#include "sim/sim.h"
+#include "sim/svg.h"
+
+static void test_rng(void **st)
+{
+    (void)st;
+    struct gh_rng a, b;
+    gh_rng_seed(&a, 42, 0);
+    gh_rng_seed(&b, 42, 0);
+    for (int i = 0; i < 1000; i++)
+        assert_true(gh_rng_u64(&a) == gh_rng_u64(&b));
+    gh_rng_seed(&b, 42, 1);
+    assert_true(gh_rng_u64(&a) != gh_rng_u64(&b));
+    double sum = 0;
+    int n = 200000;
+    for (int i = 0; i < n; i++) {
+        double x = gh_rng_exp(&a, 2.0);
+        assert_true(x >= 0);
+        sum += x;
+        uint64_t k = gh_rng_below(&a, 7);
+        assert_true(k < 7);
+        double u = gh_rng_unit(&a);
+        assert_true(u > 0 && u < 1);
+        double l = gh_rng_loguniform(&a, 1.1, 3.04);
+        assert_true(l >= 1.1 && l <= 3.04);
+    }
+    assert_true(fabs(sum / n - 0.5) < 0.005);
+    assert_true(isinf(gh_rng_exp(&a, 0)));
+}
+
+static void test_evq_order(void **st)
+{
+    (void)st;
+    struct gh_evq *q = gh_evq_new(1000);
+    assert_non_null(q);
+    struct gh_rng r;
+    gh_rng_seed(&r, 1, 0);
+    for (int i = 0; i < 500; i++) {
+        struct gh_ev e = {.t = (double)gh_rng_below(&r, 50), .a = i};
+        assert_int_equal(gh_evq_push(q, &e), GH_OK);
+    }
+    struct gh_ev prev = {.t = -1, .a = -1}, e;
+    int n = 0;
+    while (gh_evq_pop(q, &e)) {
+        assert_true(e.t > prev.t || (e.t == prev.t && e.a > prev.a)); /* FIFO at equal times */
+        prev = e;
+        n++;
+    }
+    assert_int_equal(n, 500);
+    gh_evq_free(q);
+    q = gh_evq_new(2);
+    struct gh_ev x = {.t = 1};
+    assert_int_equal(gh_evq_push(q, &x), GH_OK);
+    assert_int_equal(gh_evq_push(q, &x), GH_OK);
+    assert_int_equal(gh_evq_push(q, &x), GH_ELIMIT);
+    gh_evq_free(q);
+}
+
+/* reliability-numbers.md section 4.2: scenario A (M = 185.6 min) and B (108.2 min). */
+static void test_daly_worked_example(void **st)
+{
+    (void)st;
+    double a = 185.6 * 60, b = 108.2 * 60;
+    assert_true(fabs(gh_daly_young(a, 60) / 60 - 19.3) < 0.05);
+    assert_true(fabs(gh_daly_optimum(a, 60) / 60 - 18.6) < 0.05);
+    assert_true(fabs(gh_daly_young(a, 300) / 60 - 43.1) < 0.05);
+    assert_true(fabs(gh_daly_optimum(a, 300) / 60 - 39.8) < 0.05);
+    assert_true(fabs(gh_daly_young(b, 300) / 60 - 32.9) < 0.05);
+    assert_true(fabs(gh_daly_optimum(b, 300) / 60 - 29.6) < 0.05);
+    assert_true(fabs(gh_daly_ettr(a, gh_daly_optimum(a, 60), 60, 600) - 0.853) < 0.0015);
+    assert_true(fabs(gh_daly_ettr(a, gh_daly_optimum(a, 60), 60, 120) - 0.890) < 0.0015);
+    assert_true(fabs(gh_daly_ettr(b, gh_daly_optimum(b, 300), 300, 600) - 0.662) < 0.0015);
+    assert_true(fabs(gh_daly_ettr(b, gh_daly_optimum(b, 0.6), 0.6, 120) - 0.968) < 0.0015);
+    /* Daly's published optima for delta = 5 min: M = 24 h -> 116.7 min, 6 h -> 56.7, 15 min -> 9.14. */
+    assert_true(fabs(gh_daly_optimum(86400, 300) / 60 - 116.7) < 0.1);
+    assert_true(fabs(gh_daly_optimum(21600, 300) / 60 - 56.7) < 0.1);
+    assert_true(fabs(gh_daly_optimum(900, 300) / 60 - 9.14) < 0.02);
+    assert_true(gh_daly_optimum(100, 300) == 100); /* stall >= 2M */
+    assert_true(isnan(gh_daly_young(0, 60)));
+    assert_true(isnan(gh_daly_ettr(100, 0, 1, 1)));
+}
+
+static void hard_only(struct gh_sim_config *c)
+{
+    gh_sim_config_default(c);
+    c->class_mask = 1u << GH_SIM_GPU_HARD;
+    c->replace_fraction = 0; /* memoryless: every repair fixes the node */
+    c->spare_fraction = 0.1;
+    /* A small cluster at a high rate: the MTBF of a 16k-GPU job at 6x the
+     * Llama 3 GPU rate (68 min), at an eighth of the cost per failure. */
+    c->gpus = 2048;
+    c->rate_scale = 48;
+    c->days = 30;
+}
+
+/* The acceptance test of the model: with memoryless hard failures decided
+ * by the real engine in seconds, the simulated ETTR agrees with Daly's
+ * complete model (R = restart + detection + decision) within 0.5%, at the
+ * optimum and away from it. */
+static void test_daly_validation(void **st)
+{
+    (void)st;
+    const double taus[] = {0, 300, 1200};
+    for (size_t i = 0; i < sizeof taus / sizeof taus[0]; i++) {
+        struct gh_sim_config c;
+        hard_only(&c);
+        c.ckpt_interval_s = taus[i];
+        struct gh_sim_result r;
+        struct gh_err err;
+        assert_int_equal(gh_sim_run(&c, NULL, 7, 120, &r, &err), GH_OK);
+        double rel = (r.ettr - r.daly_ettr) / r.daly_ettr;
+        print_message("tau %.0f s: simulated ETTR %.4f +/- %.4f, Daly %.4f, %+.3f%%, %.0f interruptions/run\n",
+                      r.checkpoint_interval_s, r.ettr, r.ettr_stderr, r.daly_ettr, 100 * rel,
+                      r.interruptions_total);
+        assert_true(fabs(rel) < 0.005);
+        assert_true(r.interruptions_total > 500);
+        assert_true(r.late_signals == 0);
+        assert_true(r.false_isolations == 0);
+    }
+}
+
+static void test_seed_reproduces(void **st)
+{
+    (void)st;
+    struct gh_sim_config c;
+    gh_sim_config_default(&c);
+    c.days = 6;
+    c.rate_scale = 3;
+    struct gh_sim_result a, b, d;
+    struct gh_err err;
+    assert_int_equal(gh_sim_run(&c, NULL, 11, 2, &a, &err), GH_OK);
+    assert_int_equal(gh_sim_run(&c, NULL, 11, 2, &b, &err), GH_OK);
+    assert_memory_equal(&a, &b, offsetof(struct gh_sim_result, runs)); /* every figure */
+    assert_int_equal(a.runs, b.runs);
+    assert_int_equal(gh_sim_run(&c, NULL, 12, 2, &d, &err), GH_OK);
+    assert_true(a.ettr != d.ettr);
+}
+
+/* Productive plus wasted GPU-hours is every job GPU-hour, under each policy. */
+static void test_accounting(void **st)
+{
+    (void)st;
+    const char *names[] = {"k8s-default", "xid-only", "gpuheal"};
+    for (int p = 0; p < 3; p++) {
+        struct gh_sim_config c;
+        assert_int_equal(gh_sim_preset("rsc1", &c, NULL), GH_OK);
+        c.days = 8;
+        c.rate_scale = 2;
+        c.rate[GH_SIM_STRAGGLER] *= 20;
+        struct gh_policy *pol;
+        assert_int_equal(gh_sim_policy_new(names[p], &pol, NULL), GH_OK);
+        struct gh_sim_result r;
+        struct gh_err err;
+        assert_int_equal(gh_sim_run(&c, pol, 3, 1, &r, &err), GH_OK);
+        gh_policy_free(pol);
+        double sum = r.productive_gpu_hours;
+        for (int w = 0; w < GH_SIM_W__COUNT; w++) {
+            assert_true(r.wasted_gpu_hours[w] >= -1e-6);
+            sum += r.wasted_gpu_hours[w];
+        }
+        assert_true(fabs(sum - r.job_gpu_hours) < 1e-6 * r.job_gpu_hours);
+        assert_true(fabs(r.job_gpu_hours - 16384.0 * 8 * 24) < 1e-6 * r.job_gpu_hours);
+        assert_true(r.ettr > 0.3 && r.ettr < 1);
+        assert_true(r.goodput < r.ettr);
+        assert_true(r.jobs_completed > 0);
+        assert_true(r.late_signals == 0);
+    }
+}
+
+static void run_policy(const struct gh_sim_config *c, const char *name, int runs,
+                       struct gh_sim_result *r)
+{
+    struct gh_policy *pol;
+    assert_int_equal(gh_sim_policy_new(name, &pol, NULL), GH_OK);
+    struct gh_err err;
+    assert_int_equal(gh_sim_run(c, pol, 5, runs, r, &err), GH_OK);
+    gh_policy_free(pol);
+    print_message("%-12s ETTR %.4f goodput %.4f interruptions %.1f MTTR %.0f s isolations %.1f "
+                  "(false %.1f, people %.1f) incidents %.0f\n",
+                  name, r->ettr, r->goodput, r->interruptions_total, r->mttr_s, r->isolations,
+                  r->false_isolations, r->human_isolations, r->incidents);
+}
+
+static void test_policies_ordered(void **st)
+{
+    (void)st;
+    struct gh_sim_config c;
+    gh_sim_config_default(&c);
+    c.days = 8;
+    c.rate_scale = 3;
+    struct gh_sim_result k8s, xid, gh;
+    run_policy(&c, "k8s-default", 2, &k8s);
+    run_policy(&c, "xid-only", 2, &xid);
+    run_policy(&c, "gpuheal", 2, &gh);
+    assert_true(gh.ettr > xid.ettr);
+    assert_true(xid.ettr > k8s.ettr);
+    assert_true(gh.mttr_s < xid.mttr_s && xid.mttr_s < k8s.mttr_s);
+    assert_true(k8s.incidents == 0);
+    assert_true(k8s.human_isolations > 0);
+    assert_true(gh.human_isolations < k8s.human_isolations / 4);
+    assert_true(gh.false_isolations <= 0.05 * gh.isolations + 1);
+    assert_true(gh.late_signals == 0 && xid.late_signals == 0);
+}
+
+static void test_stragglers_evicted(void **st)
+{
+    (void)st;
+    struct gh_sim_config c;
+    gh_sim_config_default(&c);
+    c.class_mask = (1u << GH_SIM_STRAGGLER) | (1u << GH_SIM_SOFTWARE);
+    c.rate[GH_SIM_STRAGGLER] *= 40;
+    c.days = 4;
+    struct gh_sim_result k8s, gh;
+    run_policy(&c, "k8s-default", 1, &k8s);
+    run_policy(&c, "gpuheal", 1, &gh);
+    assert_true(gh.isolations > 0);
+    assert_true(gh.interruptions[GH_SIM_STRAGGLER] > 0);
+    assert_true(k8s.interruptions[GH_SIM_STRAGGLER] == 0);
+    assert_true(gh.wasted_gpu_hours[GH_SIM_W_SLOWDOWN] < k8s.wasted_gpu_hours[GH_SIM_W_SLOWDOWN] / 4);
+    assert_true(gh.ettr > k8s.ettr);
+}
+
+static void test_sdc_detected(void **st)
+{
+    (void)st;
+    struct gh_sim_config c;
+    gh_sim_config_default(&c);
+    c.class_mask = (1u << GH_SIM_SDC) | (1u << GH_SIM_SOFTWARE);
+    c.rate[GH_SIM_SDC] *= 20;
+    c.days = 10;
+    struct gh_sim_result xid, gh;
+    run_policy(&c, "xid-only", 2, &xid);
+    run_policy(&c, "gpuheal", 2, &gh);
+    assert_true(gh.isolations > gh.human_isolations); /* the engine found most of them */
+    assert_true(xid.human_isolations == xid.isolations && xid.isolations > 0);
+    assert_true(gh.wasted_by_class_gpu_hours[GH_SIM_SDC] < xid.wasted_by_class_gpu_hours[GH_SIM_SDC]);
+}
+
+static void test_flapping_caught(void **st)
+{
+    (void)st;
+    struct gh_sim_config c;
+    assert_int_equal(gh_sim_preset("rsc1", &c, NULL), GH_OK);
+    c.class_mask = (1u << GH_SIM_FLAPPING) | (1u << GH_SIM_SOFTWARE);
+    c.days = 10;
+    struct gh_sim_result k8s, gh;
+    run_policy(&c, "k8s-default", 1, &k8s);
+    run_policy(&c, "gpuheal", 1, &gh);
+    assert_true(gh.isolations > 0);
+    assert_true(gh.false_isolations == 0);
+    assert_true(gh.interruptions[GH_SIM_FLAPPING] < k8s.interruptions[GH_SIM_FLAPPING]);
+}
+
+static void test_presets_and_checks(void **st)
+{
+    (void)st;
+    struct gh_err err;
+    struct gh_sim_config c;
+    assert_true(gh_sim_preset_count() >= 5);
+    for (int i = 0; i < gh_sim_preset_count(); i++) {
+        assert_int_equal(gh_sim_preset(gh_sim_preset_name(i), &c, &err), GH_OK);
+        assert_int_equal(gh_sim_config_check(&c, &err), GH_OK);
+        assert_true(gh_sim_job_mtbf_s(&c) > 0);
+        assert_true(gh_sim_interval_s(&c) > 0);
+    }
+    assert_int_equal(gh_sim_preset("llama3-16k", &c, &err), GH_OK);
+    /* Llama 3: 419 unexpected interruptions in 54 days -> job MTBF 3.09 h; with
+     * the 47 planned ones, 2.78 h. */
+    assert_true(fabs(gh_sim_job_mtbf_s(&c) / 3600 - 2.78) < 0.01);
+    assert_int_equal(gh_sim_preset("nope", &c, &err), GH_ENOTFOUND);
+    gh_sim_config_default(&c);
+    c.gpus = 1001;
+    assert_int_equal(gh_sim_config_check(&c, &err), GH_EINVAL);
+    gh_sim_config_default(&c);
+    c.days = 0;
+    assert_int_equal(gh_sim_config_check(&c, &err), GH_EINVAL);
+    gh_sim_config_default(&c);
+    c.rate[GH_SIM_SDC] = -1;
+    assert_int_equal(gh_sim_config_check(&c, &err), GH_EINVAL);
+    gh_sim_config_default(&c);
+    struct gh_sim_result r;
+    assert_int_equal(gh_sim_run(&c, NULL, 1, 0, &r, &err), GH_EINVAL);
+    assert_int_equal(gh_sim_class_from_name("gpu_hard"), GH_SIM_GPU_HARD);
+    assert_int_equal(gh_sim_class_from_name("bogus"), -1);
+    struct gh_policy *p = NULL;
+    assert_int_equal(gh_sim_policy_new("bogus", &p, &err), GH_ENOTFOUND);
+    assert_null(p);
+    assert_int_equal(gh_sim_policy_new("k8s-default", &p, &err), GH_OK);
+    assert_int_equal(p->n_rules, 0);
+    gh_policy_free(p);
+    assert_int_equal(gh_sim_policy_new("xid-only", &p, &err), GH_OK);
+    assert_true(p->n_rules >= 3);
+    gh_policy_free(p);
+}
+
+static void test_svg(void **st)
+{
+    (void)st;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    double x[] = {60, 600, 6000}, y[] = {0.8, 0.9, 0.85};
+    struct gh_svg_series s[] = {{"gpuheal", 3, x, y, false}, {"a<b & \"c\"", 3, x, y, true}};
+    struct gh_svg_chart ch = {"ETTR", "interval (s)", "ETTR", true, 2, s};
+    assert_int_equal(gh_svg_write(f, &ch), 0);
+    fclose(f);
+    assert_non_null(strstr(buf, "<svg"));
+    assert_non_null(strstr(buf, "<polyline"));
+    assert_non_null(strstr(buf, "gpuheal"));
+    assert_non_null(strstr(buf, "a&lt;b &amp; &quot;c&quot;"));
+    assert_non_null(strstr(buf, "</svg>"));
+    free(buf);
+    struct gh_svg_chart empty = {"x", "x", "y", false, 0, NULL};
+    f = open_memstream(&buf, &len);
+    assert_int_equal(gh_svg_write(f, &empty), -1);
+    fclose(f);
+    free(buf);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rng),
+        cmocka_unit_test(test_evq_order),
+        cmocka_unit_test(test_daly_worked_example),
+        cmocka_unit_test(test_daly_validation),
+        cmocka_unit_test(test_seed_reproduces),
+        cmocka_unit_test(test_accounting),
+        cmocka_unit_test(test_policies_ordered),
+        cmocka_unit_test(test_stragglers_evicted),
+        cmocka_unit_test(test_sdc_detected),
+        cmocka_unit_test(test_flapping_caught),
+        cmocka_unit_test(test_presets_and_checks),
+        cmocka_unit_test(test_svg),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
