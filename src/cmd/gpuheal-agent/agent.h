@@ -12,17 +12,36 @@
 
 #include "agent/coalesce.h"
 #include "agent/dcgm.h"
+#include "agent/health.h"
+#include "agent/health_publish.h"
 #include "agent/inject.h"
 #include "agent/kmsg_source.h"
 #include "agent/nic.h"
 #include "agent/nvml.h"
+#include "agent/probe.h"
 #include "agent/publisher.h"
 #include "agent/spool.h"
 #include "agent/telemetry.h"
 #include "common/timeutil.h"
 #include "ingest/queue.h"
+#include "kube/client.h"
 
 /* ---- configuration (config.c) ---- */
+
+/* One configured health check (--probe NAME=COMMAND[,timeout=D][,every=D][,gpu=N]). */
+struct agent_probe {
+    char *name;
+    char *command;            /* run as /bin/sh -c COMMAND */
+    int64_t timeout_ns;       /* 0 = the probe module's 60 s */
+    int64_t interval_ns;      /* 0 = on demand only */
+    int gpu;                  /* -1 = node-level */
+};
+
+enum agent_kube_mode {
+    AGENT_KUBE_AUTO,          /* in-cluster when KUBERNETES_SERVICE_HOST is set, else off */
+    AGENT_KUBE_FILE,          /* --kubeconfig PATH */
+    AGENT_KUBE_OFF,           /* --kubeconfig off */
+};
 
 struct agent_config {
     char *node;
@@ -35,6 +54,16 @@ struct agent_config {
     char *telemetry_socket;   /* NULL = off */
     char *inject;             /* NULL = none */
     char *nic_root;           /* NULL = off */
+    int64_t nic_poll_interval_ns;
+    bool inject_follow;       /* keep reading appends to a regular --inject file */
+    int64_t telemetry_step_interval_ns; /* 0 = every step line */
+    int64_t dcgm_interval_ns;
+    enum agent_kube_mode kube_mode;
+    char *kubeconfig;         /* AGENT_KUBE_FILE only */
+    char *kube_context;       /* NULL = current-context */
+    int64_t health_interval_ns; /* least time between two writes of GPU health */
+    struct agent_probe *probes;
+    size_t n_probes;
     char *controller;         /* NULL = spool only */
     char *token_file;
     char *ca_file;
@@ -47,6 +76,10 @@ struct agent_config {
     int log_level;
     char *boot_id_path;
 };
+
+/* Parses one --probe value ("NAME=COMMAND[,timeout=D][,every=D][,gpu=N]")
+ * into *out (caller frees out->name, out->command). 0, or 2 with err set. */
+int agent_probe_parse(const char *spec, struct agent_probe *out, char *err, size_t cap);
 
 /* Parses defaults < config file (--config or $GPUHEAL_CONFIG) < environment
  * ($GPUHEAL_<NAME>) < flags into *cfg (caller frees with
@@ -79,7 +112,22 @@ struct agent {
     struct gh_telemetry *tele;
     struct gh_inject *inject;
     struct gh_nic_source *nic;
+    struct gh_probe *probe;
     bool inject_done;
+
+    /* node-local GPU health (always) and its publisher (with Kubernetes) */
+    struct gh_health *health;
+    struct gh_kube_client *kube;
+    struct gh_health_publish *hpub;
+    uint64_t health_gen;           /* generation last handed to the publisher */
+    uint64_t nvml_polls_seen;      /* NVML polls whose snapshots health has seen */
+    enum gh_gpu_state health_logged_state;
+    enum gh_health_reason health_logged_reason;
+    uint64_t hpub_failures_logged;
+    int64_t hpub_fail_log_at;
+    uint64_t kube_run_errors;
+    int64_t kube_err_log_at;
+    uint64_t health_foreign;       /* signals naming another node: not fed */
 
     int64_t next_poll, next_sync;
     bool more_input;               /* a source has more to read now */
@@ -95,6 +143,27 @@ struct agent {
     uint64_t overflow_logged, dropped_logged;
     int64_t overflow_log_at, dropped_log_at;
 };
+
+/* ---- node-local GPU health and Kubernetes (node_health.c) ---- */
+
+/* Creates the health state and, when Kubernetes is configured (--kubeconfig,
+ * or in-cluster), the API client and the health publisher; says once when
+ * publishing is off. 0, or 1 when the agent cannot start (an explicit
+ * --kubeconfig that cannot be used; out of memory). */
+int agent_health_start(struct agent *a);
+/* The kube client's epoll fd for the loop (readable: agent_health_run), -1
+ * without Kubernetes. */
+int agent_health_fd(const struct agent *a);
+/* One signal the agent ships (borrowed): into the health state when it is
+ * about this node. */
+void agent_health_feed(struct agent *a, const struct gh_signal *s);
+/* After each loop iteration: NVML snapshots of a new poll into the health
+ * state; a changed state logged and handed to the publisher. */
+void agent_health_tick(struct agent *a, int64_t now);
+/* The kube client's pending work (never blocks). */
+void agent_health_run(struct agent *a);
+/* Shutdown: writes the current state (bounded wait) and frees. */
+void agent_health_stop(struct agent *a);
 
 /* Renders the Prometheus text of /metrics into buf[0..cap) and returns its
  * length (NUL-terminated; cut at a line boundary when it does not fit). */

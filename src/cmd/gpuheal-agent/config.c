@@ -1,6 +1,8 @@
 /* config.c - gpuheal-agent's settings: one table of options, each settable
  * by flag, by $GPUHEAL_<NAME> and by a key=value config file, with --help
- * generated from the same table. */
+ * generated from the same table. --probe is the one repeatable option (its
+ * values form a list; the highest layer that gives any replaces the lower
+ * ones) and its values are parsed here too. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -18,9 +20,11 @@
 
 enum opt {
     O_NODE, O_KMSG, O_KMSG_MODE, O_NVML_LIB, O_POLL_INTERVAL, O_DCGM, O_DCGM_EXPORTER,
-    O_TELEMETRY_SOCKET, O_INJECT, O_NIC_ROOT, O_CONTROLLER, O_TOKEN_FILE, O_CA_FILE,
-    O_SPOOL_DIR, O_SPOOL_MAX_BYTES, O_SPOOL_SYNC_INTERVAL, O_BATCH_RECORDS, O_BATCH_LINGER,
-    O_LISTEN, O_LOG_LEVEL, O_BOOT_ID_FILE, O__COUNT
+    O_DCGM_INTERVAL, O_TELEMETRY_SOCKET, O_TELEMETRY_STEP_INTERVAL, O_INJECT, O_INJECT_FOLLOW,
+    O_IB_SYSFS_ROOT, O_NIC_POLL_INTERVAL, O_PROBE, O_KUBECONFIG, O_KUBE_CONTEXT,
+    O_HEALTH_INTERVAL, O_CONTROLLER, O_TOKEN_FILE, O_CA_FILE, O_SPOOL_DIR, O_SPOOL_MAX_BYTES,
+    O_SPOOL_SYNC_INTERVAL, O_BATCH_RECORDS, O_BATCH_LINGER, O_LISTEN, O_LOG_LEVEL,
+    O_BOOT_ID_FILE, O__COUNT
 };
 
 struct opt_def {
@@ -47,12 +51,41 @@ static const struct opt_def defs[O__COUNT] = {
         "DCGM health watches through libdcgm when it is installed"},
     [O_DCGM_EXPORTER] = {"dcgm-exporter", "URL", "",
         "also scrape an existing dcgm-exporter, e.g. http://127.0.0.1:9400/metrics"},
+    [O_DCGM_INTERVAL] = {"dcgm-interval", "DURATION", "10s",
+        "period of the DCGM health check and of the dcgm-exporter scrape"},
     [O_TELEMETRY_SOCKET] = {"telemetry-socket", "PATH|off", GH_TELEMETRY_DEFAULT_SOCKET,
         "Unix socket where training ranks write step/checkpoint lines"},
+    [O_TELEMETRY_STEP_INTERVAL] = {"telemetry-step-interval", "DURATION", "0",
+        "ship at most one step signal per rank per DURATION (0: every step line;\n"
+        "per-rank records are kept either way)"},
     [O_INJECT] = {"inject", "PATH", "",
         "file or FIFO of spec signal lines to ship, marked injected (tests, demos)"},
-    [O_NIC_ROOT] = {"nic-root", "PATH|off", GH_NIC_DEFAULT_ROOT,
-        "InfiniBand/RoCE sysfs root for port state and error counters"},
+    [O_INJECT_FOLLOW] = {"inject-follow", "on|off", "off",
+        "keep reading lines appended to a regular --inject file (a FIFO is always\n"
+        "followed)"},
+    [O_IB_SYSFS_ROOT] = {"ib-sysfs-root", "PATH|off", GH_NIC_DEFAULT_ROOT,
+        "InfiniBand/RoCE sysfs root for port state and error counters\n"
+        "(--nic-root and $GPUHEAL_NIC_ROOT are older names for it)"},
+    [O_NIC_POLL_INTERVAL] = {"nic-poll-interval", "DURATION", "5s",
+        "period of the InfiniBand/RoCE port scan"},
+    [O_PROBE] = {"probe", "NAME=COMMAND[,timeout=D][,every=D][,gpu=N]", "",
+        "a health check, repeatable (config file: one probe= line each;\n"
+        "$GPUHEAL_PROBE: one per line). COMMAND runs as /bin/sh -c COMMAND with\n"
+        "stdin /dev/null; exit 0 within timeout (default 60s) passes. every=D runs\n"
+        "it every D (first run one D after start); without every= it runs only\n"
+        "on demand, which the controller cannot request yet. gpu=N: the check is\n"
+        "about GPU N (a pass clears that GPU's faults seen before it, a failure\n"
+        "marks it unhealthy); without gpu= it is node-level. Each result is a\n"
+        "probe_result signal. \"off\" drops the probes of lower layers"},
+    [O_KUBECONFIG] = {"kubeconfig", "PATH|off", "",
+        "publish GPU health (Node condition GPUHealthy, GPUNodeHealth status) to\n"
+        "the API server of this kubeconfig; unset: in-cluster configuration when\n"
+        "KUBERNETES_SERVICE_HOST is set, else publishing is off"},
+    [O_KUBE_CONTEXT] = {"kube-context", "NAME", "",
+        "kubeconfig context to use (default: its current-context)"},
+    [O_HEALTH_INTERVAL] = {"health-interval", "DURATION", "10s",
+        "least time between the starts of two GPU health writes to Kubernetes\n"
+        "(changes in between are coalesced into the next write)"},
     [O_CONTROLLER] = {"controller", "URL", "",
         "controller base URL (POST URL/v1/signals); none: spool only"},
     [O_TOKEN_FILE] = {"token-file", "FILE", "",
@@ -72,6 +105,55 @@ static const struct opt_def defs[O__COUNT] = {
     [O_BOOT_ID_FILE] = {"boot-id-file", "PATH", GH_KMSG_SRC_DEFAULT_BOOT_ID,
         "the kernel's boot id (part of every signal id the agent gives)"},
 };
+
+/* Older names still accepted as flag, config key and environment variable. */
+static const struct {
+    const char *name;
+    enum opt opt;
+} aliases[] = {
+    {"nic-root", O_IB_SYSFS_ROOT},
+};
+#define N_ALIASES (sizeof aliases / sizeof aliases[0])
+
+/* The values of a repeatable option given in one layer (file, env, flags). */
+struct strlist {
+    char **v;
+    size_t n;
+    bool set;  /* the layer gave the option at least once */
+};
+
+static void list_free(struct strlist *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+/* Appends v[0..len); "off" empties the list instead. -1 on ENOMEM or when
+ * more than GH_PROBE_MAX_CHECKS values are given. */
+static int list_add(struct strlist *l, const char *v, size_t len)
+{
+    l->set = true;
+    if (len == 3 && strncmp(v, "off", 3) == 0) {
+        for (size_t i = 0; i < l->n; i++)
+            free(l->v[i]);
+        l->n = 0;
+        return 0;
+    }
+    if (l->n >= GH_PROBE_MAX_CHECKS)
+        return -1;
+    if (!l->v) {
+        l->v = calloc(GH_PROBE_MAX_CHECKS, sizeof *l->v);
+        if (!l->v)
+            return -1;
+    }
+    char *s = strndup(v, len);
+    if (!s)
+        return -1;
+    l->v[l->n++] = s;
+    return 0;
+}
 
 static void env_name(const char *name, char *out, size_t cap)
 {
@@ -100,6 +182,8 @@ static void print_help(FILE *f)
         fprintf(f, "  --%s %s", defs[i].name, defs[i].arg);
         if (defs[i].def[0])
             fprintf(f, "   (default %s)", defs[i].def);
+        if (i == O_PROBE)
+            fprintf(f, "   (repeatable)");
         fprintf(f, "   [$%s]\n      ", env);
         for (const char *p = defs[i].help; *p; p++) {
             fputc(*p, f);
@@ -135,6 +219,9 @@ static int find_opt(const char *name, size_t len)
     for (int i = 0; i < O__COUNT; i++)
         if (strlen(defs[i].name) == len && strncmp(defs[i].name, name, len) == 0)
             return i;
+    for (size_t i = 0; i < N_ALIASES; i++)
+        if (strlen(aliases[i].name) == len && strncmp(aliases[i].name, name, len) == 0)
+            return (int)aliases[i].opt;
     return -1;
 }
 
@@ -148,7 +235,8 @@ static int set(char **vals, int i, const char *v, size_t len)
     return 0;
 }
 
-static int load_file(const char *path, char **vals, char *err, size_t cap)
+static int load_file(const char *path, char **vals, struct strlist *probes, char *err,
+                     size_t cap)
 {
     FILE *f = fopen(path, "r");
     if (!f)
@@ -185,7 +273,13 @@ static int load_file(const char *path, char **vals, char *err, size_t cap)
             rc = fail(err, cap, "%s line %ld: unknown option \"%.*s\"", path, n, (int)(ke - s), s);
             break;
         }
-        if (set(vals, i, v, (size_t)(e - v))) {
+        if (i == O_PROBE) {
+            if (list_add(probes, v, (size_t)(e - v))) {
+                rc = fail(err, cap, "%s line %ld: more than %d probes (or out of memory)", path,
+                          n, GH_PROBE_MAX_CHECKS);
+                break;
+            }
+        } else if (set(vals, i, v, (size_t)(e - v))) {
             rc = fail(err, cap, "out of memory");
             break;
         }
@@ -263,6 +357,114 @@ static int opt_path(const char *v, char **out)
     return *out ? 0 : -1;
 }
 
+/* A parsed --probe value's option: "timeout=D", "every=D" or "gpu=N" as
+ * o[0..len). 1 when it is one (*k: 0 timeout, 1 every, 2 gpu; *ns, *gpu
+ * set), 0 when it is not an option (part of the command), -1 when the
+ * value is bad. */
+static int probe_opt(const char *o, size_t len, int *k, int64_t *ns, int *gpu)
+{
+    static const char *const keys[] = {"timeout=", "every=", "gpu="};
+    char v[64];
+    for (int i = 0; i < 3; i++) {
+        size_t kl = strlen(keys[i]);
+        if (len <= kl || strncmp(o, keys[i], kl) != 0)
+            continue;
+        if (len - kl >= sizeof v)
+            return -1;
+        memcpy(v, o + kl, len - kl);
+        v[len - kl] = '\0';
+        *k = i;
+        if (i == 2) {
+            char *end;
+            errno = 0;
+            long g = strtol(v, &end, 10);
+            if (errno || end == v || *end || g < 0 || g >= GH_NVML_MAX_GPUS)
+                return -1;
+            *gpu = (int)g;
+            return 1;
+        }
+        return parse_duration(v, ns) || *ns < GH_NS_PER_MS ? -1 : 1;
+    }
+    return 0;
+}
+
+int agent_probe_parse(const char *spec, struct agent_probe *out, char *err, size_t cap)
+{
+    static const char *const keys[] = {"timeout", "every", "gpu"};
+    memset(out, 0, sizeof *out);
+    out->gpu = -1;
+    const char *eq = strchr(spec, '=');
+    if (!eq || eq == spec)
+        return fail(err, cap, "--probe \"%.100s\": expected NAME=COMMAND[,timeout=D][,every=D]"
+                    "[,gpu=N]", spec);
+    size_t nlen = (size_t)(eq - spec);
+    if (nlen > 63)
+        return fail(err, cap, "--probe: name \"%.*s...\" longer than 63 bytes", 20, spec);
+    for (size_t i = 0; i < nlen; i++)
+        if (!isalnum((unsigned char)spec[i]) && spec[i] != '_' && spec[i] != '-' &&
+            spec[i] != '.')
+            return fail(err, cap, "--probe \"%.*s\": a name is letters, digits, '_', '-', '.'",
+                        (int)nlen, spec);
+    /* Options are taken from the end, so the command may contain commas. */
+    const char *cmd = eq + 1;
+    size_t clen = strlen(cmd);
+    bool seen[3] = {false, false, false};
+    for (;;) {
+        const char *comma = NULL;
+        for (size_t i = clen; i > 0; i--)
+            if (cmd[i - 1] == ',') {
+                comma = cmd + i - 1;
+                break;
+            }
+        if (!comma)
+            break;
+        const char *o = comma + 1;
+        size_t olen = clen - (size_t)(o - cmd);
+        while (olen && isspace((unsigned char)*o)) {
+            o++;
+            olen--;
+        }
+        while (olen && isspace((unsigned char)o[olen - 1]))
+            olen--;
+        int k = -1, gpu = -1;
+        int64_t ns = 0;
+        int r = probe_opt(o, olen, &k, &ns, &gpu);
+        if (r == 0)
+            break;
+        if (r < 0)
+            return fail(err, cap, "--probe %.*s: bad \"%.*s\" (timeout=/every=: a duration of "
+                        "at least 1ms; gpu=: 0..%d)", (int)nlen, spec, (int)olen, o,
+                        GH_NVML_MAX_GPUS - 1);
+        if (seen[k])
+            return fail(err, cap, "--probe %.*s: %s given twice", (int)nlen, spec, keys[k]);
+        seen[k] = true;
+        if (k == 0)
+            out->timeout_ns = ns;
+        else if (k == 1)
+            out->interval_ns = ns;
+        else
+            out->gpu = gpu;
+        clen = (size_t)(comma - cmd);
+    }
+    while (clen && isspace((unsigned char)*cmd)) {
+        cmd++;
+        clen--;
+    }
+    while (clen && isspace((unsigned char)cmd[clen - 1]))
+        clen--;
+    if (!clen)
+        return fail(err, cap, "--probe %.*s: no command", (int)nlen, spec);
+    out->name = strndup(spec, nlen);
+    out->command = strndup(cmd, clen);
+    if (!out->name || !out->command) {
+        free(out->name);
+        free(out->command);
+        memset(out, 0, sizeof *out);
+        return fail(err, cap, "out of memory");
+    }
+    return 0;
+}
+
 void agent_config_free(struct agent_config *c)
 {
     free(c->node);
@@ -272,6 +474,13 @@ void agent_config_free(struct agent_config *c)
     free(c->telemetry_socket);
     free(c->inject);
     free(c->nic_root);
+    free(c->kubeconfig);
+    free(c->kube_context);
+    for (size_t i = 0; i < c->n_probes; i++) {
+        free(c->probes[i].name);
+        free(c->probes[i].command);
+    }
+    free(c->probes);
     free(c->controller);
     free(c->token_file);
     free(c->ca_file);
@@ -281,8 +490,48 @@ void agent_config_free(struct agent_config *c)
     memset(c, 0, sizeof *c);
 }
 
-static int convert(char **v, struct agent_config *c, char *err, size_t cap)
+static int on_off(const char *v, const char *name, bool *out, char *err, size_t cap)
 {
+    if (strcmp(v, "on") == 0)
+        *out = true;
+    else if (strcmp(v, "off") == 0)
+        *out = false;
+    else
+        return fail(err, cap, "--%s: expected on or off, not \"%s\"", name, v);
+    return 0;
+}
+
+static int duration_opt(char **v, int o, int64_t min_ns, int64_t *out, char *err, size_t cap)
+{
+    if (parse_duration(v[o], out) || *out < min_ns)
+        return fail(err, cap, "--%s: bad duration \"%s\"", defs[o].name, v[o]);
+    return 0;
+}
+
+static int convert_probes(const struct strlist *l, struct agent_config *c, char *err,
+                          size_t cap)
+{
+    if (!l->n)
+        return 0;
+    c->probes = calloc(l->n, sizeof *c->probes);
+    if (!c->probes)
+        return fail(err, cap, "out of memory");
+    for (size_t i = 0; i < l->n; i++) {
+        int rc = agent_probe_parse(l->v[i], &c->probes[i], err, cap);
+        if (rc)
+            return rc;
+        c->n_probes++;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(c->probes[j].name, c->probes[i].name) == 0)
+                return fail(err, cap, "--probe: two probes named \"%s\"", c->probes[i].name);
+    }
+    return 0;
+}
+
+static int convert(char **v, const struct strlist *probes, struct agent_config *c, char *err,
+                   size_t cap)
+{
+    int rc;
     if (v[O_NODE][0]) {
         c->node = strdup(v[O_NODE]);
     } else {
@@ -298,25 +547,28 @@ static int convert(char **v, struct agent_config *c, char *err, size_t cap)
         c->kmsg_file_mode = true;
     else
         return fail(err, cap, "--kmsg-mode: expected device or file, not \"%s\"", v[O_KMSG_MODE]);
-    if (parse_duration(v[O_POLL_INTERVAL], &c->poll_interval_ns) || c->poll_interval_ns < GH_NS_PER_MS)
-        return fail(err, cap, "--poll-interval: bad duration \"%s\"", v[O_POLL_INTERVAL]);
-    if (strcmp(v[O_DCGM], "on") == 0)
-        c->dcgm = true;
-    else if (strcmp(v[O_DCGM], "off") == 0)
-        c->dcgm = false;
-    else
-        return fail(err, cap, "--dcgm: expected on or off, not \"%s\"", v[O_DCGM]);
+    if ((rc = duration_opt(v, O_POLL_INTERVAL, GH_NS_PER_MS, &c->poll_interval_ns, err, cap)) ||
+        (rc = duration_opt(v, O_DCGM_INTERVAL, GH_NS_PER_MS, &c->dcgm_interval_ns, err, cap)) ||
+        (rc = duration_opt(v, O_TELEMETRY_STEP_INTERVAL, 0, &c->telemetry_step_interval_ns, err,
+                           cap)) ||
+        (rc = duration_opt(v, O_NIC_POLL_INTERVAL, GH_NS_PER_MS, &c->nic_poll_interval_ns, err,
+                           cap)) ||
+        (rc = duration_opt(v, O_HEALTH_INTERVAL, GH_NS_PER_MS, &c->health_interval_ns, err,
+                           cap)) ||
+        (rc = on_off(v[O_DCGM], "dcgm", &c->dcgm, err, cap)) ||
+        (rc = on_off(v[O_INJECT_FOLLOW], "inject-follow", &c->inject_follow, err, cap)))
+        return rc;
     if (parse_bytes(v[O_SPOOL_MAX_BYTES], &c->spool_max_bytes) || c->spool_max_bytes < 64 * 1024)
         return fail(err, cap, "--spool-max-bytes: expected at least 64Ki, not \"%s\"",
                     v[O_SPOOL_MAX_BYTES]);
-    if (parse_duration(v[O_SPOOL_SYNC_INTERVAL], &c->spool_sync_ns) || c->spool_sync_ns < GH_NS_PER_MS)
-        return fail(err, cap, "--spool-sync-interval: bad duration \"%s\"", v[O_SPOOL_SYNC_INTERVAL]);
+    if ((rc = duration_opt(v, O_SPOOL_SYNC_INTERVAL, GH_NS_PER_MS, &c->spool_sync_ns, err, cap)))
+        return rc;
     uint64_t br;
     if (parse_bytes(v[O_BATCH_RECORDS], &br) || br < 1 || br > 100000)
         return fail(err, cap, "--batch-records: expected 1..100000, not \"%s\"", v[O_BATCH_RECORDS]);
     c->batch_records = (size_t)br;
-    if (parse_duration(v[O_BATCH_LINGER], &c->batch_linger_ns) || c->batch_linger_ns < GH_NS_PER_MS)
-        return fail(err, cap, "--batch-linger: bad duration \"%s\"", v[O_BATCH_LINGER]);
+    if ((rc = duration_opt(v, O_BATCH_LINGER, GH_NS_PER_MS, &c->batch_linger_ns, err, cap)))
+        return rc;
     c->log_level = gh_log_parse_level(v[O_LOG_LEVEL]);
     if (c->log_level < 0)
         return fail(err, cap, "--log-level: unknown level \"%s\"", v[O_LOG_LEVEL]);
@@ -324,21 +576,50 @@ static int convert(char **v, struct agent_config *c, char *err, size_t cap)
         return fail(err, cap, "--spool-dir is required");
     if (v[O_CONTROLLER][0] && !v[O_TOKEN_FILE][0])
         return fail(err, cap, "--controller needs --token-file");
+    if (!v[O_KUBECONFIG][0])
+        c->kube_mode = AGENT_KUBE_AUTO;
+    else if (strcmp(v[O_KUBECONFIG], "off") == 0)
+        c->kube_mode = AGENT_KUBE_OFF;
+    else
+        c->kube_mode = AGENT_KUBE_FILE;
     if (opt_path(v[O_KMSG], &c->kmsg) || opt_path(v[O_NVML_LIB], &c->nvml_lib) ||
         opt_path(v[O_DCGM_EXPORTER], &c->dcgm_exporter) ||
         opt_path(v[O_TELEMETRY_SOCKET], &c->telemetry_socket) ||
-        opt_path(v[O_INJECT], &c->inject) || opt_path(v[O_NIC_ROOT], &c->nic_root) ||
+        opt_path(v[O_INJECT], &c->inject) || opt_path(v[O_IB_SYSFS_ROOT], &c->nic_root) ||
+        opt_path(v[O_KUBECONFIG], &c->kubeconfig) ||
+        opt_path(v[O_KUBE_CONTEXT], &c->kube_context) ||
         opt_path(v[O_CONTROLLER], &c->controller) || opt_path(v[O_TOKEN_FILE], &c->token_file) ||
         opt_path(v[O_CA_FILE], &c->ca_file) || opt_path(v[O_LISTEN], &c->listen) ||
         opt_path(v[O_BOOT_ID_FILE], &c->boot_id_path) ||
         !(c->spool_dir = strdup(v[O_SPOOL_DIR])) || !c->node)
         return fail(err, cap, "out of memory");
+    return convert_probes(probes, c, err, cap);
+}
+
+/* $GPUHEAL_PROBE: one probe per line. */
+static int env_probes(const char *v, struct strlist *l, char *err, size_t cap)
+{
+    while (*v) {
+        size_t len = strcspn(v, "\n");
+        const char *s = v, *e = v + len;
+        while (s < e && isspace((unsigned char)*s))
+            s++;
+        while (e > s && isspace((unsigned char)e[-1]))
+            e--;
+        if (e > s && list_add(l, s, (size_t)(e - s)))
+            return fail(err, cap, "$GPUHEAL_PROBE: more than %d probes (or out of memory)",
+                        GH_PROBE_MAX_CHECKS);
+        v += len;
+        if (*v)
+            v++;
+    }
     return 0;
 }
 
 int agent_config_parse(int argc, char **argv, struct agent_config *cfg, char *err, size_t cap)
 {
     char *vals[O__COUNT] = {0};
+    struct strlist probes[3] = {{0}}; /* file, environment, flags */
     int rc = 0;
     memset(cfg, 0, sizeof *cfg);
     for (int i = 0; i < O__COUNT; i++)
@@ -365,14 +646,28 @@ int agent_config_parse(int argc, char **argv, struct agent_config *cfg, char *er
         else if (strncmp(argv[i], "--config=", 9) == 0)
             config = argv[i] + 9;
     }
-    if (config && config[0] && (rc = load_file(config, vals, err, cap)))
+    if (config && config[0] && (rc = load_file(config, vals, &probes[0], err, cap)))
         goto out;
-    /* The environment. */
+    /* The environment: older names first, so that the current name wins. */
+    for (size_t i = 0; i < N_ALIASES; i++) {
+        char env[64];
+        env_name(aliases[i].name, env, sizeof env);
+        const char *v = getenv(env);
+        if (v && set(vals, (int)aliases[i].opt, v, strlen(v))) {
+            rc = fail(err, cap, "out of memory");
+            goto out;
+        }
+    }
     for (int i = 0; i < O__COUNT; i++) {
         char env[64];
         env_name(defs[i].name, env, sizeof env);
         const char *v = getenv(env);
-        if (v && set(vals, i, v, strlen(v))) {
+        if (!v)
+            continue;
+        if (i == O_PROBE) {
+            if ((rc = env_probes(v, &probes[1], err, cap)))
+                goto out;
+        } else if (set(vals, i, v, strlen(v))) {
             rc = fail(err, cap, "out of memory");
             goto out;
         }
@@ -405,16 +700,26 @@ int agent_config_parse(int argc, char **argv, struct agent_config *cfg, char *er
             rc = fail(err, cap, "--%s needs a value", defs[k].name);
             goto out;
         }
-        if (set(vals, k, val, strlen(val))) {
+        if (k == O_PROBE) {
+            if (list_add(&probes[2], val, strlen(val))) {
+                rc = fail(err, cap, "--probe: more than %d probes (or out of memory)",
+                          GH_PROBE_MAX_CHECKS);
+                goto out;
+            }
+        } else if (set(vals, k, val, strlen(val))) {
             rc = fail(err, cap, "out of memory");
             goto out;
         }
     }
-    rc = convert(vals, cfg, err, cap);
+    /* The highest layer that gave --probe at all replaces the lower ones. */
+    int layer = probes[2].set ? 2 : probes[1].set ? 1 : 0;
+    rc = convert(vals, &probes[layer], cfg, err, cap);
     if (rc)
         agent_config_free(cfg);
 out:
     for (int i = 0; i < O__COUNT; i++)
         free(vals[i]);
+    for (int i = 0; i < 3; i++)
+        list_free(&probes[i]);
     return rc;
 }

@@ -1,13 +1,17 @@
 /* main.c - gpuheal-agent: the node agent's start, its one epoll event loop
  * and its orderly stop.
  *
- * Data path: sources -> (coalesce) -> spool -> publisher -> controller.
+ * Data path: sources -> (coalesce) -> spool -> publisher -> controller;
+ * what is spooled also feeds the node-local GPU health (node_health.c),
+ * which is published to the Kubernetes API by the kube client on this loop.
  * - Sources that read fds are driven by the loop: kmsg and inject are
  *   polled (non-blocking) on the loop's timer, telemetry's epoll fd and
  *   the HTTP server's epoll fd are in the loop's epoll set. Sources that
  *   call into drivers or sysfs on a schedule (NVML, DCGM, dcgm-exporter,
- *   NIC) run on their own threads and hand signals to the loop through a
- *   bounded queue whose eventfd is in the epoll set.
+ *   NIC, probes) run on their own threads and hand signals to the loop
+ *   through a bounded queue whose eventfd is in the epoll set.
+ * - The Kubernetes client's epoll fd (curl sockets and its timers) is in the
+ *   epoll set; the health publisher's writes are asynchronous on it.
  * - The loop coalesces storms, appends to the spool (flushed to the kernel
  *   at the end of every iteration: kill -9 safe) and fsyncs it on a timer
  *   (batched), after which the kernel-log position is committed.
@@ -16,7 +20,8 @@
  * - One timerfd, re-armed each iteration to the earliest deadline (source
  *   polls, fsync, coalescing windows, batching linger, retry backoff,
  *   HTTP timeouts). SIGTERM/SIGINT through a signalfd: stop sources, ship
- *   held summaries to the spool, fsync, persist the kmsg position.
+ *   held summaries to the spool, fsync, persist the kmsg position, write
+ *   the GPU health to Kubernetes once more (bounded wait).
  *
  * Privileges (also docs/agent.md): /dev/kmsg needs CAP_SYSLOG (or root)
  * when kernel.dmesg_restrict=1; NVML needs the NVIDIA device nodes
@@ -24,8 +29,9 @@
  * the spool directory and the telemetry socket's directory writable;
  * /sys/class/infiniband readable. The agent needs nothing else: no
  * CAP_SYS_ADMIN, no host network, no write access to the Kubernetes API
- * beyond its own node's status (the Node condition, done elsewhere). A
- * source that cannot run says so once and the others carry on. */
+ * beyond its own node's status (the GPUHealthy condition) and its node's
+ * GPUNodeHealth. A source that cannot run says so once and the others
+ * carry on. */
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -46,7 +52,7 @@
 #define POLL_PERIOD_NS    (200 * GH_NS_PER_MS)  /* kmsg and inject polls */
 #define LOG_EVERY_NS      (10 * GH_NS_PER_S)    /* rate limit of repeated warnings */
 
-enum tag { TAG_SIGNAL = 1, TAG_TIMER, TAG_INBOX, TAG_PUBLISHER, TAG_TELEMETRY, TAG_HTTP };
+enum tag { TAG_SIGNAL = 1, TAG_TIMER, TAG_INBOX, TAG_PUBLISHER, TAG_TELEMETRY, TAG_HTTP, TAG_KUBE };
 
 static int64_t now_ns(const struct agent *a)
 {
@@ -78,9 +84,16 @@ static void spool_signal(struct agent *a, const struct gh_signal *s)
         a->kmsg_seq_spooled = kseq;
 }
 
+/* A signal that is shipped: to the spool and into the node's GPU health. */
+static void deliver(struct agent *a, const struct gh_signal *s)
+{
+    spool_signal(a, s);
+    agent_health_feed(a, s);
+}
+
 static void on_summary(void *ctx, struct gh_signal *s)
 {
-    spool_signal(ctx, s);
+    deliver(ctx, s);
 }
 
 /* Every signal from every source goes through here, on the loop. Injected
@@ -91,13 +104,13 @@ static void handle(struct agent *a, const struct gh_signal *s)
     if ((unsigned)s->source < GH_SRC__COUNT && (unsigned)s->kind < GH_KIND__COUNT)
         a->received[s->source][s->kind]++;
     if (s->injected) {
-        spool_signal(a, s);
+        deliver(a, s);
         return;
     }
     switch (gh_coalesce_offer(a->co, s, now_ns(a), on_summary, a)) {
     case GH_COALESCE_PASS:
     case GH_COALESCE_FIRST:
-        spool_signal(a, s);
+        deliver(a, s);
         break;
     case GH_COALESCE_HELD:
         break;
@@ -112,7 +125,7 @@ static void emit_sync(void *ctx, const struct gh_signal *s)
     handle(ctx, s);
 }
 
-/* emit of the sources with threads of their own (NVML, DCGM, NIC). */
+/* emit of the sources with threads of their own (NVML, DCGM, NIC, probes). */
 static void emit_async(void *ctx, const struct gh_signal *s)
 {
     struct agent *a = ctx;
@@ -268,6 +281,7 @@ static int run_loop(struct agent *a)
     bool stopping = false;
     struct gh_err err;
     while (!stopping) {
+        bool kube_ready = false;
         int64_t now = now_ns(a);
         arm_timer(a, now);
         struct epoll_event evs[16];
@@ -306,6 +320,9 @@ static int run_loop(struct agent *a)
                 break;
             case TAG_HTTP:
                 break; /* run below, after the spool flush */
+            case TAG_KUBE:
+                kube_ready = true; /* run below, after the health update */
+                break;
             }
         }
         now = now_ns(a);
@@ -326,6 +343,9 @@ static int run_loop(struct agent *a)
         }
         if (a->pub && gh_publisher_tick(a->pub, a->spool, now, &err))
             GH_LOG(GH_LOG_ERROR, "msg=\"spool read failed\" error=\"%s\"", err.msg);
+        agent_health_tick(a, now);
+        if (kube_ready)
+            agent_health_run(a);
         check_losses(a, now);
         if (a->more_input)
             a->next_poll = now; /* a source had more: come back at once */
@@ -348,6 +368,46 @@ static void read_boot_id(struct agent *a)
             snprintf(a->boot_id, sizeof a->boot_id, "%s", buf);
     }
     fclose(f);
+}
+
+/* The configured checks, each run as /bin/sh -c COMMAND on the probe
+ * module's worker thread; results come back through the inbox. */
+static void start_probes(struct agent *a)
+{
+    struct gh_err err;
+    struct gh_probe_check checks[GH_PROBE_MAX_CHECKS];
+    const char *argvs[GH_PROBE_MAX_CHECKS][4];
+    size_t n = a->cfg.n_probes < GH_PROBE_MAX_CHECKS ? a->cfg.n_probes : GH_PROBE_MAX_CHECKS;
+    for (size_t i = 0; i < n; i++) {
+        const struct agent_probe *p = &a->cfg.probes[i];
+        argvs[i][0] = "/bin/sh";
+        argvs[i][1] = "-c";
+        argvs[i][2] = p->command;
+        argvs[i][3] = NULL;
+        checks[i] = (struct gh_probe_check){.name = p->name, .argv = argvs[i],
+                                            .timeout_ns = p->timeout_ns,
+                                            .interval_ns = p->interval_ns, .gpu = p->gpu};
+        if (!p->interval_ns)
+            GH_LOG(GH_LOG_WARN, "msg=\"probe has no every=: it runs only on demand, and "
+                   "on-demand requests from the controller are not wired yet\" probe=%s",
+                   p->name);
+    }
+    struct gh_probe_opts o;
+    gh_probe_opts_init(&o);
+    o.node = a->cfg.node;
+    o.checks = checks;
+    o.n_checks = n;
+    o.clock = a->clock;
+    o.emit = emit_async;
+    o.emit_ctx = a;
+    if (gh_probe_new(&o, &a->probe, &err) != GH_OK ||
+        gh_probe_start(a->probe, &err) != GH_OK) {
+        GH_LOG(GH_LOG_ERROR, "msg=\"probes unavailable\" error=\"%s\"", err.msg);
+        gh_probe_free(a->probe);
+        a->probe = NULL;
+        return;
+    }
+    GH_LOG(GH_LOG_INFO, "msg=\"probes running\" count=%zu", n);
 }
 
 static void start_sources(struct agent *a)
@@ -398,6 +458,7 @@ static void start_sources(struct agent *a)
     if (a->cfg.dcgm) {
         struct gh_dcgm_health_opts o = {0};
         o.node = a->cfg.node;
+        o.interval_ns = a->cfg.dcgm_interval_ns;
         o.clock = a->clock;
         o.emit = emit_async;
         o.emit_ctx = a;
@@ -413,6 +474,7 @@ static void start_sources(struct agent *a)
         struct gh_dcgm_exporter_opts o = {0};
         o.url = a->cfg.dcgm_exporter;
         o.node = a->cfg.node;
+        o.interval_ns = a->cfg.dcgm_interval_ns;
         o.clock = a->clock;
         o.emit = emit_async;
         o.emit_ctx = a;
@@ -428,6 +490,7 @@ static void start_sources(struct agent *a)
         gh_telemetry_opts_init(&o);
         o.socket_path = a->cfg.telemetry_socket;
         o.node = a->cfg.node;
+        o.step_emit_interval_ns = a->cfg.telemetry_step_interval_ns;
         o.clock = a->clock;
         o.emit = emit_sync;
         o.emit_ctx = a;
@@ -444,6 +507,7 @@ static void start_sources(struct agent *a)
         gh_inject_opts_init(&o);
         o.path = a->cfg.inject;
         o.node = a->cfg.node;
+        o.follow = a->cfg.inject_follow;
         o.emit = emit_sync;
         o.emit_ctx = a;
         o.on_reject = on_inject_reject;
@@ -458,6 +522,7 @@ static void start_sources(struct agent *a)
         gh_nic_opts_init(&o);
         o.root = a->cfg.nic_root;
         o.node = a->cfg.node;
+        o.poll_interval_ns = a->cfg.nic_poll_interval_ns;
         o.clock = a->clock;
         o.emit = emit_async;
         o.emit_ctx = a;
@@ -468,6 +533,8 @@ static void start_sources(struct agent *a)
             a->nic = NULL;
         }
     }
+    if (a->cfg.n_probes)
+        start_probes(a);
 }
 
 static void stop_sources(struct agent *a)
@@ -477,6 +544,8 @@ static void stop_sources(struct agent *a)
     gh_dcgm_health_free(a->dcgm);
     gh_dcgm_exporter_free(a->dcgmx);
     gh_nic_source_free(a->nic);
+    gh_probe_free(a->probe); /* kills a running check */
+    a->probe = NULL;
     a->nvml = NULL;
     a->dcgm = NULL;
     a->dcgmx = NULL;
@@ -569,6 +638,13 @@ static int setup(struct agent *a)
         }
         GH_LOG(GH_LOG_INFO, "msg=\"http listening\" listen=%s port=%d", a->cfg.listen, port);
     }
+    if (agent_health_start(a))
+        return 1;
+    if (a->kube && add_fd(a, agent_health_fd(a), TAG_KUBE)) {
+        GH_LOG(GH_LOG_ERROR, "msg=\"cannot poll the Kubernetes client\" error=\"%s\"",
+               strerror(errno));
+        return 1;
+    }
     start_sources(a);
     return 0;
 }
@@ -601,6 +677,7 @@ int main(int argc, char **argv)
         rc = run_loop(&a);
         stop_sources(&a);
     }
+    agent_health_stop(&a); /* after the sources' last signals were fed */
     /* The publisher goes last: what it had not shipped stays in the spool. */
     gh_publisher_free(a.pub);
     agent_http_stop(a.http);

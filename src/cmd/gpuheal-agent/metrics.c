@@ -1,6 +1,7 @@
 /* metrics.c - the agent's /metrics in Prometheus text format: signals by
  * source and kind, coalescing, spool depth and loss, shipping, sources'
- * counters and per-GPU temperature, power and ECC from the NVML snapshot. */
+ * counters, per-GPU temperature, power and ECC from the NVML snapshot,
+ * per-GPU health state, its publishing to Kubernetes, and probe results. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -129,6 +130,100 @@ static void gpu_metrics(struct out *o, struct agent *a)
     }
 }
 
+static void health_metrics(struct out *o, struct agent *a)
+{
+    head(o, "gpuheal_gpu_state", "gauge",
+         "1 for the GPU's current node-local health state (healthy, degraded, unhealthy, lost).");
+    int n = gh_health_count(a->health);
+    for (int i = 0; i < n; i++) {
+        struct gh_health_gpu g;
+        if (gh_health_gpu_at(a->health, i, &g) != GH_OK)
+            continue;
+        char idx[16] = "", pci[80], uuid[200];
+        if (g.index >= 0)
+            snprintf(idx, sizeof idx, "%d", g.index);
+        esc(g.pci, pci, sizeof pci);
+        esc(g.uuid, uuid, sizeof uuid);
+        for (int s = GH_GPU_HEALTHY; s <= GH_GPU_LOST; s++)
+            put(o, "gpuheal_gpu_state{gpu=\"%s\",pci=\"%s\",uuid=\"%s\",state=\"%s\"} %d\n", idx,
+                pci, uuid, gh_gpu_state_name((enum gh_gpu_state)s), (int)g.state == s);
+    }
+    struct gh_health_stats hs;
+    gh_health_stats(a->health, &hs);
+    head(o, "gpuheal_agent_health_signals_total", "counter",
+         "Shipped signals offered to the node-local GPU health, by what became of them.");
+    put(o, "gpuheal_agent_health_signals_total{result=\"fed\"} %llu\n", (unsigned long long)hs.fed);
+    put(o, "gpuheal_agent_health_signals_total{result=\"ignored\"} %llu\n",
+        (unsigned long long)hs.ignored);
+    put(o, "gpuheal_agent_health_signals_total{result=\"duplicate\"} %llu\n",
+        (unsigned long long)hs.duplicates);
+    put(o, "gpuheal_agent_health_signals_total{result=\"node_level\"} %llu\n",
+        (unsigned long long)hs.node_level);
+    put(o, "gpuheal_agent_health_signals_total{result=\"over_limit\"} %llu\n",
+        (unsigned long long)hs.over_limit);
+    put(o, "gpuheal_agent_health_signals_total{result=\"other_node\"} %llu\n",
+        (unsigned long long)a->health_foreign);
+
+    gauge(o, "gpuheal_agent_kube_publishing",
+          "1 when GPU health is published to the Kubernetes API.", a->hpub != NULL);
+    if (!a->hpub)
+        return;
+    struct gh_health_publish_stats ps;
+    gh_health_publish_stats(a->hpub, &ps);
+    head(o, "gpuheal_agent_health_publish_writes_total", "counter",
+         "Writes of GPU health to the Kubernetes API, by object.");
+    put(o, "gpuheal_agent_health_publish_writes_total{object=\"node\"} %llu\n",
+        (unsigned long long)ps.node_patches);
+    put(o, "gpuheal_agent_health_publish_writes_total{object=\"gpunodehealth\"} %llu\n",
+        (unsigned long long)ps.gnh_applies);
+    counter(o, "gpuheal_agent_health_publish_creates_total",
+            "GPUNodeHealth objects the agent created.", ps.gnh_creates);
+    counter(o, "gpuheal_agent_health_publish_errors_total",
+            "Failed GPU health writes (retried with backoff).", ps.failures);
+    counter(o, "gpuheal_agent_health_publish_checks_total",
+            "Comparisons of the health state with what was last written.", ps.checks);
+    counter(o, "gpuheal_agent_health_publish_unchanged_total",
+            "Checks that found nothing to write.", ps.unchanged);
+    counter(o, "gpuheal_agent_health_publish_restored_total",
+            "Evidence signals of this boot replayed from the GPUNodeHealth at start.",
+            ps.restored);
+}
+
+static void probe_metrics(struct out *o, struct agent *a)
+{
+    static const char *const names[] = {
+        "gpuheal_agent_probe_runs_total", "gpuheal_agent_probe_failures_total",
+        "gpuheal_agent_probe_passed", "gpuheal_agent_probe_duration_seconds",
+        "gpuheal_agent_probe_last_run_seconds"};
+    static const char *const types[] = {"counter", "counter", "gauge", "gauge", "gauge"};
+    static const char *const helps[] = {
+        "Runs of the configured check.", "Runs of the check that did not pass.",
+        "1 when the check's latest run passed, 0 when it failed.",
+        "Duration of the check's latest run.", "Unix time the check's latest run ended."};
+    for (int m = 0; m < 5; m++) {
+        head(o, names[m], types[m], helps[m]);
+        for (size_t i = 0; i < a->cfg.n_probes; i++) {
+            struct gh_probe_last l;
+            char name[160];
+            if (gh_probe_last(a->probe, a->cfg.probes[i].name, &l) != GH_OK)
+                continue;
+            esc(a->cfg.probes[i].name, name, sizeof name);
+            if (m == 0)
+                put(o, "%s{check=\"%s\"} %llu\n", names[m], name, (unsigned long long)l.runs);
+            else if (m == 1)
+                put(o, "%s{check=\"%s\"} %llu\n", names[m], name, (unsigned long long)l.failures);
+            else if (!l.has_run)
+                continue;
+            else if (m == 2)
+                put(o, "%s{check=\"%s\"} %d\n", names[m], name, l.passed);
+            else if (m == 3)
+                put(o, "%s{check=\"%s\"} %.17g\n", names[m], name, (double)l.duration_ns / 1e9);
+            else
+                put(o, "%s{check=\"%s\"} %.17g\n", names[m], name, (double)l.ts_ns / 1e9);
+        }
+    }
+}
+
 size_t agent_metrics_render(struct agent *a, char *buf, size_t cap)
 {
     struct out o = {buf, 0, cap, false};
@@ -200,6 +295,7 @@ size_t agent_metrics_render(struct agent *a, char *buf, size_t cap)
     put(&o, "gpuheal_agent_source_up{source=\"telemetry\"} %d\n", a->tele != NULL);
     put(&o, "gpuheal_agent_source_up{source=\"nic\"} %d\n", a->nic != NULL);
     put(&o, "gpuheal_agent_source_up{source=\"inject\"} %d\n", a->inject != NULL && !a->inject_done);
+    put(&o, "gpuheal_agent_source_up{source=\"probe\"} %d\n", a->probe != NULL);
 
     if (a->kmsg) {
         struct gh_kmsg_source_stats ks;
@@ -232,6 +328,10 @@ size_t agent_metrics_render(struct agent *a, char *buf, size_t cap)
         gh_inject_stats(a->inject, &is);
         counter(&o, "gpuheal_agent_inject_rejected_total", "Injected lines rejected.", is.rejected);
     }
+    if (a->health)
+        health_metrics(&o, a);
+    if (a->probe)
+        probe_metrics(&o, a);
     gauge(&o, "gpuheal_agent_start_time_seconds", "Unix time the agent started.",
           (double)a->started_ns / 1e9);
     return o.len;
