@@ -9,6 +9,7 @@
  * from NVIDIA's headers (not packaged): values from NVIDIA/DCGM
  * dcgmlib/dcgm_structs.h, dcgm_errors.h (see shared/data/gpu-signals.md 4). */
 #include "agent/dcgm.h"
+#include "common/mono.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
@@ -27,32 +28,6 @@
 #define MSG_MAX 512
 
 /* ---- shared helpers ---- */
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * GH_NS_PER_S + ts.tv_nsec;
-}
-
-static bool wait_until(pthread_cond_t *cond, pthread_mutex_t *mu, int64_t at_ns)
-{
-    struct timespec ts = {.tv_sec = at_ns / GH_NS_PER_S, .tv_nsec = at_ns % GH_NS_PER_S};
-    return pthread_cond_timedwait(cond, mu, &ts) != ETIMEDOUT || mono_ns() < at_ns;
-}
-
-static int init_mono_cond(pthread_cond_t *cond)
-{
-    pthread_condattr_t attr;
-    int rc = pthread_condattr_init(&attr);
-    if (rc)
-        return rc;
-    rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    if (!rc)
-        rc = pthread_cond_init(cond, &attr);
-    pthread_condattr_destroy(&attr);
-    return rc;
-}
 
 /* A periodic thread: calls tick(arg) every interval until stopped. */
 struct ticker {
@@ -73,7 +48,7 @@ static int ticker_init(struct ticker *t, int64_t interval_ns, void (*tick)(void 
     t->arg = arg;
     if (pthread_mutex_init(&t->mu, NULL))
         return GH_EIO;
-    if (init_mono_cond(&t->cond)) {
+    if (gh_cond_init_monotonic(&t->cond)) {
         pthread_mutex_destroy(&t->mu);
         return GH_EIO;
     }
@@ -83,18 +58,18 @@ static int ticker_init(struct ticker *t, int64_t interval_ns, void (*tick)(void 
 static void *ticker_main(void *arg)
 {
     struct ticker *t = arg;
-    int64_t next = mono_ns();
+    int64_t next = gh_mono_ns();
     pthread_mutex_lock(&t->mu);
     while (!t->stopping) {
         int64_t now;
         pthread_mutex_unlock(&t->mu);
         t->tick(t->arg);
         pthread_mutex_lock(&t->mu);
-        now = mono_ns();
+        now = gh_mono_ns();
         next += t->interval_ns;
         if (next < now)
             next = now + t->interval_ns;
-        while (!t->stopping && wait_until(&t->cond, &t->mu, next))
+        while (!t->stopping && gh_cond_wait_until(&t->cond, &t->mu, next))
             ;
     }
     pthread_mutex_unlock(&t->mu);

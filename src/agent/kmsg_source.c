@@ -3,6 +3,7 @@
  * parser, skips what was shipped before a restart (a persisted boot id and
  * sequence number), and emits the rest. */
 #include "agent/kmsg_source.h"
+#include "common/mono.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -67,13 +68,6 @@ struct gh_kmsg_source {
 void gh_kmsg_source_opts_init(struct gh_kmsg_source_opts *o)
 {
     memset(o, 0, sizeof *o);
-}
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * GH_NS_PER_S + ts.tv_nsec;
 }
 
 static void count(struct gh_kmsg_source *src, uint64_t *field, uint64_t n)
@@ -192,7 +186,7 @@ int gh_kmsg_source_persist(struct gh_kmsg_source *src, struct gh_err *err)
         } else {
             src->st.state_errors++;
         }
-        src->last_persist_mono = mono_ns();
+        src->last_persist_mono = gh_mono_ns();
         pthread_mutex_unlock(&src->mu);
     }
     pthread_mutex_unlock(&src->persist_mu);
@@ -215,7 +209,7 @@ static void maybe_persist(struct gh_kmsg_source *src)
     bool due = src->has_committed &&
                (!src->has_persisted || src->st.committed != src->st.persisted) &&
                (src->persist_interval_ns < 0 ||
-                mono_ns() - src->last_persist_mono >= src->persist_interval_ns);
+                gh_mono_ns() - src->last_persist_mono >= src->persist_interval_ns);
     pthread_mutex_unlock(&src->mu);
     if (due)
         gh_kmsg_source_persist(src, NULL);
@@ -477,7 +471,7 @@ int gh_kmsg_source_new(const struct gh_kmsg_source_opts *opts, struct gh_kmsg_so
         rc = GH_OK; /* waited for: each poll tries again */
     if (rc)
         goto out;
-    src->last_persist_mono = mono_ns();
+    src->last_persist_mono = gh_mono_ns();
     *out = src;
     return GH_OK;
 out:

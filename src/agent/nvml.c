@@ -34,6 +34,7 @@
 #include <time.h>
 
 #include "agent/nvml_api.h"
+#include "common/mono.h"
 
 #define DEFAULT_POLL_NS     (1 * GH_NS_PER_S)
 #define DEFAULT_DEADLINE_NS (5 * GH_NS_PER_S)
@@ -214,39 +215,6 @@ struct gh_nvml_source {
 };
 
 /* ---- time and small helpers ---- */
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * GH_NS_PER_S + ts.tv_nsec;
-}
-
-static struct timespec mono_abs(int64_t at_ns)
-{
-    struct timespec ts = {.tv_sec = at_ns / GH_NS_PER_S, .tv_nsec = at_ns % GH_NS_PER_S};
-    return ts;
-}
-
-/* Waits on cond until at_ns (monotonic); returns false once it has passed. */
-static bool wait_until(pthread_cond_t *cond, pthread_mutex_t *mu, int64_t at_ns)
-{
-    struct timespec ts = mono_abs(at_ns);
-    return pthread_cond_timedwait(cond, mu, &ts) != ETIMEDOUT || mono_ns() < at_ns;
-}
-
-static int init_mono_cond(pthread_cond_t *cond)
-{
-    pthread_condattr_t attr;
-    int rc = pthread_condattr_init(&attr);
-    if (rc)
-        return rc;
-    rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    if (!rc)
-        rc = pthread_cond_init(cond, &attr);
-    pthread_condattr_destroy(&attr);
-    return rc;
-}
 
 static const char *rc_name(nvmlReturn_t r)
 {
@@ -654,7 +622,7 @@ static void *worker_main(void *arg)
         seq = c->job_seq;
         c->job_posted = false;
         c->busy = true;
-        c->busy_since = mono_ns();
+        c->busy_since = gh_mono_ns();
         pthread_mutex_unlock(&c->mu);
 
         if (kind == J_INIT) {
@@ -697,7 +665,7 @@ static int run_job(struct core *c, enum job kind, int64_t deadline_ns, int *job_
     if (c->busy) {
         *call = atomic_load_explicit(&c->cur_call, memory_order_acquire);
         *gpu = atomic_load_explicit(&c->cur_gpu, memory_order_relaxed);
-        *busy_ns = mono_ns() - c->busy_since;
+        *busy_ns = gh_mono_ns() - c->busy_since;
         pthread_mutex_unlock(&c->mu);
         return GH_EAGAIN;
     }
@@ -705,9 +673,9 @@ static int run_job(struct core *c, enum job kind, int64_t deadline_ns, int *job_
     c->job_kind = kind;
     c->job_posted = true;
     pthread_cond_broadcast(&c->cond);
-    until = mono_ns() + deadline_ns;
+    until = gh_mono_ns() + deadline_ns;
     while (c->done_seq < seq) {
-        if (!wait_until(&c->cond, &c->mu, until) && c->done_seq < seq) {
+        if (!gh_cond_wait_until(&c->cond, &c->mu, until) && c->done_seq < seq) {
             rc = GH_ETIMEOUT;
             break;
         }
@@ -719,7 +687,7 @@ static int run_job(struct core *c, enum job kind, int64_t deadline_ns, int *job_
     } else {
         *call = atomic_load_explicit(&c->cur_call, memory_order_acquire);
         *gpu = atomic_load_explicit(&c->cur_gpu, memory_order_relaxed);
-        *busy_ns = mono_ns() - c->busy_since;
+        *busy_ns = gh_mono_ns() - c->busy_since;
     }
     pthread_mutex_unlock(&c->mu);
     return rc;
@@ -730,12 +698,12 @@ static int run_job(struct core *c, enum job kind, int64_t deadline_ns, int *job_
  * call ever returns. */
 static void worker_release(struct core *c, int64_t wait_ns)
 {
-    int64_t until = mono_ns() + wait_ns;
+    int64_t until = gh_mono_ns() + wait_ns;
 
     pthread_mutex_lock(&c->mu);
     c->quit = true;
     pthread_cond_broadcast(&c->cond);
-    while (!c->worker_exited && wait_until(&c->cond, &c->mu, until))
+    while (!c->worker_exited && gh_cond_wait_until(&c->cond, &c->mu, until))
         ;
     if (!c->worker_exited)
         c->worker_abandoned = true;
@@ -1091,7 +1059,7 @@ static int check_event_hang(struct gh_nvml_source *src)
     pthread_mutex_unlock(&c->mu);
     if (!stuck || src->ev_hang_reported_at == returns + 1)
         return GH_OK;
-    if (mono_ns() - since < (int64_t)EVENT_WAIT_MS * GH_NS_PER_MS + src->deadline_ns)
+    if (gh_mono_ns() - since < (int64_t)EVENT_WAIT_MS * GH_NS_PER_MS + src->deadline_ns)
         return GH_OK;
     src->ev_hang_reported_at = returns + 1;
     {
@@ -1160,7 +1128,7 @@ out:
 static void *poll_main(void *arg)
 {
     struct gh_nvml_source *src = arg;
-    int64_t next = mono_ns();
+    int64_t next = gh_mono_ns();
 
     pthread_mutex_lock(&src->run_mu);
     while (!src->stopping) {
@@ -1168,11 +1136,11 @@ static void *poll_main(void *arg)
         pthread_mutex_unlock(&src->run_mu);
         gh_nvml_source_poll_once(src, NULL);
         pthread_mutex_lock(&src->run_mu);
-        now = mono_ns();
+        now = gh_mono_ns();
         next += src->poll_ns;
         if (next < now)
             next = now + src->poll_ns; /* fell behind (a hang): restart the cadence */
-        while (!src->stopping && wait_until(&src->run_cond, &src->run_mu, next))
+        while (!src->stopping && gh_cond_wait_until(&src->run_cond, &src->run_mu, next))
             ;
     }
     pthread_mutex_unlock(&src->run_mu);
@@ -1204,13 +1172,13 @@ static void *event_main(void *arg)
         nvmlEventData_t data;
         nvmlReturn_t r;
 
-        while (!c->ev_quit && backoff_until && wait_until(&c->cond, &c->mu, backoff_until))
+        while (!c->ev_quit && backoff_until && gh_cond_wait_until(&c->cond, &c->mu, backoff_until))
             ;
         backoff_until = 0;
         if (c->ev_quit)
             break;
         c->ev_in_wait = true;
-        c->ev_wait_since = mono_ns();
+        c->ev_wait_since = gh_mono_ns();
         pthread_mutex_unlock(&c->mu);
 
         memset(&data, 0, sizeof data);
@@ -1244,7 +1212,7 @@ static void *event_main(void *arg)
         } else if (r != NVML_SUCCESS && r != NVML_ERROR_TIMEOUT) {
             /* GPU lost, interrupted, ...: the poller reports GPU state; here
              * we only avoid spinning. */
-            backoff_until = mono_ns() + EVENT_BACKOFF_NS;
+            backoff_until = gh_mono_ns() + EVENT_BACKOFF_NS;
         }
     }
     c->ev_exited = true;
@@ -1316,12 +1284,12 @@ void gh_nvml_source_stop(struct gh_nvml_source *src)
         src->poll_running = false;
     }
     if (src->ev_running) {
-        int64_t until = mono_ns() + (int64_t)EVENT_WAIT_MS * GH_NS_PER_MS + src->deadline_ns;
+        int64_t until = gh_mono_ns() + (int64_t)EVENT_WAIT_MS * GH_NS_PER_MS + src->deadline_ns;
         bool exited;
         pthread_mutex_lock(&c->mu);
         c->ev_quit = true;
         pthread_cond_broadcast(&c->cond);
-        while (!c->ev_exited && wait_until(&c->cond, &c->mu, until))
+        while (!c->ev_exited && gh_cond_wait_until(&c->cond, &c->mu, until))
             ;
         exited = c->ev_exited;
         if (!exited) {
@@ -1398,7 +1366,7 @@ int gh_nvml_source_new(const struct gh_nvml_opts *opts, struct gh_nvml_source **
         free(c);
         return gh_err_set(err, GH_EIO, "NVML source: mutex init failed");
     }
-    if (init_mono_cond(&c->cond)) {
+    if (gh_cond_init_monotonic(&c->cond)) {
         pthread_mutex_destroy(&c->mu);
         free(c);
         return gh_err_set(err, GH_EIO, "NVML source: condition init failed");
@@ -1470,7 +1438,7 @@ int gh_nvml_source_new(const struct gh_nvml_opts *opts, struct gh_nvml_source **
     }
     if (pthread_mutex_init(&src->poll_mu, NULL) || pthread_mutex_init(&src->emit_mu, NULL) ||
         pthread_mutex_init(&src->health_mu, NULL) || pthread_mutex_init(&src->run_mu, NULL) ||
-        init_mono_cond(&src->run_cond)) {
+        gh_cond_init_monotonic(&src->run_cond)) {
         /* Leaks the mutexes that did initialise; glibc's need no cleanup. */
         rc = gh_err_set(err, GH_EIO, "NVML source: mutex init failed");
         goto fail_worker;

@@ -3,6 +3,7 @@
  * pidfd or timed polling for exit, SIGKILL on timeout) on demand and on a
  * schedule, and emits each result as a probe_result signal. */
 #include "agent/probe.h"
+#include "common/mono.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,13 +25,6 @@ extern char **environ;
 
 #define OUTPUT_MAX_CAP 16384
 #define DEFAULT_TIMEOUT_NS (60 * GH_NS_PER_S)
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * GH_NS_PER_S + ts.tv_nsec;
-}
 
 /* ---- output: the last `cap` bytes ------------------------------------------ */
 
@@ -179,7 +173,7 @@ int gh_probe_run_check(const struct gh_probe_check *c, size_t output_max, int st
     if (!t.buf)
         return gh_err_set(err, GH_ENOMEM, "probe: out of memory");
     int64_t timeout = c->timeout_ns > 0 ? c->timeout_ns : DEFAULT_TIMEOUT_NS;
-    int64_t start = mono_ns();
+    int64_t start = gh_mono_ns();
 
     if (pipe2(pfd, O_CLOEXEC)) {
         snprintf(head, sizeof head, "cannot start: pipe: %s", strerror(errno));
@@ -216,7 +210,7 @@ int gh_probe_run_check(const struct gh_probe_check *c, size_t output_max, int st
     bool pipe_open = true, exited = false, stopped = false;
     siginfo_t si;
     while (!exited) {
-        int64_t left = start + timeout - mono_ns();
+        int64_t left = start + timeout - gh_mono_ns();
         if (left <= 0) {
             out->timed_out = true;
             break;
@@ -256,7 +250,7 @@ int gh_probe_run_check(const struct gh_probe_check *c, size_t output_max, int st
         ;
     if (pipe_open) /* what was written before the end; the group is dead */
         drain(pfd[0], &t, buf, sizeof buf, &pipe_open);
-    out->duration_ns = mono_ns() - start;
+    out->duration_ns = gh_mono_ns() - start;
     if (stopped) {
         snprintf(head, sizeof head, "stopped");
         rc = GH_EAGAIN;
@@ -474,7 +468,7 @@ static void *worker_main(void *arg)
     struct gh_probe *p = arg;
     pthread_mutex_lock(&p->mu);
     while (!p->stopping) {
-        int64_t now = mono_ns(), earliest;
+        int64_t now = gh_mono_ns(), earliest;
         struct check_rt *r = next_check(p, now, &earliest);
         if (!r) {
             if (earliest == INT64_MAX) {
@@ -521,7 +515,7 @@ int gh_probe_start(struct gh_probe *p, struct gh_err *err)
 {
     if (p->started)
         return gh_err_set(err, GH_EINVAL, "probe: already started");
-    int64_t now = mono_ns();
+    int64_t now = gh_mono_ns();
     pthread_mutex_lock(&p->mu);
     p->stopping = false;
     for (size_t i = 0; i < p->n; i++)
