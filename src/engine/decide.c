@@ -19,11 +19,12 @@ struct episode {
     bool active;
     enum gh_class cls;
     int strength;
-    int64_t first_ts, expires;
+    int64_t first_ts, expires, decided;
     int64_t anomaly_ts, anomaly_step;
 };
 
 struct occ {
+    int rule;                               /* the rule's index */
     int n;
     int64_t ts[OCC_MAX];                    /* counted occurrences, oldest first */
     size_t n_ev;
@@ -31,6 +32,7 @@ struct occ {
 };
 
 struct hist {
+    int rule;
     int n;
     int64_t ts[HIST_MAX];
 };
@@ -299,9 +301,15 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
     struct episode *ep = f->node ? episode_find(d, 'n', f->node)
                                  : f->job ? episode_find(d, 'j', f->job) : NULL;
     if (episode_open(ep, now) && strength(base, n_base) <= ep->strength) {
-        if (f->node)
-            ep->expires = now + p->settings.episode_ns > ep->expires ? now + p->settings.episode_ns
-                                                                     : ep->expires;
+        /* Evidence keeps a node's episode open, but for at most two
+         * episodes after the decision: a node that still fails jobs after
+         * its incident's actions (back from repair, still broken) is a new
+         * incident, escalated, not more of the old one forever. */
+        int64_t until = now + p->settings.episode_ns, cap = ep->decided + 2 * p->settings.episode_ns;
+        if (until > cap)
+            until = cap;
+        if (f->node && until > ep->expires)
+            ep->expires = until;
         d->st.absorbed++;
         return GH_OUT_ABSORBED;
     }
@@ -319,6 +327,7 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
         o = slot(d->occs, key, sizeof *o);
         if (!o)
             return GH_OUT_ERROR;
+        o->rule = ri;
         /* Forget occurrences that left the window. */
         int drop = 0;
         while (drop < o->n && r->window_ns > 0 && o->ts[drop] < now - r->window_ns)
@@ -397,6 +406,8 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
 
     /* Actions, escalated by earlier incidents of this rule on this subject. */
     struct hist *h = slot(d->hists, key, sizeof *h);
+    if (h)
+        h->rule = ri;
     int earlier[GH_POLICY_MAX_ESCALATIONS] = {0};
     for (int e = 0; h && e < r->n_escalations; e++)
         for (int i = 0; i < h->n; i++)
@@ -421,6 +432,12 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
     /* Checkpoint: the latest saved before the first anomaly. An open
      * silent-data-corruption incident on the job moves that point back. */
     int64_t anomaly = f->anomaly_ts ? f->anomaly_ts : inc.first_ts, below = f->anomaly_step;
+    /* A straggler is slow, not wrong: every checkpoint it saved is good, so
+     * it resumes from the latest, losing no correct work. */
+    if (f->cls == GH_CLASS_STRAGGLER) {
+        anomaly = now + 1;
+        below = -1;
+    }
     struct episode *jep = inc.job ? episode_find(d, 'j', inc.job) : NULL;
     if (episode_open(jep, now) && jep->cls == GH_CLASS_SILENT_DATA_CORRUPTION &&
         jep->anomaly_ts < anomaly) {
@@ -490,6 +507,7 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
             /* SDC keeps the incident's strength floor: a follow-up that
              * localises the bad node must still be able to isolate it. */
             ne->first_ts = inc.first_ts;
+            ne->decided = now;
             ne->expires = now + p->settings.episode_ns;
             ne->anomaly_ts = anomaly;
             ne->anomaly_step = below;
@@ -498,12 +516,81 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
     return GH_OUT_DECIDED;
 }
 
+/* ---- expiry ----------------------------------------------------------- */
+
+struct expire_ctx {
+    const struct gh_policy *p;
+    int64_t now;
+};
+
+static const struct gh_rule *rule_at(const struct gh_policy *p, int r)
+{
+    return r >= 0 && r < p->n_rules ? &p->rules[r] : NULL;
+}
+
+static bool drop_episode(const char *key, void *value, void *ctx)
+{
+    const struct expire_ctx *x = ctx;
+    struct episode *ep = value;
+    (void)key;
+    /* Closed for good: queries look at most a hardware lookback back. */
+    if (ep && ep->active && ep->expires >= x->now - x->p->settings.hardware_lookback_ns)
+        return false;
+    free(ep);
+    return true;
+}
+
+static bool drop_occ(const char *key, void *value, void *ctx)
+{
+    const struct expire_ctx *x = ctx;
+    struct occ *o = value;
+    const struct gh_rule *r = o ? rule_at(x->p, o->rule) : NULL;
+    (void)key;
+    if (o && o->n > 0) {
+        if (!r || r->window_ns <= 0 || o->ts[o->n - 1] >= x->now - r->window_ns)
+            return false; /* occurrences still counting */
+    }
+    if (o)
+        occ_clear(o);
+    free(o);
+    return true;
+}
+
+static bool drop_hist(const char *key, void *value, void *ctx)
+{
+    const struct expire_ctx *x = ctx;
+    struct hist *h = value;
+    const struct gh_rule *r = h ? rule_at(x->p, h->rule) : NULL;
+    (void)key;
+    if (h && h->n > 0 && r) {
+        int64_t within = 0;
+        for (int i = 0; i < r->n_escalations; i++) {
+            if (r->escalations[i].within_ns == 0)
+                return false; /* counted forever */
+            if (r->escalations[i].within_ns > within)
+                within = r->escalations[i].within_ns;
+        }
+        if (within > 0 && h->ts[h->n - 1] >= x->now - within)
+            return false; /* may still escalate */
+    }
+    free(h);
+    return true;
+}
+
+void gh_decider_expire(struct gh_decider *d, int64_t now)
+{
+    struct expire_ctx x = {d->policy, now};
+    gh_strmap_remove_if(d->episodes, drop_episode, &x);
+    gh_strmap_remove_if(d->occs, drop_occ, &x);
+    gh_strmap_remove_if(d->hists, drop_hist, &x);
+}
+
 void gh_decider_stats(const struct gh_decider *d, struct gh_decider_stats *out) { *out = d->st; }
 
 size_t gh_decider_memory(const struct gh_decider *d)
 {
     return sizeof *d + gh_strmap_memory(d->episodes) + gh_strmap_memory(d->occs) +
-           gh_strmap_memory(d->hists) + gh_strmap_count(d->episodes) * sizeof(struct episode) +
-           gh_strmap_count(d->occs) * sizeof(struct occ) +
-           gh_strmap_count(d->hists) * sizeof(struct hist);
+           gh_strmap_memory(d->hists) + gh_strmap_live(d->episodes) * sizeof(struct episode) +
+           gh_strmap_live(d->occs) * sizeof(struct occ) +
+           gh_strmap_live(d->hists) * sizeof(struct hist);
 }

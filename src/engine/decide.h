@@ -30,6 +30,11 @@ void gh_decider_count_absorbed(struct gh_decider *d);
  * interconnect), INT64_MIN when none. */
 int64_t gh_decider_last_hardware(const struct gh_decider *d);
 
+/* Forgets what can no longer matter at stream time now: episodes closed
+ * for longer than the hardware lookback, occurrences that left their rule's
+ * window, incident histories older than every escalation window. */
+void gh_decider_expire(struct gh_decider *d, int64_t now);
+
 struct gh_decider_stats {
     uint64_t findings, decided, absorbed, pending, grace, unmatched;
 };

@@ -29,12 +29,14 @@ struct ajob {
     char first_node[128];
 };
 
-/* Application XIDs seen on one GPU: which codes, in which jobs. */
+/* Application XIDs seen on one GPU: which codes, in which jobs (by the
+ * hash of the job's name: 0 = no job; an index could be reused by another
+ * job once the first is forgotten). */
 struct xhist {
     int n;
     struct {
         int code;
-        long job;
+        uint64_t job;
         int64_t ts;
     } v[XHIST];
 };
@@ -175,7 +177,6 @@ static void on_app_xid(struct app *a, struct gh_engine *e, const struct gh_tl_en
 {
     const struct gh_signal *s = &ent->sig;
     const struct gh_policy_settings *st = gh_ctx_settings(e);
-    struct gh_topology *topo = gh_ctx_topology(e);
     int gpu = gh_ctx_gpu_of(e, s);
     const char *job = gh_ctx_job_on(e, s->node, gpu);
     if (hw_explains(e, job, s->node, ent->ts_ns - st->hardware_lookback_ns, ent->ts_ns)) {
@@ -187,7 +188,7 @@ static void on_app_xid(struct app *a, struct gh_engine *e, const struct gh_tl_en
     gh_sfmt(gkey, sizeof gkey, "%s/%d", s->node ? s->node : "", gpu);
     struct xhist *h = s->node && gpu >= 0 ? get(a->gpus, gkey, sizeof *h, NULL) : NULL;
     if (h && !x->secondary) {
-        long jid = job ? gh_topology_find_job(topo, job) : -1;
+        uint64_t jid = job ? gh_hash_str(GH_HASH_INIT, job) | 1 : 0;
         if (h->n == XHIST) {
             memmove(h->v, h->v + 1, (XHIST - 1) * sizeof h->v[0]);
             h->n--;
@@ -196,10 +197,10 @@ static void on_app_xid(struct app *a, struct gh_engine *e, const struct gh_tl_en
         h->v[h->n].job = jid;
         h->v[h->n].ts = ent->ts_ns;
         h->n++;
-        long jobs[XHIST];
+        uint64_t jobs[XHIST];
         int n_jobs = 0;
         for (int i = 0; i < h->n; i++) {
-            if (h->v[i].code != s->code || h->v[i].job < 0 ||
+            if (h->v[i].code != s->code || h->v[i].job == 0 ||
                 h->v[i].ts < ent->ts_ns - st->same_gpu_lookback_ns)
                 continue;
             bool seen = false;
@@ -367,12 +368,50 @@ static int64_t app_next_deadline(void *state)
     return d;
 }
 
+static bool drop_settled(const char *key, void *value, void *ctx)
+{
+    struct ajob *j = value;
+    (void)key;
+    (void)ctx;
+    if (j && j->pending)
+        return false; /* its index is in the pending list */
+    if (j)
+        ajob_reset(j);
+    free(j);
+    return true;
+}
+
+static bool drop_old_xids(const char *key, void *value, void *ctx)
+{
+    const int64_t *before = ctx;
+    struct xhist *h = value;
+    (void)key;
+    if (h && h->n && h->v[h->n - 1].ts >= *before)
+        return false;
+    free(h);
+    return true;
+}
+
+/* A job's failures are forgotten once decided (the decision stage keeps
+ * what escalation needs); a GPU's application XIDs past the lookback that
+ * compares them across jobs. */
+static void app_expire(void *state, struct gh_engine *e, int64_t now)
+{
+    struct app *a = state;
+    int64_t lookback = gh_ctx_settings(e)->same_gpu_lookback_ns;
+    gh_strmap_remove_if(a->jobs, drop_settled, NULL);
+    if (now < INT64_MIN + lookback)
+        return;
+    int64_t before = now - lookback;
+    gh_strmap_remove_if(a->gpus, drop_old_xids, &before);
+}
+
 static size_t app_memory(const void *state)
 {
     const struct app *a = state;
     return sizeof *a + gh_strmap_memory(a->jobs) + gh_strmap_memory(a->gpus) +
-           gh_strmap_count(a->jobs) * sizeof(struct ajob) +
-           gh_strmap_count(a->gpus) * sizeof(struct xhist);
+           gh_strmap_live(a->jobs) * sizeof(struct ajob) +
+           gh_strmap_live(a->gpus) * sizeof(struct xhist);
 }
 
 const struct gh_detector_ops gh_det_application = {
@@ -383,5 +422,6 @@ const struct gh_detector_ops gh_det_application = {
     .on_signal = app_on_signal,
     .on_deadline = app_on_deadline,
     .next_deadline = app_next_deadline,
+    .expire = app_expire,
     .memory = app_memory,
 };

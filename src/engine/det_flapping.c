@@ -18,13 +18,14 @@
 
 struct involvement {
     int64_t ts;
-    long job; /* job key index, -1 for a node that went NotReady */
+    uint64_t job; /* hash of the job key, 0 for a node that went NotReady */
     const struct gh_tl_entry *ev;
 };
 
 struct fnode {
     int n;
     struct involvement v[INV];
+    bool down;      /* NotReady with no node_ready since: more NotReady is the same outage */
     bool reported;
     int64_t reported_ts;
 };
@@ -96,7 +97,7 @@ static int global_since(const struct flap *f, int64_t since)
     return c;
 }
 
-static void involve(struct flap *f, struct gh_engine *e, const char *node, long job,
+static void involve(struct flap *f, struct gh_engine *e, const char *node, uint64_t job,
                     const struct gh_tl_entry *ent)
 {
     const struct gh_policy_settings *st = gh_ctx_settings(e);
@@ -129,7 +130,7 @@ static void involve(struct flap *f, struct gh_engine *e, const char *node, long 
     for (int i = 0; i < n->n; i++) {
         bool seen = false;
         for (int q = i - 1; q >= 0 && !seen; q--)
-            if (n->v[q].job == n->v[i].job && n->v[i].job >= 0)
+            if (n->v[q].job == n->v[i].job && n->v[i].job != 0)
                 seen = n->v[i].ts - n->v[q].ts < 3600 * GH_NS_PER_S;
         jobs += !seen;
     }
@@ -147,8 +148,8 @@ static void involve(struct flap *f, struct gh_engine *e, const char *node, long 
     if (hours < 1.0 / 60)
         hours = 1.0 / 60;
     size_t n_nodes = gh_topology_node_count(gh_ctx_topology(e));
-    if (n_nodes < gh_strmap_count(f->nodes))
-        n_nodes = gh_strmap_count(f->nodes);
+    if (n_nodes < gh_strmap_live(f->nodes))
+        n_nodes = gh_strmap_live(f->nodes);
     double others = (double)(global_since(f, since) - k);
     double rate = n_nodes > 1 ? others / ((double)(n_nodes - 1) * hours) : 0;
     if (rate < st->flap_base_rate)
@@ -183,8 +184,19 @@ static void fl_on_signal(void *state, struct gh_engine *e, const struct gh_tl_en
     const struct gh_signal *s = &ent->sig;
     if (!s->node)
         return;
+    if (s->kind == GH_KIND_NODE_READY) {
+        long i = gh_strmap_find(f->nodes, s->node);
+        struct fnode *n = i >= 0 ? gh_strmap_value(f->nodes, (size_t)i) : NULL;
+        if (n)
+            n->down = false;
+        return;
+    }
     if (s->kind == GH_KIND_NODE_NOT_READY) {
-        involve(f, e, s->node, -1, ent);
+        struct fnode *n = get(f->nodes, s->node, sizeof *n, NULL);
+        if (!n || n->down)
+            return;
+        n->down = true;
+        involve(f, e, s->node, 0, ent);
         return;
     }
     if (s->kind != GH_KIND_POD_FAILED)
@@ -195,30 +207,80 @@ static void fl_on_signal(void *state, struct gh_engine *e, const struct gh_tl_en
     const char *job = s->job ? s->job : gh_ctx_job_on(e, s->node, -1);
     char key[300];
     gh_sfmt(key, sizeof key, "%s%s", job ? "" : "pod:", job ? job : s->pod ? s->pod : "?");
-    long ji;
-    struct fjob *fj = get(f->jobs, key, sizeof *fj, &ji);
+    struct fjob *fj = get(f->jobs, key, sizeof *fj, NULL);
     if (!fj)
         return;
     /* Pods of one job failing together are one failure, blamed on the first. */
     bool same = fj->last_ts && ent->ts_ns - fj->last_ts <= gh_ctx_settings(e)->flap_same_failure_ns;
     fj->last_ts = ent->ts_ns;
     if (!same)
-        involve(f, e, s->node, ji, ent);
+        involve(f, e, s->node, gh_hash_str(GH_HASH_INIT, key) | 1, ent);
+}
+
+struct fl_expire {
+    int64_t lookback_before, same_before;
+};
+
+static bool drop_node(const char *key, void *value, void *ctx)
+{
+    const struct fl_expire *x = ctx;
+    struct fnode *n = value;
+    (void)key;
+    if (n) {
+        int keep = 0;
+        for (int i = 0; i < n->n; i++) {
+            if (n->v[i].ts < x->lookback_before)
+                gh_tl_unref(n->v[i].ev);
+            else
+                n->v[keep++] = n->v[i];
+        }
+        n->n = keep;
+        if (n->n || n->down || (n->reported && n->reported_ts >= x->lookback_before))
+            return false;
+    }
+    free(n);
+    return true;
+}
+
+static bool drop_job(const char *key, void *value, void *ctx)
+{
+    const struct fl_expire *x = ctx;
+    struct fjob *j = value;
+    (void)key;
+    if (j && j->last_ts >= x->same_before)
+        return false;
+    free(j);
+    return true;
+}
+
+/* Involvements leave with the lookback; a job's "current failure" after
+ * same_failure. */
+static void fl_expire(void *state, struct gh_engine *e, int64_t now)
+{
+    struct flap *f = state;
+    const struct gh_policy_settings *st = gh_ctx_settings(e);
+    if (now < INT64_MIN + st->flap_lookback_ns || now < INT64_MIN + st->flap_same_failure_ns)
+        return;
+    struct fl_expire x = {now - st->flap_lookback_ns, now - st->flap_same_failure_ns};
+    gh_strmap_remove_if(f->nodes, drop_node, &x);
+    gh_strmap_remove_if(f->jobs, drop_job, &x);
 }
 
 static size_t fl_memory(const void *state)
 {
     const struct flap *f = state;
     return sizeof *f + gh_strmap_memory(f->nodes) + gh_strmap_memory(f->jobs) +
-           gh_strmap_count(f->nodes) * sizeof(struct fnode) +
-           gh_strmap_count(f->jobs) * sizeof(struct fjob);
+           gh_strmap_live(f->nodes) * sizeof(struct fnode) +
+           gh_strmap_live(f->jobs) * sizeof(struct fjob);
 }
 
 const struct gh_detector_ops gh_det_flapping = {
     .name = "flapping",
-    .kinds = GH_KIND_BIT(GH_KIND_POD_FAILED) | GH_KIND_BIT(GH_KIND_NODE_NOT_READY),
+    .kinds = GH_KIND_BIT(GH_KIND_POD_FAILED) | GH_KIND_BIT(GH_KIND_NODE_NOT_READY) |
+             GH_KIND_BIT(GH_KIND_NODE_READY),
     .create = fl_create,
     .destroy = fl_destroy,
     .on_signal = fl_on_signal,
+    .expire = fl_expire,
     .memory = fl_memory,
 };

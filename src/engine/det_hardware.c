@@ -17,13 +17,17 @@
 /* A counter read as cumulative: deltas between readings, summed over a window. */
 struct counter {
     int64_t last;
+    int64_t seen;  /* ts of the latest reading */
     bool has_last;
+    bool sticky;   /* a volatile double-bit ECC count above 0: a fresh baseline
+                      would report it again, so it is never forgotten */
     int n, head;
     int64_t ts[CTR_WINDOW], d[CTR_WINDOW];
 };
 
 /* Per GPU (or per node for node-level readings). */
 struct gstate {
+    int64_t seen;              /* ts of the latest reading */
     int64_t throttle_since[2]; /* thermal, power; INT64_MIN = not throttled */
     int64_t throttle_last[2];
     bool remap_pending, remap_failure, remap_seen;
@@ -106,6 +110,7 @@ static int64_t counter_feed(struct counter *c, int64_t ts, int64_t value, int64_
         d = value >= c->last ? value - c->last : value;
     c->last = value;
     c->has_last = true;
+    c->seen = ts;
     *delta = d;
     if (d > 0) {
         int idx = (c->head + c->n) % CTR_WINDOW;
@@ -205,6 +210,8 @@ static void on_ecc(struct hw *h, struct gh_engine *e, const struct gh_tl_entry *
             int64_t sum = c ? counter_feed(c, ent->ts_ns, s->count, st->counter_window_ns, &delta)
                             : 0;
             (void)sum;
+            if (c)
+                c->sticky = s->is_volatile && s->count > 0;
             /* A volatile count is since the driver loaded: any is news. An
              * aggregate count carries history: only an increase is. */
             event = delta > 0 || (first && s->is_volatile && s->count > 0);
@@ -237,6 +244,7 @@ static void on_row_remap(struct hw *h, struct gh_engine *e, const struct gh_tl_e
     struct gstate *g = gpu_state(h, s);
     if (!g)
         return;
+    g->seen = ent->ts_ns;
     char where[300], what[320];
     gh_where(s->node, s->gpu, where, sizeof where);
     bool new_failure = s->failure && (!g->remap_seen || !g->remap_failure);
@@ -293,6 +301,7 @@ static void on_throttle(struct hw *h, struct gh_engine *e, const struct gh_tl_en
     struct gstate *g = gpu_state(h, s);
     if (!g)
         return;
+    g->seen = ent->ts_ns;
     int i = s->kind == GH_KIND_POWER ? 1 : 0;
     /* A gap in readings longer than the counter window breaks the streak. */
     if (g->throttle_last[i] != INT64_MIN &&
@@ -406,12 +415,53 @@ static void hw_on_signal(void *state, struct gh_engine *e, const struct gh_tl_en
     }
 }
 
+static bool drop_gpu(const char *key, void *value, void *ctx)
+{
+    const int64_t *before = ctx;
+    struct gstate *g = value;
+    (void)key;
+    /* A remap state is kept: forgetting it would report it again. (A
+     * throttling streak ends anyway after a gap of a counter window.) */
+    if (g && (g->seen >= *before || g->remap_pending || g->remap_failure))
+        return false;
+    free(g);
+    return true;
+}
+
+static bool drop_counter(const char *key, void *value, void *ctx)
+{
+    const int64_t *before = ctx;
+    struct counter *c = value;
+    (void)key;
+    if (c && (c->seen >= *before || c->sticky))
+        return false;
+    free(c);
+    return true;
+}
+
+/* Counters and GPU states not read for longer than their window and the
+ * idle period (a node gone, a GPU replaced): the next reading starts a new
+ * baseline, which reports nothing by itself. */
+static void hw_expire(void *state, struct gh_engine *e, int64_t now)
+{
+    struct hw *h = state;
+    const struct gh_policy_settings *st = gh_ctx_settings(e);
+    int64_t keep = st->job_idle_ns > 0 ? st->job_idle_ns : 3600 * GH_NS_PER_S;
+    if (keep < st->counter_window_ns)
+        keep = st->counter_window_ns;
+    if (now < INT64_MIN + keep)
+        return;
+    int64_t before = now - keep;
+    gh_strmap_remove_if(h->gpus, drop_gpu, &before);
+    gh_strmap_remove_if(h->counters, drop_counter, &before);
+}
+
 static size_t hw_memory(const void *state)
 {
     const struct hw *h = state;
     return sizeof *h + gh_strmap_memory(h->gpus) + gh_strmap_memory(h->counters) +
-           gh_strmap_count(h->gpus) * sizeof(struct gstate) +
-           gh_strmap_count(h->counters) * sizeof(struct counter);
+           gh_strmap_live(h->gpus) * sizeof(struct gstate) +
+           gh_strmap_live(h->counters) * sizeof(struct counter);
 }
 
 const struct gh_detector_ops gh_det_hardware = {
@@ -425,5 +475,6 @@ const struct gh_detector_ops gh_det_hardware = {
     .create = hw_create,
     .destroy = hw_destroy,
     .on_signal = hw_on_signal,
+    .expire = hw_expire,
     .memory = hw_memory,
 };

@@ -26,6 +26,7 @@ struct port {
 
 struct ectr {
     int64_t last;
+    int64_t seen;    /* ts of the latest reading */
     bool has_last;
     int n, head;
     int64_t ts[ERR_SAMPLES], d[ERR_SAMPLES];
@@ -41,6 +42,7 @@ struct cjob {
 
 /* Last step each rank reported, to see who stopped first. */
 struct jsteps {
+    int64_t last_ts; /* the latest step */
     int cap;
     int64_t *step; /* -1: none */
     int64_t *ts;
@@ -223,6 +225,7 @@ static void on_nic(struct net *n, struct gh_engine *e, const struct gh_tl_entry 
         if (c) {
             int64_t d = c->has_last ? (s->count >= c->last ? s->count - c->last : s->count) : 0;
             c->last = s->count;
+            c->seen = ent->ts_ns;
             c->has_last = true;
             if (d > 0) {
                 int at = (c->head + c->n) % ERR_SAMPLES;
@@ -316,6 +319,8 @@ static void on_step(struct net *n, const struct gh_tl_entry *ent)
         js->step[s->rank] = s->step;
         js->ts[s->rank] = ent->ts_ns;
     }
+    if (ent->ts_ns > js->last_ts)
+        js->last_ts = ent->ts_ns;
 }
 
 static bool hw_explains(struct gh_engine *e, const char *job, const char *node, int64_t since,
@@ -534,14 +539,92 @@ static int64_t net_next_deadline(void *state)
     return d;
 }
 
+struct net_expire {
+    struct gh_engine *e;
+    int64_t now, window, before;
+};
+
+static bool drop_port(const char *key, void *value, void *ctx)
+{
+    const struct net_expire *x = ctx;
+    struct port *p = value;
+    (void)key;
+    /* Up, unwatched and no flap left in the window: the default state. */
+    if (p && (p->down_since != INT64_MIN || p->watched || p->down_ev ||
+              (p->n_flaps && p->flap_ts[p->n_flaps - 1] > x->now - x->window)))
+        return false;
+    free(p);
+    return true;
+}
+
+static bool drop_ectr(const char *key, void *value, void *ctx)
+{
+    const struct net_expire *x = ctx;
+    struct ectr *c = value;
+    (void)key;
+    /* Not read for long: the next reading is a new baseline. */
+    if (c && c->seen >= x->before)
+        return false;
+    free(c);
+    return true;
+}
+
+static bool drop_cjob(const char *key, void *value, void *ctx)
+{
+    struct cjob *c = value;
+    (void)key;
+    (void)ctx;
+    if (c && c->pending)
+        return false; /* its index is in the pending list */
+    for (size_t k = 0; c && k < c->n_ev; k++)
+        gh_tl_unref(c->ev[k]);
+    free(c);
+    return true;
+}
+
+static bool drop_steps(const char *key, void *value, void *ctx)
+{
+    const struct net_expire *x = ctx;
+    struct jsteps *s = value;
+    if (s && (s->last_ts >= x->before || gh_ctx_job_seen(x->e, key) >= x->before))
+        return false;
+    if (s) {
+        free(s->step);
+        free(s->ts);
+    }
+    free(s);
+    return true;
+}
+
+static void net_expire(void *state, struct gh_engine *e, int64_t now)
+{
+    struct net *n = state;
+    const struct gh_policy_settings *st = gh_ctx_settings(e);
+    int64_t idle = st->job_idle_ns;
+    struct net_expire x = {e, now, st->nic_window_ns, INT64_MIN};
+    gh_strmap_remove_if(n->ports, drop_port, &x);
+    gh_strmap_remove_if(n->cjobs, drop_cjob, &x);
+    if (idle <= 0)
+        return;
+    int64_t keep = idle > st->nic_window_ns ? idle : st->nic_window_ns;
+    if (now < INT64_MIN + keep)
+        return;
+    x.before = now - keep;
+    gh_strmap_remove_if(n->ectrs, drop_ectr, &x);
+    x.before = now - idle;
+    n->last_job = NULL;
+    n->last_js = NULL;
+    gh_strmap_remove_if(n->steps, drop_steps, &x);
+}
+
 static size_t net_memory(const void *state)
 {
     const struct net *n = state;
     size_t b = sizeof *n + gh_strmap_memory(n->ports) + gh_strmap_memory(n->ectrs) +
                gh_strmap_memory(n->cjobs) + gh_strmap_memory(n->steps) +
-               gh_strmap_count(n->ports) * sizeof(struct port) +
-               gh_strmap_count(n->ectrs) * sizeof(struct ectr) +
-               gh_strmap_count(n->cjobs) * sizeof(struct cjob);
+               gh_strmap_live(n->ports) * sizeof(struct port) +
+               gh_strmap_live(n->ectrs) * sizeof(struct ectr) +
+               gh_strmap_live(n->cjobs) * sizeof(struct cjob);
     for (size_t i = 0; i < gh_strmap_count(n->steps); i++) {
         const struct jsteps *s = gh_strmap_value(n->steps, i);
         if (s)
@@ -558,5 +641,6 @@ const struct gh_detector_ops gh_det_network = {
     .on_signal = net_on_signal,
     .on_deadline = net_on_deadline,
     .next_deadline = net_next_deadline,
+    .expire = net_expire,
     .memory = net_memory,
 };

@@ -31,6 +31,7 @@ struct ckbucket {
 
 struct sdcjob {
     const char *name;
+    int64_t last_ts;       /* the latest signal of the job seen here */
     struct ckbucket b[NB];
     int expected;          /* checksums per step seen before (0 = unknown) */
     int64_t last_final;
@@ -304,6 +305,8 @@ static void on_checksum(struct sdc *s, struct gh_engine *e, const struct gh_tl_e
     struct sdcjob *j = job_get(s, sg->job);
     if (!j)
         return;
+    if (ent->ts_ns > j->last_ts)
+        j->last_ts = ent->ts_ns;
     struct ckbucket *b = NULL;
     int free_i = -1, oldest_i = -1;
     for (int i = 0; i < NB; i++) {
@@ -404,6 +407,8 @@ static void on_loss(struct sdc *s, struct gh_engine *e, const struct gh_tl_entry
     struct sdcjob *j = job_get(s, sg->job);
     if (!j)
         return;
+    if (ent->ts_ns > j->last_ts)
+        j->last_ts = ent->ts_ns;
     if (j->anom && sg->step > j->anom_step)
         decide_loss(s, e, j);
     double base = j->n_loss >= st->loss_history ? loss_median(j) : NAN;
@@ -483,10 +488,47 @@ static int64_t sdc_next_deadline(void *state)
     return d;
 }
 
+struct idle_ctx {
+    struct gh_engine *e;
+    int64_t before;
+};
+
+static bool drop_idle(const char *key, void *value, void *ctx)
+{
+    const struct idle_ctx *x = ctx;
+    struct sdcjob *j = value;
+    if (j) {
+        if (j->last_ts >= x->before || j->anom || gh_ctx_job_seen(x->e, key) >= x->before)
+            return false;
+        for (int k = 0; k < NB; k++)
+            if (j->b[k].used)
+                return false; /* waiting for its deadline */
+    }
+    free(j);
+    return true;
+}
+
+/* A job no checksum or loss named for job_idle: its loss history is stale
+ * and a report older than that no longer suppresses anything. */
+static void sdc_expire(void *state, struct gh_engine *e, int64_t now)
+{
+    struct sdc *s = state;
+    int64_t idle = gh_ctx_settings(e)->job_idle_ns;
+    if (idle <= 0)
+        return;
+    if (idle < s->episode_ns)
+        idle = s->episode_ns; /* `reported` suppresses for an episode */
+    if (now < INT64_MIN + idle)
+        return;
+    struct idle_ctx x = {e, now - idle};
+    s->last = NULL;
+    gh_strmap_remove_if(s->jobs, drop_idle, &x);
+}
+
 static size_t sdc_memory(const void *state)
 {
     const struct sdc *s = state;
-    return sizeof *s + gh_strmap_memory(s->jobs) + gh_strmap_count(s->jobs) * sizeof(struct sdcjob);
+    return sizeof *s + gh_strmap_memory(s->jobs) + gh_strmap_live(s->jobs) * sizeof(struct sdcjob);
 }
 
 const struct gh_detector_ops gh_det_sdc = {
@@ -497,5 +539,6 @@ const struct gh_detector_ops gh_det_sdc = {
     .on_signal = sdc_on_signal,
     .on_deadline = sdc_on_deadline,
     .next_deadline = sdc_next_deadline,
+    .expire = sdc_expire,
     .memory = sdc_memory,
 };

@@ -5,7 +5,12 @@
  * its node when most of the node is slow or the node's median stands out
  * from the other nodes'. A whole-job slowdown moves the median and flags
  * nobody. Acting is worth it only when the expected loss over the job's
- * remaining run exceeds the restart cost (rollback + restart). */
+ * remaining run exceeds the restart cost (rollback + restart).
+ *
+ * Per step the work is proportional to the ranks that reported it, not to
+ * the job's size: each step's bucket lists who reported, and node medians
+ * group those reports by node. A job no step named for job_idle is
+ * forgotten. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +41,8 @@ struct rank {
 struct bucket {
     bool used;
     int64_t step;
-    int count;
+    int count;                         /* ranks that reported ... */
+    int *who;                          /* ... and which, in arrival order */
     float *v;                          /* per rank; NAN = not reported */
     const struct gh_tl_entry **ev;     /* per rank (refs) */
 };
@@ -52,7 +58,9 @@ struct nodeacc {
 
 struct sjob {
     const char *name; /* key in the jobs map */
-    long topo;        /* topology job index */
+    long topo;        /* topology job index (see topo_job) ... */
+    uint64_t topo_gen; /* ... as of this topology generation */
+    int64_t last_ts;  /* the latest step signal */
     int cap;          /* per-rank arrays */
     int max_rank;
     int declared;     /* expected ranks from the topology, 0 = unknown */
@@ -63,7 +71,9 @@ struct sjob {
     bool order_dirty;
     int *order;       /* ranks sorted by node */
     int n_order;
+    int *acc_of;      /* per rank: index in nodes, -1 unplaced (valid when !order_dirty) */
     struct nodeacc *nodes;
+    int *acc_cnt, *acc_pos; /* per node accumulator: finalize's grouping (kept zeroed) */
     int n_nodes, cap_nodes;
 };
 
@@ -71,6 +81,7 @@ struct strag {
     struct gh_strmap *jobs; /* name -> struct sjob * */
     struct sjob *last;      /* cache: the job of the previous signal */
     double *scratch, *scratch2;
+    int *iscratch;
     size_t scratch_cap;
 };
 
@@ -87,15 +98,13 @@ static int st_create(struct gh_engine *e, void **state)
 
 static void bucket_clear(struct sjob *j, struct bucket *b)
 {
-    if (b->ev)
-        for (int r = 0; r < j->cap; r++)
-            if (b->ev[r]) {
-                gh_tl_unref(b->ev[r]);
-                b->ev[r] = NULL;
-            }
-    if (b->v)
-        for (int r = 0; r < j->cap; r++)
-            b->v[r] = NAN;
+    (void)j;
+    for (int k = 0; k < b->count; k++) {
+        int r = b->who[k];
+        gh_tl_unref(b->ev[r]);
+        b->ev[r] = NULL;
+        b->v[r] = NAN;
+    }
     b->used = false;
     b->count = 0;
 }
@@ -108,13 +117,17 @@ static void job_free(struct sjob *j)
         bucket_clear(j, &j->b[i]);
         free(j->b[i].v);
         free(j->b[i].ev);
+        free(j->b[i].who);
     }
     for (int r = 0; r < j->cap; r++)
         for (int k = 0; k < j->ranks[r].n_ev; k++)
             gh_tl_unref(j->ranks[r].ev[k]);
     free(j->ranks);
     free(j->order);
+    free(j->acc_of);
     free(j->nodes);
+    free(j->acc_cnt);
+    free(j->acc_pos);
     free(j);
 }
 
@@ -127,6 +140,7 @@ static void st_destroy(void *state)
     gh_strmap_free(s->jobs);
     free(s->scratch);
     free(s->scratch2);
+    free(s->iscratch);
     free(s);
 }
 
@@ -158,11 +172,19 @@ static int grow(struct sjob *j, int rank)
             return GH_ENOMEM;
         j->b[i].ev = ev;
         memset(ev + j->cap, 0, (size_t)(ncap - j->cap) * sizeof *ev);
+        int *w = realloc(j->b[i].who, (size_t)ncap * sizeof *w);
+        if (!w)
+            return GH_ENOMEM;
+        j->b[i].who = w;
     }
     int *o = realloc(j->order, (size_t)ncap * sizeof *o);
     if (!o)
         return GH_ENOMEM;
     j->order = o;
+    int *a = realloc(j->acc_of, (size_t)ncap * sizeof *a);
+    if (!a)
+        return GH_ENOMEM;
+    j->acc_of = a;
     j->cap = ncap;
     j->order_dirty = true;
     return GH_OK;
@@ -185,12 +207,24 @@ static struct sjob *job_get(struct strag *s, struct gh_engine *e, const char *na
         j->last_final = INT64_MIN;
         struct gh_topology *topo = gh_ctx_topology(e);
         j->topo = gh_topology_find_job(topo, name);
+        j->topo_gen = gh_topology_generation(topo);
         if (j->topo >= 0)
             j->declared = gh_topology_job_ranks(topo, (size_t)j->topo);
         gh_strmap_set_value(s->jobs, (size_t)i, j);
     }
     s->last = j;
     return j;
+}
+
+/* The job's topology index, looked up again when jobs were removed since. */
+static long topo_job(struct sjob *j, struct gh_topology *topo)
+{
+    uint64_t g = gh_topology_generation(topo);
+    if (j->topo < 0 || j->topo_gen != g) {
+        j->topo = gh_topology_find_job(topo, j->name);
+        j->topo_gen = g;
+    }
+    return j->topo;
 }
 
 static int expected_ranks(const struct sjob *j)
@@ -212,6 +246,10 @@ static bool ensure_scratch(struct strag *s, size_t n)
     if (!b)
         return false;
     s->scratch2 = b;
+    int *c = realloc(s->iscratch, n * sizeof *c);
+    if (!c)
+        return false;
+    s->iscratch = c;
     s->scratch_cap = n;
     return true;
 }
@@ -242,6 +280,16 @@ static void build_order(struct sjob *j)
         if (!na)
             return;
         j->nodes = na;
+        int *c = calloc((size_t)n, sizeof *c), *p = calloc((size_t)n, sizeof *p);
+        if (!c || !p) {
+            free(c);
+            free(p);
+            return;
+        }
+        free(j->acc_cnt);
+        free(j->acc_pos);
+        j->acc_cnt = c;
+        j->acc_pos = p;
         j->cap_nodes = n;
     }
     /* Keep accumulated history of nodes that remain. */
@@ -250,14 +298,19 @@ static void build_order(struct sjob *j)
     if (old)
         memcpy(old, j->nodes, (size_t)n_old * sizeof *old);
     n = 0;
+    for (int r = 0; r < j->cap; r++)
+        j->acc_of[r] = -1;
     for (int i = 0; i < j->n_order; i++) {
         int32_t ni = j->ranks[j->order[i]].node_idx;
-        if (i && ni == j->ranks[j->order[i - 1]].node_idx)
+        if (i && ni == j->ranks[j->order[i - 1]].node_idx) {
+            j->acc_of[j->order[i]] = n - 1;
             continue;
+        }
         struct nodeacc a = {.node_idx = ni, .streak_ts = INT64_MIN};
         for (int k = 0; k < n_old; k++)
             if (old[k].node_idx == ni)
                 a = old[k];
+        j->acc_of[j->order[i]] = n;
         j->nodes[n++] = a;
     }
     free(old);
@@ -292,8 +345,9 @@ static void report(struct gh_engine *e, struct sjob *j, const char *node, int gp
 {
     const struct gh_policy_settings *st = gh_ctx_settings(e);
     struct gh_topology *topo = gh_ctx_topology(e);
-    double remaining = j->topo >= 0 ? gh_topology_job_remaining_s(topo, (size_t)j->topo) : -1;
-    double cost = j->topo >= 0 ? gh_topology_job_restart_cost_s(topo, (size_t)j->topo) : -1;
+    long tj = topo_job(j, topo);
+    double remaining = tj >= 0 ? gh_topology_job_remaining_s(topo, (size_t)tj) : -1;
+    double cost = tj >= 0 ? gh_topology_job_restart_cost_s(topo, (size_t)tj) : -1;
     if (remaining < 0)
         remaining = (double)st->assume_remaining_ns / 1e9;
     if (cost < 0)
@@ -345,19 +399,18 @@ static void report(struct gh_engine *e, struct sjob *j, const char *node, int gp
 static void finalize(struct strag *s, struct gh_engine *e, struct sjob *j, struct bucket *b)
 {
     const struct gh_policy_settings *st = gh_ctx_settings(e);
-    int top = j->max_rank + 1 < j->cap ? j->max_rank + 1 : j->cap;
-    if (!ensure_scratch(s, (size_t)top + 1))
+    /* Everything below walks the ranks that reported (b->who), not the job. */
+    const int m = b->count;
+    if (!ensure_scratch(s, 2 * (size_t)m + 1))
         goto done;
     size_t n = 0;
-    for (int r = 0; r < top; r++)
-        if (!isnan(b->v[r]))
-            s->scratch[n++] = b->v[r];
+    for (int k = 0; k < m; k++)
+        s->scratch[n++] = b->v[b->who[k]];
     if (n < 3)
         goto done;
     double med = gh_stats_median(s->scratch, n);
-    for (size_t i = 0, k = 0; i < (size_t)top && k < n; i++)
-        if (!isnan(b->v[i]))
-            s->scratch[k++] = b->v[i];
+    for (int k = 0; k < m; k++)
+        s->scratch[k] = b->v[b->who[k]];
     double mad = gh_stats_mad(s->scratch, n, med, s->scratch2);
     if (!(med > 0))
         goto done;
@@ -369,10 +422,9 @@ static void finalize(struct strag *s, struct gh_engine *e, struct sjob *j, struc
         cut = med + st->straggler_z * sigma;
     uint32_t mask = st->straggler_n >= 32 ? 0xffffffffu : (1u << st->straggler_n) - 1;
     int candidates = 0, reporting = (int)n;
-    for (int r = 0; r < top; r++) {
+    for (int k = 0; k < m; k++) {
+        int r = b->who[k];
         float v = b->v[r];
-        if (isnan(v))
-            continue;
         struct rank *rk = &j->ranks[r];
         bool slow = v >= cut;
         rk->bits = ((rk->bits << 1) | slow) & mask;
@@ -393,61 +445,72 @@ static void finalize(struct strag *s, struct gh_engine *e, struct sjob *j, struc
         if (!rk->reported && __builtin_popcount(rk->bits) >= st->straggler_k)
             candidates++;
     }
-    /* Node medians against the median of the other nodes' medians. */
+    /* Node medians against the median of the other nodes' medians. The
+     * reports are grouped by node (a counting sort over the nodes that
+     * reported: acc_cnt and acc_pos are zero again afterwards). */
     if (j->order_dirty)
         build_order(j);
     int nodes_flagged = 0;
-    if (j->n_nodes >= 2 && ensure_scratch(s, (size_t)j->n_nodes + (size_t)top + 1)) {
-        double *nmed = s->scratch2; /* per node accumulator index */
-        int ni = 0;
-        for (int i = 0; i < j->n_order && ni < j->n_nodes;) {
-            int32_t node = j->ranks[j->order[i]].node_idx;
-            size_t m = 0;
-            for (; i < j->n_order && j->ranks[j->order[i]].node_idx == node; i++) {
-                float v = b->v[j->order[i]];
-                if (!isnan(v))
-                    s->scratch[m++] = v;
-            }
-            nmed[ni++] = m ? gh_stats_median(s->scratch, m) : NAN;
+    if (j->n_nodes >= 2 && !j->order_dirty) {
+        int *touched = s->iscratch;
+        int n_touched = 0;
+        for (int k = 0; k < m; k++) {
+            int a = j->acc_of[b->who[k]];
+            if (a >= 0 && a < j->n_nodes && j->acc_cnt[a]++ == 0)
+                touched[n_touched++] = a;
+        }
+        int off = 0;
+        for (int t = 0; t < n_touched; t++) {
+            j->acc_pos[touched[t]] = off;
+            off += j->acc_cnt[touched[t]];
+        }
+        double *grouped = s->scratch, *nmed = s->scratch2, *tmp = s->scratch2 + m;
+        for (int k = 0; k < m; k++) {
+            int a = j->acc_of[b->who[k]];
+            if (a >= 0 && a < j->n_nodes)
+                grouped[j->acc_pos[a]++] = b->v[b->who[k]];
+        }
+        /* acc_pos now points past each node's slice. */
+        for (int t = 0; t < n_touched; t++) {
+            int a = touched[t], c = j->acc_cnt[a];
+            nmed[t] = gh_stats_median(grouped + j->acc_pos[a] - c, (size_t)c);
         }
         /* The baseline of a node: the median of the other nodes' medians.
          * With three or more nodes one node barely moves the median of all
          * of them, so that one is computed once (O(nodes), not O(nodes^2)). */
         double all = NAN;
         if (j->n_nodes >= 3) {
-            size_t m = 0;
-            for (int q = 0; q < j->n_nodes; q++)
-                if (!isnan(nmed[q]))
-                    s->scratch[m++] = nmed[q];
-            all = m ? gh_stats_median(s->scratch, m) : NAN;
+            for (int t = 0; t < n_touched; t++)
+                tmp[t] = nmed[t];
+            all = n_touched ? gh_stats_median(tmp, (size_t)n_touched) : NAN;
         }
-        for (int k = 0; k < j->n_nodes; k++) {
-            if (isnan(nmed[k]))
-                continue;
+        for (int t = 0; t < n_touched; t++) {
             double others = all;
             if (j->n_nodes < 3) {
-                size_t m = 0;
-                for (int q = 0; q < j->n_nodes; q++)
-                    if (q != k && !isnan(nmed[q]))
-                        s->scratch[m++] = nmed[q];
-                if (m == 0)
+                size_t q = 0;
+                for (int u = 0; u < n_touched; u++)
+                    if (u != t)
+                        tmp[q++] = nmed[u];
+                if (q == 0)
                     continue;
-                others = gh_stats_median(s->scratch, m);
+                others = gh_stats_median(tmp, q);
             }
             if (isnan(others))
                 continue;
-            struct nodeacc *na = &j->nodes[k];
-            bool slow = others > 0 && nmed[k] >= others * (1 + st->straggler_threshold);
+            struct nodeacc *na = &j->nodes[touched[t]];
+            bool slow = others > 0 && nmed[t] >= others * (1 + st->straggler_threshold);
             na->bits = ((na->bits << 1) | slow) & mask;
             if (na->nobs < UINT16_MAX)
                 na->nobs++;
-            float ratio = others > 0 ? (float)(nmed[k] / others) : 1.0f;
+            float ratio = others > 0 ? (float)(nmed[t] / others) : 1.0f;
             na->ewma = na->nobs == 1 ? ratio : 0.9f * na->ewma + 0.1f * ratio;
             if (slow && (na->streak_ts == INT64_MIN || (na->bits & ~1u) == 0))
                 na->streak_ts = gh_ctx_now(e);
             if (!na->reported && __builtin_popcount(na->bits) >= st->straggler_k)
                 nodes_flagged++;
         }
+        for (int t = 0; t < n_touched; t++)
+            j->acc_cnt[touched[t]] = j->acc_pos[touched[t]] = 0;
     }
     if ((candidates == 0 && nodes_flagged == 0) || candidates * 2 > reporting)
         goto done; /* nothing, or the whole job: not a straggler */
@@ -521,6 +584,8 @@ static void st_on_signal(void *state, struct gh_engine *e, const struct gh_tl_en
     struct sjob *j = job_get(s, e, sg->job);
     if (!j || grow(j, sg->rank) != GH_OK)
         return;
+    if (ent->ts_ns > j->last_ts)
+        j->last_ts = ent->ts_ns;
     struct rank *rk = &j->ranks[sg->rank];
     if (sg->rank > j->max_rank) {
         j->max_rank = sg->rank;
@@ -533,7 +598,8 @@ static void st_on_signal(void *state, struct gh_engine *e, const struct gh_tl_en
                  : rk->node_idx < 0) {
         const char *nn = sg->node;
         int g = sg->gpu;
-        if (!nn && j->topo >= 0 && !gh_topology_rank_location(topo, (size_t)j->topo, sg->rank, &nn, &g))
+        long tj = nn ? -1 : topo_job(j, topo);
+        if (!nn && tj >= 0 && !gh_topology_rank_location(topo, (size_t)tj, sg->rank, &nn, &g))
             nn = NULL;
         if (nn) {
             long ni = gh_topology_add_node(topo, nn);
@@ -545,8 +611,6 @@ static void st_on_signal(void *state, struct gh_engine *e, const struct gh_tl_en
                 rk->node_idx = (int32_t)ni;
                 rk->gpu = (int16_t)g;
                 j->order_dirty = true;
-                if (j->topo < 0)
-                    j->topo = gh_topology_find_job(topo, j->name);
             }
         }
     }
@@ -592,13 +656,40 @@ static void st_on_signal(void *state, struct gh_engine *e, const struct gh_tl_en
         b->count = 0;
     }
     if (isnan(b->v[sg->rank]))
-        b->count++;
+        b->who[b->count++] = sg->rank;
     else
         gh_tl_unref(b->ev[sg->rank]);
     b->v[sg->rank] = (float)v;
     b->ev[sg->rank] = gh_tl_ref(ent);
     if (b->count >= expected_ranks(j))
         finalize(s, e, j, b);
+}
+
+struct idle_ctx {
+    struct gh_engine *e;
+    int64_t before;
+};
+
+static bool drop_idle(const char *key, void *value, void *ctx)
+{
+    const struct idle_ctx *x = ctx;
+    struct sjob *j = value;
+    if (j && (j->last_ts >= x->before || gh_ctx_job_seen(x->e, key) >= x->before))
+        return false;
+    job_free(j);
+    return true;
+}
+
+/* A job no signal named for job_idle (steps, checkpoints, pods, ...). */
+static void st_expire(void *state, struct gh_engine *e, int64_t now)
+{
+    struct strag *s = state;
+    int64_t idle = gh_ctx_settings(e)->job_idle_ns;
+    if (idle <= 0 || now < INT64_MIN + idle)
+        return;
+    struct idle_ctx x = {e, now - idle};
+    s->last = NULL;
+    gh_strmap_remove_if(s->jobs, drop_idle, &x);
 }
 
 static size_t st_memory(const void *state)
@@ -608,9 +699,9 @@ static size_t st_memory(const void *state)
     for (size_t i = 0; i < gh_strmap_count(s->jobs); i++) {
         const struct sjob *j = gh_strmap_value(s->jobs, i);
         if (j)
-            bytes += sizeof *j + (size_t)j->cap * (sizeof(struct rank) + sizeof(int) +
-                                                   NB * (sizeof(float) + sizeof(void *))) +
-                     (size_t)j->cap_nodes * sizeof(struct nodeacc);
+            bytes += sizeof *j + (size_t)j->cap * (sizeof(struct rank) + 2 * sizeof(int) +
+                                                   NB * (sizeof(float) + sizeof(void *) + sizeof(int))) +
+                     (size_t)j->cap_nodes * (sizeof(struct nodeacc) + 2 * sizeof(int));
     }
     return bytes;
 }
@@ -621,5 +712,6 @@ const struct gh_detector_ops gh_det_straggler = {
     .create = st_create,
     .destroy = st_destroy,
     .on_signal = st_on_signal,
+    .expire = st_expire,
     .memory = st_memory,
 };

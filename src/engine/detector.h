@@ -70,6 +70,11 @@ struct gh_detector_ops {
     void (*on_deadline)(void *state, struct gh_engine *e, int64_t now);
     /* Earliest pending deadline, INT64_MAX when none. May be NULL. */
     int64_t (*next_deadline)(void *state);
+    /* Forgets state that can no longer matter at stream time now: jobs no
+     * signal named for settings.job_idle, counters past their windows,
+     * nodes back to their default state. Called between signals, every few
+     * minutes of stream time. May be NULL. */
+    void (*expire)(void *state, struct gh_engine *e, int64_t now);
     size_t (*memory)(const void *state);
 };
 
@@ -80,6 +85,7 @@ extern const struct gh_detector_ops gh_det_flapping;
 extern const struct gh_detector_ops gh_det_application;
 extern const struct gh_detector_ops gh_det_straggler;
 extern const struct gh_detector_ops gh_det_sdc;
+extern const struct gh_detector_ops gh_det_node;
 
 /* ---- what the engine offers detectors (implemented in engine.c) ------- */
 
@@ -117,6 +123,11 @@ void gh_ctx_absorbed(struct gh_engine *e, const struct gh_tl_entry *ent);
  * signals of the node that carried both the index and this PCI bus id or
  * UUID (kernel-log lines name only the bus). -1 when unknown. */
 int gh_ctx_gpu_of(struct gh_engine *e, const struct gh_signal *s);
+
+/* Stream time of the latest signal that named job, INT64_MIN when none
+ * did (or so long ago that the engine forgot it): the detectors forget a
+ * job's state when this is older than settings.job_idle. */
+int64_t gh_ctx_job_seen(struct gh_engine *e, const char *job);
 
 /* The job running on node/gpu (topology), or NULL. */
 const char *gh_ctx_job_on(struct gh_engine *e, const char *node, int gpu);

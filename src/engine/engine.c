@@ -14,8 +14,8 @@
 
 /* In GH_DET_* bit order. */
 static const struct gh_detector_ops *const detectors[] = {
-    &gh_det_hardware,    &gh_det_network,   &gh_det_flapping,
-    &gh_det_application, &gh_det_straggler, &gh_det_sdc,
+    &gh_det_hardware,    &gh_det_network,   &gh_det_flapping, &gh_det_application,
+    &gh_det_straggler,   &gh_det_sdc,       &gh_det_node,
 };
 #define N_DET (sizeof detectors / sizeof detectors[0])
 
@@ -27,6 +27,11 @@ struct facts {
     int64_t alerts[HW_ALERTS]; /* latest hardware alert times, ring */
 };
 
+/* When a signal last named a job. */
+struct seen {
+    int64_t last;
+};
+
 struct gh_engine {
     const struct gh_policy *policy;
     struct gh_policy *own_policy;
@@ -36,6 +41,11 @@ struct gh_engine {
     struct gh_decider *decider;
     struct gh_strmap *facts; /* node -> struct facts * */
     struct gh_strmap *gpu_ids; /* "node|bus" and "node|uuid" -> GPU index + 1 */
+    struct gh_strmap *jobs_seen; /* job -> struct seen * */
+    const char *seen_key;        /* the previous signal's job (map key) ... */
+    struct seen *seen_last;      /* ... and its entry */
+    int64_t next_sweep, sweep_every;
+    uint64_t expired_jobs;
     void *state[N_DET];
     int64_t deadline[N_DET];
     uint32_t kinds[N_DET];
@@ -85,8 +95,17 @@ struct gh_engine *gh_engine_new(const struct gh_policy *policy, const struct gh_
     e->tl = gh_timeline_new(&tc);
     e->facts = gh_strmap_new(GH_TOPO_MAX_NODES);
     e->gpu_ids = gh_strmap_new(1 << 20);
-    if (!e->tl || !e->facts || !e->gpu_ids)
+    e->jobs_seen = gh_strmap_new(GH_TOPO_MAX_JOBS);
+    if (!e->tl || !e->facts || !e->gpu_ids || !e->jobs_seen)
         goto oom;
+    /* Expiry runs every half idle period, within [1 min, 30 min]. */
+    int64_t idle = policy->settings.job_idle_ns;
+    e->sweep_every = idle > 0 ? idle / 2 : 1800 * GH_NS_PER_S;
+    if (e->sweep_every < 60 * GH_NS_PER_S)
+        e->sweep_every = 60 * GH_NS_PER_S;
+    if (e->sweep_every > 1800 * GH_NS_PER_S)
+        e->sweep_every = 1800 * GH_NS_PER_S;
+    e->next_sweep = INT64_MIN;
     e->decider = gh_decider_new(policy, e->topo, e->tl, cb, cb_ctx);
     if (!e->decider)
         goto oom;
@@ -118,6 +137,10 @@ void gh_engine_free(struct gh_engine *e)
             free(gh_strmap_value(e->facts, i));
     gh_strmap_free(e->facts);
     gh_strmap_free(e->gpu_ids);
+    if (e->jobs_seen)
+        for (size_t i = 0; i < gh_strmap_count(e->jobs_seen); i++)
+            free(gh_strmap_value(e->jobs_seen, i));
+    gh_strmap_free(e->jobs_seen);
     gh_timeline_free(e->tl);
     gh_topology_free(e->topo);
     gh_policy_free(e->own_policy);
@@ -187,6 +210,32 @@ int gh_ctx_gpu_of(struct gh_engine *e, const struct gh_signal *s)
     return i >= 0 ? (int)(intptr_t)gh_strmap_value(e->gpu_ids, (size_t)i) - 1 : -1;
 }
 
+/* Records that a signal named job at ts (signals of one job come in runs:
+ * the previous one is remembered). */
+static void note_job(struct gh_engine *e, const char *job, int64_t ts)
+{
+    struct seen *sn = e->seen_last;
+    if (!e->seen_key || strcmp(e->seen_key, job) != 0) {
+        long i = gh_strmap_intern(e->jobs_seen, job, NULL, NULL);
+        if (i < 0)
+            return;
+        sn = gh_strmap_value(e->jobs_seen, (size_t)i);
+        if (!sn) {
+            sn = malloc(sizeof *sn);
+            if (!sn)
+                return;
+            sn->last = ts;
+            gh_strmap_set_value(e->jobs_seen, (size_t)i, sn);
+        }
+        e->seen_key = gh_strmap_key(e->jobs_seen, (size_t)i);
+        e->seen_last = sn;
+    }
+    if (ts > sn->last)
+        sn->last = ts;
+}
+
+static void sweep(struct gh_engine *e);
+
 static void dispatch(struct gh_engine *e, const struct gh_tl_entry *ent)
 {
     const struct gh_signal *sg = &ent->sig;
@@ -196,6 +245,15 @@ static void dispatch(struct gh_engine *e, const struct gh_tl_entry *ent)
         e->now = ent->ts_ns;
     if (e->start == INT64_MIN)
         e->start = ent->ts_ns;
+    if (e->next_sweep == INT64_MIN)
+        e->next_sweep = e->now + e->sweep_every;
+    if (sg->job) {
+        note_job(e, sg->job, ent->ts_ns);
+        /* A pod started: the API says where the job runs now (a replacement
+         * node the header never listed), so faults there attach to it. */
+        if (sg->kind == GH_KIND_POD_STARTED && sg->node && *sg->job)
+            gh_topology_note(e->topo, sg->job, sg->node, -1, -1);
+    }
     uint32_t bit = GH_KIND_BIT(ent->sig.kind);
     for (size_t i = 0; i < N_DET; i++) {
         if (!(e->kinds[i] & bit))
@@ -205,6 +263,8 @@ static void dispatch(struct gh_engine *e, const struct gh_tl_entry *ent)
         if (detectors[i]->next_deadline)
             e->deadline[i] = detectors[i]->next_deadline(e->state[i]);
     }
+    if (e->now >= e->next_sweep)
+        sweep(e);
 }
 
 static void fire(struct gh_engine *e, int64_t t)
@@ -223,6 +283,8 @@ static void fire(struct gh_engine *e, int64_t t)
         if (e->deadline[i] <= t)
             e->deadline[i] = INT64_MAX;
     }
+    if (e->next_sweep != INT64_MIN && e->now >= e->next_sweep)
+        sweep(e);
 }
 
 /* Handles everything up to `horizon` in time order: signals (all of them when
@@ -266,6 +328,121 @@ void gh_engine_finish(struct gh_engine *e, int64_t until_ns)
     run(e, until, true, until);
 }
 
+int64_t gh_engine_next_deadline(const struct gh_engine *e)
+{
+    if (gh_timeline_pending(e->tl) > e->max_pending)
+        return INT64_MIN;
+    int64_t t = gh_timeline_pending_ts(e->tl);
+    for (size_t i = 0; i < N_DET; i++)
+        if (e->deadline[i] < t)
+            t = e->deadline[i];
+    if (t == INT64_MAX)
+        return INT64_MAX;
+    return t > INT64_MAX - 1 - e->window_ns ? INT64_MAX - 1 : t + e->window_ns;
+}
+
+/* ---- forgetting ------------------------------------------------------- */
+
+static void forget_job(struct gh_engine *e, const char *job, bool declared_too)
+{
+    long j = gh_topology_find_job(e->topo, job);
+    bool declared = j >= 0 && gh_topology_job_declared(e->topo, (size_t)j);
+    /* A declared job is the declarer's to forget (its placement and
+     * checkpoints stay while it is quiet), unless the table is half full:
+     * then idle ones go, so that new jobs are still tracked. */
+    if (declared && !declared_too && gh_topology_jobs_live(e->topo) < GH_TOPO_MAX_JOBS / 2)
+        return;
+    if (j >= 0)
+        gh_topology_remove_job(e->topo, (size_t)j);
+    gh_timeline_forget(e->tl, GH_TL_JOB, job);
+}
+
+void gh_engine_forget_job(struct gh_engine *e, const char *job)
+{
+    if (!job)
+        return;
+    forget_job(e, job, true);
+    long i = gh_strmap_find(e->jobs_seen, job);
+    if (i >= 0) {
+        free(gh_strmap_value(e->jobs_seen, (size_t)i));
+        gh_strmap_remove(e->jobs_seen, (size_t)i);
+    }
+    e->seen_key = NULL;
+    e->seen_last = NULL;
+}
+
+struct sweep_ctx {
+    struct gh_engine *e;
+    int64_t before; /* older than this is idle / expired */
+};
+
+static bool drop_idle_job(const char *job, void *value, void *ctx)
+{
+    struct sweep_ctx *x = ctx;
+    struct seen *sn = value;
+    if (sn && sn->last >= x->before)
+        return false;
+    forget_job(x->e, job, false);
+    x->e->expired_jobs++;
+    free(sn);
+    return true;
+}
+
+static bool drop_facts(const char *node, void *value, void *ctx)
+{
+    struct sweep_ctx *x = ctx;
+    struct facts *f = value;
+    (void)node;
+    if (f) {
+        if (f->boot_ts >= x->before || f->flap_suspect_ts >= x->before)
+            return false;
+        int n = f->n_alerts < HW_ALERTS ? f->n_alerts : HW_ALERTS;
+        for (int i = 0; i < n; i++)
+            if (f->alerts[i] >= x->before)
+                return false;
+    }
+    free(f);
+    return true;
+}
+
+/* Forgets what can no longer matter at stream time e->now: jobs no signal
+ * named for job_idle (the detectors judge their own state by the same
+ * rule), node facts older than every lookback that reads them, timeline
+ * entities whose entries all aged out, closed decisions. */
+static void sweep(struct gh_engine *e)
+{
+    const struct gh_policy_settings *st = &e->policy->settings;
+    int64_t now = e->now;
+    e->next_sweep = now + e->sweep_every;
+    struct sweep_ctx x = {e, INT64_MIN};
+    /* The detectors first: they ask gh_ctx_job_seen, which forgets below. */
+    for (size_t i = 0; i < N_DET; i++) {
+        if (!e->state[i] || !detectors[i]->expire)
+            continue;
+        detectors[i]->expire(e->state[i], e, now);
+        if (detectors[i]->next_deadline)
+            e->deadline[i] = detectors[i]->next_deadline(e->state[i]);
+    }
+    if (st->job_idle_ns > 0 && now > INT64_MIN + st->job_idle_ns) {
+        x.before = now - st->job_idle_ns;
+        gh_strmap_remove_if(e->jobs_seen, drop_idle_job, &x);
+    }
+    e->seen_key = NULL;
+    e->seen_last = NULL;
+    int64_t keep = st->hardware_lookback_ns;
+    for (int i = 0; i < e->policy->n_rules; i++)
+        if (e->policy->rules[i].boot_grace_ns > keep)
+            keep = e->policy->rules[i].boot_grace_ns;
+    if (st->flap_same_failure_ns > keep)
+        keep = st->flap_same_failure_ns;
+    if (now > INT64_MIN + keep) {
+        x.before = now - keep;
+        gh_strmap_remove_if(e->facts, drop_facts, &x);
+    }
+    gh_timeline_expire(e->tl, now);
+    gh_decider_expire(e->decider, now);
+}
+
 int64_t gh_engine_stream_time(const struct gh_engine *e) { return e->now; }
 const struct gh_topology *gh_engine_topology(const struct gh_engine *e) { return e->topo; }
 const struct gh_policy *gh_engine_policy(const struct gh_engine *e) { return e->policy; }
@@ -286,10 +463,13 @@ void gh_engine_stats(const struct gh_engine *e, struct gh_engine_stats *out)
     for (size_t i = 0; i < N_DET; i++)
         if (detectors[i]->memory && e->state[i])
             out->detector_bytes += detectors[i]->memory(e->state[i]);
+    out->jobs = gh_topology_jobs_live(e->topo);
+    out->expired_jobs = e->expired_jobs;
     out->bytes = sizeof *e + out->timeline.bytes + out->detector_bytes +
                  gh_decider_memory(e->decider) + gh_topology_memory(e->topo) +
-                 gh_strmap_memory(e->facts) + gh_strmap_count(e->facts) * sizeof(struct facts) +
-                 gh_strmap_memory(e->gpu_ids);
+                 gh_strmap_memory(e->facts) + gh_strmap_live(e->facts) * sizeof(struct facts) +
+                 gh_strmap_memory(e->gpu_ids) + gh_strmap_memory(e->jobs_seen) +
+                 gh_strmap_live(e->jobs_seen) * sizeof(struct seen);
 }
 
 /* ---- the detectors' context ------------------------------------------- */
@@ -391,6 +571,13 @@ void gh_ctx_absorbed(struct gh_engine *e, const struct gh_tl_entry *ent)
 {
     (void)ent;
     gh_decider_count_absorbed(e->decider);
+}
+
+int64_t gh_ctx_job_seen(struct gh_engine *e, const char *job)
+{
+    long i = job ? gh_strmap_find(e->jobs_seen, job) : -1;
+    const struct seen *sn = i >= 0 ? gh_strmap_value(e->jobs_seen, (size_t)i) : NULL;
+    return sn ? sn->last : INT64_MIN;
 }
 
 const char *gh_ctx_job_on(struct gh_engine *e, const char *node, int gpu)

@@ -7,15 +7,18 @@
  *   e = gh_engine_new(policy, topology, clock, NULL, on_incident, ctx, &err);
  *   gh_engine_ingest(e, &signal, arrival_ns, &err);   ... as signals arrive
  *   gh_engine_tick(e, now_ns);                        ... whenever time passes
+ *                                                     (next due: gh_engine_next_deadline)
  *   gh_engine_finish(e, until_ns);                    ... at the end of a replay
  *   gh_engine_free(e);
  *
  * Signals are held for the reorder window (default 2 s) so that late
  * arrivals are put back in time order; deduplicated by id, else by content;
  * their source time is bounded by their arrival time. Released signals go to
- * the detectors (hardware, network, flapping, application, straggler, SDC),
- * whose findings the policy turns into incidents, handed to the callback
- * during ingest/tick/finish. */
+ * the detectors (hardware, network, flapping, application, straggler, SDC,
+ * node), whose findings the policy turns into incidents, handed to the callback
+ * during ingest/tick/finish. Memory stays bounded on a long run: state of
+ * jobs no signal named for settings.job_idle, and of counters and nodes
+ * past their windows, is forgotten every few minutes of stream time. */
 #ifndef GH_ENGINE_ENGINE_H
 #define GH_ENGINE_ENGINE_H
 
@@ -41,7 +44,8 @@ enum {
     GH_DET_APPLICATION = 1 << 3,
     GH_DET_STRAGGLER = 1 << 4,
     GH_DET_SDC = 1 << 5,
-    GH_DET_ALL = (1 << 6) - 1,
+    GH_DET_NODE = 1 << 6, /* nodes NotReady past settings.node_down with a job on them */
+    GH_DET_ALL = (1 << 7) - 1,
 };
 
 struct gh_engine_config {
@@ -84,6 +88,21 @@ void gh_engine_tick(struct gh_engine *e, int64_t now_ns);
  * until_ns (INT64_MAX: all of them). */
 void gh_engine_finish(struct gh_engine *e, int64_t until_ns);
 
+/* The earliest time at which gh_engine_tick would do something (release a
+ * waiting signal or fire a detector deadline): a driver may sleep until
+ * then, waking earlier only when a signal arrives. INT64_MAX when nothing
+ * waits; INT64_MIN when a tick now would already act (the reorder buffer
+ * is over its bound). Times as gh_engine_tick takes them (the stream's
+ * clock, deadlines plus the reorder window). */
+int64_t gh_engine_next_deadline(const struct gh_engine *e);
+
+/* Forgets job (borrowed): its placement, even a declared one, and what the
+ * timeline holds for it. For drivers that know a job has ended (the
+ * controller, when its last pod is gone); jobs nobody forgets expire when
+ * no signal names them for settings.job_idle (declared ones keep their
+ * placement, unless the topology's job table is half full). */
+void gh_engine_forget_job(struct gh_engine *e, const char *job);
+
 /* Stream time: the time of the latest signal or deadline handled. */
 int64_t gh_engine_stream_time(const struct gh_engine *e);
 const struct gh_topology *gh_engine_topology(const struct gh_engine *e);
@@ -95,6 +114,8 @@ struct gh_engine_stats {
     uint64_t dispatched; /* signal deliveries to detectors */
     size_t bytes;        /* approximate memory: timeline + detectors + decisions + topology */
     size_t detector_bytes;
+    size_t jobs;         /* jobs the topology holds now */
+    uint64_t expired_jobs; /* idle jobs forgotten so far */
 };
 void gh_engine_stats(const struct gh_engine *e, struct gh_engine_stats *out);
 

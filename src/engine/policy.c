@@ -61,6 +61,8 @@ void gh_policy_settings_default(struct gh_policy_settings *s)
     s->nic_error_burst = 1000;
     s->same_gpu_lookback_ns = 24 * 3600 * GH_NS_PER_S;
     s->same_gpu_jobs = 2;
+    s->node_down_ns = 60 * GH_NS_PER_S;
+    s->job_idle_ns = 3600 * GH_NS_PER_S;
 }
 
 void gh_policy_free(struct gh_policy *p) { free(p); }

@@ -83,6 +83,9 @@ struct gh_policy_settings {
     /* application */
     int64_t same_gpu_lookback_ns;/* an application XID on one GPU in this many ... */
     int same_gpu_jobs;           /* ... distinct jobs blames the GPU */
+    /* nodes and state */
+    int64_t node_down_ns;        /* a node NotReady this long (no node_ready) with a job on it is down */
+    int64_t job_idle_ns;         /* a job no signal named for this long is forgotten (0: never) */
 };
 
 struct gh_policy {

@@ -209,6 +209,8 @@ static const struct setting settings_table[] = {
     {NULL, "episode", T_DUR, OFF(episode_ns), 0, 0},
     {NULL, "hardware_lookback", T_DUR, OFF(hardware_lookback_ns), 0, 0},
     {NULL, "counter_window", T_DUR, OFF(counter_window_ns), 0, 0},
+    {NULL, "node_down", T_DUR, OFF(node_down_ns), 0, 0},
+    {NULL, "job_idle", T_DUR, OFF(job_idle_ns), 0, 0},
     {"straggler", "threshold", T_NUM, OFF(straggler_threshold), 0.001, 10},
     {"straggler", "k", T_INT, OFF(straggler_k), 1, 64},
     {"straggler", "n", T_INT, OFF(straggler_n), 1, 64},

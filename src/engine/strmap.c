@@ -1,4 +1,4 @@
-/* strmap.c - open-addressing string map with insertion-ordered entries. */
+/* strmap.c - open-addressing string map with index-ordered entries and free-index reuse. */
 #include "engine/strmap.h"
 
 #include <stdlib.h>
@@ -6,17 +6,22 @@
 
 #include "common/err.h"
 
+#define TOMB UINT32_MAX /* a slot whose entry was removed: probing goes on past it */
+#define NO_FREE UINT64_MAX
+
 struct entry {
-    char *key;
-    uint64_t hash;
+    char *key;     /* NULL: a free index */
+    uint64_t hash; /* for a free index: the next free index, NO_FREE at the end */
     void *value;
 };
 
 struct gh_strmap {
-    struct entry *entries; /* insertion order */
-    size_t count, cap_entries, max_entries;
-    uint32_t *slots;       /* entry index + 1; 0 = empty */
-    size_t nslots;         /* power of two, >= 2 * count */
+    struct entry *entries; /* by index */
+    size_t count, live, cap_entries, max_entries;
+    uint64_t free_head;    /* first free index, NO_FREE when none */
+    uint32_t *slots;       /* entry index + 1; 0 = empty; TOMB = removed */
+    size_t nslots;         /* power of two, > 2 * (live + tombs) */
+    size_t tombs;
 };
 
 struct gh_strmap *gh_strmap_new(size_t max_entries)
@@ -25,6 +30,7 @@ struct gh_strmap *gh_strmap_new(size_t max_entries)
     if (!m)
         return NULL;
     m->max_entries = max_entries ? max_entries : 1;
+    m->free_head = NO_FREE;
     m->nslots = 16;
     m->slots = calloc(m->nslots, sizeof *m->slots);
     if (!m->slots) {
@@ -45,19 +51,26 @@ void gh_strmap_free(struct gh_strmap *m)
     free(m);
 }
 
+/* Index of key, or -1 with *slot_out the slot an insertion should take (the
+ * first tombstone on the probe path, else the empty slot that ended it). */
 static long lookup(const struct gh_strmap *m, const char *key, uint64_t h, size_t *slot_out)
 {
-    size_t mask = m->nslots - 1, s = (size_t)h & mask;
+    size_t mask = m->nslots - 1, s = (size_t)h & mask, first_tomb = SIZE_MAX;
     for (;;) {
         uint32_t e = m->slots[s];
         if (e == 0) {
             if (slot_out)
-                *slot_out = s;
+                *slot_out = first_tomb != SIZE_MAX ? first_tomb : s;
             return -1;
         }
-        const struct entry *en = &m->entries[e - 1];
-        if (en->hash == h && strcmp(en->key, key) == 0)
-            return (long)(e - 1);
+        if (e == TOMB) {
+            if (first_tomb == SIZE_MAX)
+                first_tomb = s;
+        } else {
+            const struct entry *en = &m->entries[e - 1];
+            if (en->hash == h && strcmp(en->key, key) == 0)
+                return (long)(e - 1);
+        }
         s = (s + 1) & mask;
     }
 }
@@ -69,12 +82,15 @@ long gh_strmap_find(const struct gh_strmap *m, const char *key)
     return lookup(m, key, gh_hash_str(GH_HASH_INIT, key), NULL);
 }
 
+/* Rebuilds the slot table at nslots (dropping tombstones). */
 static int rehash(struct gh_strmap *m, size_t nslots)
 {
     uint32_t *slots = calloc(nslots, sizeof *slots);
     if (!slots)
         return GH_ENOMEM;
     for (size_t i = 0; i < m->count; i++) {
+        if (!m->entries[i].key)
+            continue;
         size_t s = (size_t)m->entries[i].hash & (nslots - 1);
         while (slots[s])
             s = (s + 1) & (nslots - 1);
@@ -83,6 +99,7 @@ static int rehash(struct gh_strmap *m, size_t nslots)
     free(m->slots);
     m->slots = slots;
     m->nslots = nslots;
+    m->tombs = 0;
     return GH_OK;
 }
 
@@ -97,31 +114,41 @@ long gh_strmap_intern(struct gh_strmap *m, const char *key, bool *created, int *
     long idx = lookup(m, key, h, &slot);
     if (idx >= 0)
         return idx;
-    if (m->count >= m->max_entries || m->count >= UINT32_MAX - 1) {
+    if (m->live >= m->max_entries || m->count >= UINT32_MAX - 2) {
         if (rc)
             *rc = GH_ELIMIT;
         return -1;
     }
-    if ((m->count + 1) * 2 > m->nslots) {
-        /* Grow before inserting; a failed rehash is tolerated while at least
-         * one slot stays empty (lookups must always find an empty slot). */
-        if (rehash(m, m->nslots * 2) != GH_OK && m->count + 2 > m->nslots) {
+    if ((m->live + m->tombs + 1) * 2 > m->nslots) {
+        /* Grow (or just sweep tombstones) before inserting; a failed rehash
+         * is tolerated while at least one slot stays empty (lookups must
+         * always find an empty slot). */
+        size_t ns = m->nslots;
+        if ((m->live + 1) * 4 > ns)
+            ns *= 2; /* else tombstones made it full: same size, swept */
+        if (rehash(m, ns) != GH_OK && m->live + m->tombs + 2 > m->nslots) {
             if (rc)
                 *rc = GH_ENOMEM;
             return -1;
         }
         (void)lookup(m, key, h, &slot);
     }
-    if (m->count == m->cap_entries) {
-        size_t ncap = m->cap_entries ? m->cap_entries * 2 : 8;
-        struct entry *ne = realloc(m->entries, ncap * sizeof *ne);
-        if (!ne) {
-            if (rc)
-                *rc = GH_ENOMEM;
-            return -1;
+    size_t i;
+    if (m->free_head != NO_FREE) {
+        i = (size_t)m->free_head;
+    } else {
+        if (m->count == m->cap_entries) {
+            size_t ncap = m->cap_entries ? m->cap_entries * 2 : 8;
+            struct entry *ne = realloc(m->entries, ncap * sizeof *ne);
+            if (!ne) {
+                if (rc)
+                    *rc = GH_ENOMEM;
+                return -1;
+            }
+            m->entries = ne;
+            m->cap_entries = ncap;
         }
-        m->entries = ne;
-        m->cap_entries = ncap;
+        i = m->count;
     }
     char *k = strdup(key);
     if (!k) {
@@ -129,15 +156,54 @@ long gh_strmap_intern(struct gh_strmap *m, const char *key, bool *created, int *
             *rc = GH_ENOMEM;
         return -1;
     }
-    m->entries[m->count] = (struct entry){.key = k, .hash = h, .value = NULL};
-    m->slots[slot] = (uint32_t)(m->count + 1);
-    m->count++;
+    if (i == m->count)
+        m->count++;
+    else
+        m->free_head = m->entries[i].hash;
+    m->entries[i] = (struct entry){.key = k, .hash = h, .value = NULL};
+    if (m->slots[slot] == TOMB)
+        m->tombs--;
+    m->slots[slot] = (uint32_t)(i + 1);
+    m->live++;
     if (created)
         *created = true;
-    return (long)(m->count - 1);
+    return (long)i;
+}
+
+void gh_strmap_remove(struct gh_strmap *m, size_t i)
+{
+    if (i >= m->count || !m->entries[i].key)
+        return;
+    size_t mask = m->nslots - 1, s = (size_t)m->entries[i].hash & mask;
+    while (m->slots[s] != (uint32_t)(i + 1))
+        s = (s + 1) & mask;
+    /* A slot followed by an empty one can become empty itself. */
+    if (m->slots[(s + 1) & mask] == 0) {
+        m->slots[s] = 0;
+    } else {
+        m->slots[s] = TOMB;
+        m->tombs++;
+    }
+    free(m->entries[i].key);
+    m->entries[i] = (struct entry){.key = NULL, .hash = m->free_head, .value = NULL};
+    m->free_head = i;
+    m->live--;
+}
+
+size_t gh_strmap_remove_if(struct gh_strmap *m, bool (*drop)(const char *key, void *value, void *ctx),
+                           void *ctx)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < m->count; i++)
+        if (m->entries[i].key && drop(m->entries[i].key, m->entries[i].value, ctx)) {
+            gh_strmap_remove(m, i);
+            n++;
+        }
+    return n;
 }
 
 size_t gh_strmap_count(const struct gh_strmap *m) { return m->count; }
+size_t gh_strmap_live(const struct gh_strmap *m) { return m->live; }
 const char *gh_strmap_key(const struct gh_strmap *m, size_t i) { return m->entries[i].key; }
 void *gh_strmap_value(const struct gh_strmap *m, size_t i) { return m->entries[i].value; }
 void gh_strmap_set_value(struct gh_strmap *m, size_t i, void *value) { m->entries[i].value = value; }
@@ -146,6 +212,7 @@ size_t gh_strmap_memory(const struct gh_strmap *m)
 {
     size_t b = sizeof *m + m->cap_entries * sizeof(struct entry) + m->nslots * sizeof(uint32_t);
     for (size_t i = 0; i < m->count; i++)
-        b += strlen(m->entries[i].key) + 1;
+        if (m->entries[i].key)
+            b += strlen(m->entries[i].key) + 1;
     return b;
 }

@@ -1,6 +1,8 @@
-/* strmap.h - a bounded string-keyed map with insertion-ordered iteration,
- * used for the engine's node, job and key tables. Iteration order is the
- * order of first insertion, so everything built on it is deterministic.
+/* strmap.h - a bounded string-keyed map with index-ordered iteration, used
+ * for the engine's node, job and key tables. Entries are numbered in order
+ * of insertion; a removed entry leaves a free index that a later insertion
+ * reuses (so memory follows the live entries, not every key ever seen).
+ * Iteration is by index, so everything built on it is deterministic.
  * Keys are copied and owned by the map; values are borrowed pointers (or
  * small integers cast by the caller) that the map never frees. */
 #ifndef GH_ENGINE_STRMAP_H
@@ -12,7 +14,7 @@
 
 struct gh_strmap;
 
-/* A map that holds at most max_entries keys. NULL on OOM. */
+/* A map that holds at most max_entries live keys. NULL on OOM. */
 struct gh_strmap *gh_strmap_new(size_t max_entries);
 /* Frees the map and its keys, not the values. Accepts NULL. */
 void gh_strmap_free(struct gh_strmap *m);
@@ -24,11 +26,24 @@ long gh_strmap_find(const struct gh_strmap *m, const char *key);
  * or on OOM (GH_ENOMEM), with *rc set when rc is non-NULL. */
 long gh_strmap_intern(struct gh_strmap *m, const char *key, bool *created, int *rc);
 
+/* The index range: indices 0..count-1, some of which may be free after
+ * removals (their key and value are NULL). */
 size_t gh_strmap_count(const struct gh_strmap *m);
-/* The map-owned key at index i (valid for the map's life). */
+/* The number of live keys. */
+size_t gh_strmap_live(const struct gh_strmap *m);
+/* The map-owned key at index i (valid until the entry is removed), NULL
+ * for a free index. */
 const char *gh_strmap_key(const struct gh_strmap *m, size_t i);
 void *gh_strmap_value(const struct gh_strmap *m, size_t i);
 void gh_strmap_set_value(struct gh_strmap *m, size_t i, void *value);
+/* Removes the entry at index i (its key is freed; the value is the
+ * caller's to free first). The index becomes free and may be reused by the
+ * next insertion: whoever kept it must forget it. No-op for a free index. */
+void gh_strmap_remove(struct gh_strmap *m, size_t i);
+/* Removes every live entry for which drop(key, value, ctx) returns true;
+ * drop frees the value when it says true. Returns how many were removed. */
+size_t gh_strmap_remove_if(struct gh_strmap *m, bool (*drop)(const char *key, void *value, void *ctx),
+                           void *ctx);
 /* Approximate bytes held by the map itself (not values). */
 size_t gh_strmap_memory(const struct gh_strmap *m);
 

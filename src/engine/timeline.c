@@ -63,6 +63,7 @@ struct entity {
     struct ring rings[GH_KIND__COUNT];
     struct entity **gpus; /* nodes only: per GPU index */
     uint32_t n_gpus;
+    int64_t newest;       /* ts of the newest entry retained here or in a GPU's rings */
 };
 
 struct hnode {
@@ -422,6 +423,7 @@ static struct entity *entity_get(struct gh_timeline *tl, struct gh_strmap *m, co
         en = calloc(1, sizeof *en);
         if (!en)
             return NULL;
+        en->newest = INT64_MIN;
         gh_strmap_set_value(m, (size_t)i, en);
     }
     *last = gh_strmap_key(m, (size_t)i);
@@ -496,6 +498,8 @@ static void retain(struct gh_timeline *tl, const struct gh_tl_entry *e)
         if (!n) {
             tl->st.entities_full++;
         } else {
+            if (e->ts_ns > n->newest)
+                n->newest = e->ts_ns;
             ring_push(tl, &n->rings[k], tl->cfg.keep_node[k], e);
             if (s->gpu >= 0 && tl->cfg.keep_gpu[k]) {
                 struct entity *g = gpu_get(n, s->gpu);
@@ -506,10 +510,13 @@ static void retain(struct gh_timeline *tl, const struct gh_tl_entry *e)
     }
     if (s->job && tl->cfg.keep_job[k]) {
         struct entity *j = entity_get(tl, tl->jobs, s->job);
-        if (!j)
+        if (!j) {
             tl->st.entities_full++;
-        else
+        } else {
+            if (e->ts_ns > j->newest)
+                j->newest = e->ts_ns;
             ring_push(tl, &j->rings[k], tl->cfg.keep_job[k], e);
+        }
     }
 }
 
@@ -595,10 +602,57 @@ size_t gh_timeline_query(struct gh_timeline *tl, enum gh_tl_scope scope, const c
     return count;
 }
 
+/* ---- forgetting -------------------------------------------------------- */
+
+static void forget_at(struct gh_timeline *tl, struct gh_strmap *m, size_t i)
+{
+    const char *key = gh_strmap_key(m, i);
+    if (key == tl->last_node) {
+        tl->last_node = NULL;
+        tl->last_node_en = NULL;
+    }
+    if (key == tl->last_job) {
+        tl->last_job = NULL;
+        tl->last_job_en = NULL;
+    }
+    entity_free(gh_strmap_value(m, i));
+    gh_strmap_remove(m, i);
+}
+
+bool gh_timeline_forget(struct gh_timeline *tl, enum gh_tl_scope scope, const char *name)
+{
+    struct gh_strmap *m = scope == GH_TL_JOB ? tl->jobs : tl->nodes;
+    long i = name ? gh_strmap_find(m, name) : -1;
+    if (i < 0)
+        return false;
+    forget_at(tl, m, (size_t)i);
+    return true;
+}
+
+size_t gh_timeline_expire(struct gh_timeline *tl, int64_t now)
+{
+    size_t n = 0;
+    if (now == INT64_MIN || now < INT64_MIN + tl->cfg.max_age_ns)
+        return 0;
+    int64_t horizon = now - tl->cfg.max_age_ns;
+    for (int pass = 0; pass < 2; pass++) {
+        struct gh_strmap *m = pass ? tl->jobs : tl->nodes;
+        for (size_t i = 0; i < gh_strmap_count(m); i++)
+            if (gh_strmap_key(m, i) && (!gh_strmap_value(m, i) ||
+                                        ((struct entity *)gh_strmap_value(m, i))->newest < horizon)) {
+                forget_at(tl, m, i);
+                n++;
+            }
+    }
+    return n;
+}
+
 void gh_timeline_stats(const struct gh_timeline *tl, struct gh_timeline_stats *out)
 {
     *out = tl->st;
     out->entries_live = tl->owner->live;
+    out->nodes = gh_strmap_live(tl->nodes);
+    out->jobs = gh_strmap_live(tl->jobs);
     size_t b = sizeof *tl + tl->owner->bytes + tl->heap_cap * sizeof(struct hnode) +
                2 * tl->gen_slots * sizeof(uint64_t) + gh_strmap_memory(tl->nodes) +
                gh_strmap_memory(tl->jobs) + tl->scratch_cap * sizeof(void *);

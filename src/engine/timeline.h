@@ -91,10 +91,20 @@ size_t gh_timeline_query(struct gh_timeline *tl, enum gh_tl_scope scope, const c
                          uint32_t kinds, int64_t since, int64_t until, bool newest,
                          const struct gh_tl_entry **out, size_t cap);
 
+/* Drops what the timeline holds for one node (with its GPUs) or one job;
+ * entries stay alive while someone else holds a reference. False when it
+ * held nothing. */
+bool gh_timeline_forget(struct gh_timeline *tl, enum gh_tl_scope scope, const char *name);
+/* Drops the nodes and jobs whose newest entry is older than max_age at
+ * stream time now (rings only age when pushed to: a node or job that went
+ * quiet would otherwise be kept forever). Returns how many were dropped. */
+size_t gh_timeline_expire(struct gh_timeline *tl, int64_t now);
+
 struct gh_timeline_stats {
     uint64_t pushed, duplicates, released, late, forced, ahead_clamped, entries_live;
     uint64_t evicted[GH_KIND__COUNT];
     uint64_t entities_full; /* signals not retained for want of a node/job slot */
+    size_t nodes, jobs;     /* entities held now */
     int64_t watermark_ns;   /* ts of the last released signal */
     size_t bytes;           /* approximate memory held */
 };

@@ -23,6 +23,7 @@ struct job {
 struct gh_topology {
     char *scenario;
     uint64_t clock; /* counts gh_topology_note calls: "most recently seen" */
+    uint64_t generation; /* counts job removals */
     int gpus_per_node;
     struct gh_strmap *nodes;
     struct gh_strmap *jobs; /* values: struct job * */
@@ -188,6 +189,17 @@ long gh_topology_note(struct gh_topology *t, const char *job, const char *node, 
     return j;
 }
 
+void gh_topology_remove_job(struct gh_topology *t, size_t j)
+{
+    if (j >= gh_strmap_count(t->jobs) || !gh_strmap_key(t->jobs, j))
+        return;
+    job_free(gh_strmap_value(t->jobs, j));
+    gh_strmap_remove(t->jobs, j);
+    t->generation++;
+}
+
+uint64_t gh_topology_generation(const struct gh_topology *t) { return t->generation; }
+
 const char *gh_topology_scenario(const struct gh_topology *t) { return t->scenario; }
 int gh_topology_gpus_per_node(const struct gh_topology *t) { return t->gpus_per_node; }
 size_t gh_topology_node_count(const struct gh_topology *t) { return gh_strmap_count(t->nodes); }
@@ -200,6 +212,7 @@ long gh_topology_find_node(const struct gh_topology *t, const char *node)
     return node ? gh_strmap_find(t->nodes, node) : -1;
 }
 size_t gh_topology_job_count(const struct gh_topology *t) { return gh_strmap_count(t->jobs); }
+size_t gh_topology_jobs_live(const struct gh_topology *t) { return gh_strmap_live(t->jobs); }
 const char *gh_topology_job_name(const struct gh_topology *t, size_t j)
 {
     return gh_strmap_key(t->jobs, j);
@@ -340,6 +353,8 @@ struct gh_topology *gh_topology_clone(const struct gh_topology *t)
             goto fail;
     for (size_t j = 0; j < gh_strmap_count(t->jobs); j++) {
         const struct job *jb = job_at(t, j);
+        if (!gh_strmap_key(t->jobs, j))
+            continue; /* a free index */
         long cj;
         struct job *cb = job_get(c, gh_strmap_key(t->jobs, j), &cj);
         if (!cb || !jb)

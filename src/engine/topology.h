@@ -3,14 +3,18 @@
  * Kubernetes API. Built from a scenario header (spec section 2) or by hand,
  * and extended as signals name new jobs, nodes and ranks.
  *
- * Nodes and jobs are referred to by index (stable for the topology's life,
- * in order of first appearance). Names returned are owned by the topology. */
+ * Nodes and jobs are referred to by index (in order of first appearance).
+ * A node's index is stable for the topology's life; a job's until the job
+ * is removed (gh_topology_remove_job), after which a new job may take the
+ * index: whoever keeps a job index across signals checks it with
+ * gh_topology_generation(). Names returned are owned by the topology. */
 #ifndef GH_ENGINE_TOPOLOGY_H
 #define GH_ENGINE_TOPOLOGY_H
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/err.h"
 
@@ -46,12 +50,22 @@ void gh_topology_set_job_costs(struct gh_topology *t, long job, double remaining
  * or -1 when there is no job. */
 long gh_topology_note(struct gh_topology *t, const char *job, const char *node, int rank, int gpu);
 
+/* Forgets job j (its placement and costs). Its index becomes free. */
+void gh_topology_remove_job(struct gh_topology *t, size_t j);
+/* Counts job removals: a job index kept from an earlier generation must be
+ * looked up again by name. */
+uint64_t gh_topology_generation(const struct gh_topology *t);
+
 const char *gh_topology_scenario(const struct gh_topology *t); /* NULL when none */
 int gh_topology_gpus_per_node(const struct gh_topology *t);    /* 0 when unknown */
 size_t gh_topology_node_count(const struct gh_topology *t);
 const char *gh_topology_node_name(const struct gh_topology *t, size_t i);
 long gh_topology_find_node(const struct gh_topology *t, const char *node);
+/* The job index range (some indices may be free after removals). */
 size_t gh_topology_job_count(const struct gh_topology *t);
+/* The number of jobs held now. */
+size_t gh_topology_jobs_live(const struct gh_topology *t);
+/* NULL for a free index. */
 const char *gh_topology_job_name(const struct gh_topology *t, size_t j);
 long gh_topology_find_job(const struct gh_topology *t, const char *job);
 /* Node indices of job j: *out borrowed, valid until the topology changes. */

@@ -507,6 +507,8 @@ int gh_ingest_server_new(const struct gh_ingest_server_opts *opts,
     if (opts->tls_cert && ((rc = read_small_file(opts->tls_cert, &srv->tls_cert, err)) ||
                            (rc = read_small_file(opts->tls_key, &srv->tls_key, err))))
         goto fail;
+    if (opts->preload)
+        opts->preload(opts->preload_ctx, srv);
     if ((rc = gh_listen_tcp(opts->listen, &fd, &srv->port, err)))
         goto fail;
 

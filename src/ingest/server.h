@@ -46,6 +46,8 @@ int gh_ingest_queue_sink(void *queue, struct gh_signal *sigs, size_t n);
  * written (at most cap - 1; NUL-terminated). Called on the server's thread. */
 typedef size_t (*gh_ingest_metrics_fn)(void *ctx, char *buf, size_t cap);
 
+struct gh_ingest_server;
+
 struct gh_ingest_server_opts {
     const char *listen;          /* borrowed; "HOST:PORT" (port 0: any free port) */
     const char *token_file;      /* borrowed (copied); required unless allow_anonymous */
@@ -61,6 +63,11 @@ struct gh_ingest_server_opts {
     void *sink_ctx;              /* borrowed */
     gh_ingest_metrics_fn extra_metrics; /* optional */
     void *metrics_ctx;
+    /* Optional: called once before the socket is opened, to preload the ids
+     * the owner already stored (gh_ingest_server_remember). Preloading after
+     * the server listens would let a sender's retry slip in as new. */
+    void (*preload)(void *ctx, struct gh_ingest_server *srv);
+    void *preload_ctx;
 };
 
 struct gh_ingest_server;

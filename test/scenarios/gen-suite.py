@@ -243,7 +243,9 @@ def hardware():
     nccl_failures(s, 700, N(2), "ml/llm")
     s.write([{"class": "gpu_hardware", "node": "gpu-01", "gpu": 2, "actions_include": HW, "checkpoint_step": 10, "max_decide_s": 1}])
 
-    s = Scn("boot-time-noise", "low-severity XIDs in the minutes after a node boots: no incident", N(2), [job("ml/llm", N(2))])
+    # The rebooting node runs no job's pods: a node down with a job on it is
+    # an incident of its own (node-not-ready-restart).
+    s = Scn("boot-time-noise", "low-severity XIDs in the minutes after a node boots: no incident", N(2), [job("ml/llm", ["gpu-01"])])
     s.add(0, node="gpu-02", source="kube", kind="node_not_ready")
     s.add(240, node="gpu-02", source="kube", kind="node_ready")
     for i in range(7):
@@ -347,12 +349,57 @@ def application():
                   msg="The node was low on resource: ephemeral-storage." if i % 2 else None)
     s.write([])
 
-    s = Scn("node-not-ready-restart", "a node goes NotReady and comes back; its pods fail meanwhile: explained, no fault to act on", N(3), [job("ml/llm", N(3))])
+    NODE_DOWN = ["isolate_node", "restart_from_checkpoint", "run_diagnostics"]
+    s = Scn("node-not-ready-restart", "a node with the job's pods goes NotReady for five minutes (a reboot); its pods fail meanwhile: "
+            "down past node_down, so the node is isolated and the job restarted, one incident for the outage and its pod failures",
+            N(3), [job("ml/llm", N(3))])
+    s.ckpt(20, "ml/llm", 300)
     s.add(100, node="gpu-03", source="kube", kind="node_not_ready")
     for i in range(8):
         s.podfail(140 + i, "gpu-03", "ml/llm", "llm-%d" % (16 + i), reason="Error", exit_code=137, msg="NodeLost")
     s.add(400, node="gpu-03", source="kube", kind="node_ready")
+    s.write([{"class": "unknown", "node": "gpu-03", "job": "ml/llm", "actions_include": NODE_DOWN, "checkpoint_step": 300, "max_decide_s": 61}])
+
+    s = Scn("node-not-ready-blip", "a node with the job's pods is NotReady for 30 s (a kubelet restart) and comes back: no incident", N(3), [job("ml/llm", N(3))])
+    s.add(100, node="gpu-02", source="kube", kind="node_not_ready")
+    s.add(130, node="gpu-02", source="kube", kind="node_ready")
+    s.add(5000, node="gpu-02", source="kube", kind="node_not_ready")
+    s.add(5045, node="gpu-02", source="kube", kind="node_ready")
     s.write([])
+
+    s = Scn("node-down", "a node running the job goes NotReady and never comes back, no hardware signal: isolate it, restart the job from its latest checkpoint", N(4),
+            [job("ml/llm", N(4))])
+    s.ckpt(100, "ml/llm", 1000)
+    s.ckpt(700, "ml/llm", 1500)
+    s.add(1000, node="gpu-04", source="kube", kind="node_not_ready")
+    s.add(1030, node="gpu-04", source="kube", kind="node_not_ready")  # the condition re-reported: the same outage
+    s.write([{"class": "unknown", "node": "gpu-04", "job": "ml/llm", "actions_include": NODE_DOWN, "checkpoint_step": 1500, "max_decide_s": 61}])
+
+    s = Scn("node-down-after-xid", "XID 79 on a node, which then goes NotReady for good and its pods fail: one root cause, one incident", N(2),
+            [job("ml/llm", N(2))])
+    s.ckpt(10, "ml/llm", 200)
+    s.xid(500, "gpu-02", 79, gpu=4)
+    s.add(540, node="gpu-02", source="kube", kind="node_not_ready")
+    for i in range(8):
+        s.podfail(580 + i, "gpu-02", "ml/llm", "llm-%d" % (8 + i), reason="Error", exit_code=137, msg="NodeLost")
+    s.write([{"class": "gpu_hardware", "node": "gpu-02", "gpu": 4, "job": "ml/llm", "actions_include": HW, "checkpoint_step": 200}])
+
+    s = Scn("node-down-then-xid", "a node goes NotReady, then its agent reports XID 79 before the node_down grace ends: one incident, the GPU's", N(2),
+            [job("ml/llm", N(2))])
+    s.ckpt(10, "ml/llm", 200)
+    s.add(500, node="gpu-01", source="kube", kind="node_not_ready")
+    s.xid(520, "gpu-01", 79, gpu=1)
+    s.write([{"class": "gpu_hardware", "node": "gpu-01", "gpu": 1, "job": "ml/llm", "actions_include": HW, "checkpoint_step": 200}])
+
+    s = Scn("pod-started-replacement", "after XID 79 on gpu-02 the job's pod starts on gpu-03, a node the header never listed; "
+            "hours later XID 79 there is the job's too", N(3), [job("ml/llm", ["gpu-01", "gpu-02"])])
+    s.ckpt(10, "ml/llm", 100)
+    s.xid(100, "gpu-02", 79, gpu=0)
+    s.podstart(800, "gpu-03", "ml/llm", "llm-1")
+    s.ckpt(3000, "ml/llm", 400)
+    s.xid(7200, "gpu-03", 79, gpu=6)
+    s.write([{"class": "gpu_hardware", "node": "gpu-02", "job": "ml/llm", "actions_include": HW, "checkpoint_step": 100},
+             {"class": "gpu_hardware", "node": "gpu-03", "gpu": 6, "job": "ml/llm", "actions_include": HW, "checkpoint_step": 400}])
 
     s = Scn("app-then-hardware", "an OOM, then an hour later XID 79 in the same job: two causes, two incidents", N(2), [job("ml/llm", N(2))])
     s.ckpt(10, "ml/llm", 100)
@@ -431,6 +478,13 @@ def gray():
     s.ckpt(5, "ml/llm", 0)
     s.steps("ml/llm", nodes, 1, 100, 10, rpn=R, slow=onset(10, 1.15, 40))
     s.write([{"class": "straggler", "node": "gpu-03", "gpu": 2, "actions_include": ["isolate_node", "restart_from_checkpoint"], "max_decide_s": 60}])
+
+    s = Scn("straggler-latest-checkpoint", "rank 10 becomes 15% slower at step 40; a checkpoint saved at step 45, after the slowdown began, "
+            "is good: a straggler resumes from the latest", nodes, [job("ml/llm", nodes, rpn=R)])
+    s.ckpt(10 + 20 * 1.2 + 0.7, "ml/llm", 20)
+    s.ckpt(10 + 45 * 1.2 + 0.7, "ml/llm", 45)
+    s.steps("ml/llm", nodes, 1, 100, 10, rpn=R, slow=onset(10, 1.15, 40))
+    s.write([{"class": "straggler", "node": "gpu-03", "gpu": 2, "actions_include": ["isolate_node", "restart_from_checkpoint"], "checkpoint_step": 45}])
 
     s = Scn("straggler-one-node", "every GPU of gpu-02 becomes 12% slower (a host problem)", nodes, [job("ml/llm", nodes, rpn=R)])
     s.steps("ml/llm", nodes, 1, 100, 10, rpn=R, slow=lambda r, st: 1.12 if (r // R == 1 and st >= 40) else 1.0)

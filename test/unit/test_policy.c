@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/timeutil.h"
 #include "engine/policy.h"
 
 static char *slurp(const char *path, size_t *len)
@@ -152,6 +153,36 @@ static void test_match_and_escalation(void **st)
     gh_policy_free(p);
 }
 
+static void test_node_down_rule_and_settings(void **st)
+{
+    (void)st;
+    struct gh_policy *p = gh_policy_new_default();
+    assert_int_equal(p->settings.node_down_ns, 60 * GH_NS_PER_S);
+    assert_int_equal(p->settings.job_idle_ns, 3600 * GH_NS_PER_S);
+    struct gh_policy_query q = {GH_CLASS_UNKNOWN, GH_KIND_NODE_NOT_READY, -1, GH_SEV_HIGH, true, 60};
+    int r = gh_policy_match(p, &q);
+    assert_true(r >= 0);
+    assert_string_equal(p->rules[r].name, "node-not-ready");
+    assert_int_equal(p->rules[r].n_actions, 3);
+    assert_int_equal(p->rules[r].actions[0], GH_ACT_ISOLATE_NODE);
+    assert_int_equal(p->rules[r].actions[1], GH_ACT_RESTART_FROM_CHECKPOINT);
+    assert_int_equal(p->rules[r].actions[2], GH_ACT_RUN_DIAGNOSTICS);
+    q.cls = GH_CLASS_GPU_HARDWARE; /* hardware evidence explained the outage */
+    assert_string_equal(p->rules[gh_policy_match(p, &q)].name, "node-not-ready");
+    q.cls = GH_CLASS_FLAPPING_NODE; /* a node that keeps going NotReady is another matter */
+    assert_string_equal(p->rules[gh_policy_match(p, &q)].name, "flapping-node");
+    q = (struct gh_policy_query){GH_CLASS_UNKNOWN, GH_KIND_POD_FAILED, -1, GH_SEV_MEDIUM, false, 0};
+    assert_string_equal(p->rules[gh_policy_match(p, &q)].name, "unknown-fault");
+    gh_policy_free(p);
+
+    struct gh_policy_diags d;
+    p = parse("version: 1\nsettings:\n  node_down: 5m\n  job_idle: 0s\nrules: []\n", &d);
+    assert_non_null(p);
+    assert_int_equal(p->settings.node_down_ns, 300 * GH_NS_PER_S);
+    assert_int_equal(p->settings.job_idle_ns, 0);
+    gh_policy_free(p);
+}
+
 static void test_custom_policy(void **st)
 {
     (void)st;
@@ -214,6 +245,7 @@ int main(void)
         cmocka_unit_test(test_default_is_clean),  cmocka_unit_test(test_default_equals_file),
         cmocka_unit_test(test_lint_line_numbers), cmocka_unit_test(test_yaml_syntax_error),
         cmocka_unit_test(test_match_and_escalation), cmocka_unit_test(test_custom_policy),
+        cmocka_unit_test(test_node_down_rule_and_settings),
         cmocka_unit_test(test_durations),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

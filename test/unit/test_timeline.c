@@ -244,6 +244,13 @@ static void test_stats_helpers(void **st)
     free(big);
 }
 
+static bool drop_even(const char *key, void *value, void *ctx)
+{
+    (void)key;
+    (void)ctx;
+    return ((intptr_t)value - 1) % 2 == 0;
+}
+
 static void test_strmap(void **st)
 {
     (void)st;
@@ -262,6 +269,110 @@ static void test_strmap(void **st)
     gh_strmap_free(m);
 }
 
+/* Removal against a model: random inserts and removals of 300 keys; every
+ * key is found exactly while it is in; freed indices are reused, so the
+ * index range stays within the most keys ever in at once. */
+static void test_strmap_remove(void **st)
+{
+    (void)st;
+    struct gh_strmap *m = gh_strmap_new(200);
+    bool in[300] = {false};
+    long idx[300];
+    size_t live = 0, most = 0;
+    uint64_t r = 1;
+    char k[32];
+    for (int it = 0; it < 200000; it++) {
+        r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+        int key = (int)((r >> 33) % 300);
+        snprintf(k, sizeof k, "job-%d", key);
+        if (!in[key]) {
+            bool created = false;
+            int rc = 0;
+            long i = gh_strmap_intern(m, k, &created, &rc);
+            if (live == 200) {
+                assert_int_equal(i, -1); /* the cap counts live keys */
+                assert_int_equal(rc, GH_ELIMIT);
+                continue;
+            }
+            assert_true(i >= 0 && created);
+            gh_strmap_set_value(m, (size_t)i, (void *)(intptr_t)(key + 1));
+            in[key] = true;
+            idx[key] = i;
+            live++;
+        } else {
+            assert_int_equal(gh_strmap_find(m, k), idx[key]);
+            assert_int_equal((intptr_t)gh_strmap_value(m, (size_t)idx[key]), key + 1);
+            gh_strmap_remove(m, (size_t)idx[key]);
+            assert_null(gh_strmap_key(m, (size_t)idx[key]));
+            in[key] = false;
+            live--;
+        }
+        if (live > most)
+            most = live;
+        assert_int_equal(gh_strmap_live(m), live);
+        assert_true(gh_strmap_count(m) <= most);
+        if (it % 997 == 0)
+            for (int q = 0; q < 300; q++) {
+                snprintf(k, sizeof k, "job-%d", q);
+                assert_int_equal(gh_strmap_find(m, k), in[q] ? idx[q] : -1);
+            }
+    }
+    /* remove_if: drop the even ones. */
+    size_t before = gh_strmap_live(m), evens = 0;
+    for (int q = 0; q < 300; q += 2)
+        evens += in[q];
+    assert_int_equal(gh_strmap_remove_if(m, drop_even, NULL), evens);
+    assert_int_equal(gh_strmap_live(m), before - evens);
+    for (int q = 0; q < 300; q++) {
+        snprintf(k, sizeof k, "job-%d", q);
+        assert_int_equal(gh_strmap_find(m, k) >= 0, in[q] && q % 2 == 1);
+    }
+    gh_strmap_free(m);
+}
+
+static void test_forget_and_expire(void **st)
+{
+    (void)st;
+    struct gh_timeline_config c;
+    gh_timeline_config_default(&c);
+    c.max_age_ns = S(600);
+    struct gh_timeline *tl = gh_timeline_new(&c);
+    struct gh_signal s;
+    mk(&s, GH_KIND_CHECKPOINT, S(10), NULL, -1);
+    gh_signal_set_str(&s.job, "ml/a", 4);
+    assert_int_equal(gh_timeline_push(tl, &s, S(10), NULL), GH_OK);
+    gh_signal_clear(&s);
+    push(tl, GH_KIND_XID, S(11), S(11), "n1", 2, 79, GH_OK);
+    push(tl, GH_KIND_XID, S(500), S(500), "n2", 0, 79, GH_OK);
+    const struct gh_tl_entry *kept = NULL;
+    const struct gh_tl_entry *e;
+    while ((e = gh_timeline_release(tl, INT64_MAX, true)))
+        if (e->sig.kind == GH_KIND_XID && !kept)
+            kept = gh_tl_ref(e); /* evidence someone holds */
+    struct gh_timeline_stats ts;
+    gh_timeline_stats(tl, &ts);
+    assert_int_equal(ts.jobs, 1);
+    assert_int_equal(ts.nodes, 2);
+    assert_true(gh_timeline_forget(tl, GH_TL_JOB, "ml/a"));
+    assert_false(gh_timeline_forget(tl, GH_TL_JOB, "ml/a"));
+    const struct gh_tl_entry *v[4];
+    assert_int_equal(gh_timeline_query(tl, GH_TL_JOB, "ml/a", -1, ~0u, INT64_MIN, INT64_MAX, false, v, 4), 0);
+    /* n1's newest entry is older than max_age at 700 s, n2's is not. */
+    assert_int_equal(gh_timeline_expire(tl, S(700)), 1);
+    gh_timeline_stats(tl, &ts);
+    assert_int_equal(ts.nodes, 1);
+    assert_int_equal(gh_timeline_query(tl, GH_TL_GPU, "n1", 2, ~0u, INT64_MIN, INT64_MAX, false, v, 4), 0);
+    assert_int_equal(gh_timeline_query(tl, GH_TL_NODE, "n2", -1, ~0u, INT64_MIN, INT64_MAX, false, v, 4), 1);
+    assert_int_equal(kept->sig.code, 79); /* still alive */
+    gh_tl_unref(kept);
+    /* A forgotten node comes back with its next signal. */
+    push(tl, GH_KIND_XID, S(800), S(800), "n1", 2, 48, GH_OK);
+    while (gh_timeline_release(tl, INT64_MAX, true))
+        ;
+    assert_int_equal(gh_timeline_query(tl, GH_TL_GPU, "n1", 2, ~0u, INT64_MIN, INT64_MAX, false, v, 4), 1);
+    gh_timeline_free(tl);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -270,6 +381,7 @@ int main(void)
         cmocka_unit_test(test_skew_bound),     cmocka_unit_test(test_rings_and_eviction),
         cmocka_unit_test(test_max_age),        cmocka_unit_test(test_pending_cap),
         cmocka_unit_test(test_stats_helpers),  cmocka_unit_test(test_strmap),
+        cmocka_unit_test(test_strmap_remove),  cmocka_unit_test(test_forget_and_expire),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,10 +10,18 @@ int gh_cmd_xid(int argc, char **argv);
 int gh_cmd_diagnose(int argc, char **argv);
 int gh_cmd_policy(int argc, char **argv);
 int gh_cmd_scenario(int argc, char **argv);
+int gh_cmd_explain(int argc, char **argv);
+int gh_cmd_timeline(int argc, char **argv);
+int gh_cmd_approve(int argc, char **argv);
+/* explain.c: the audit-store reader behind explain (timeline false) and
+ * timeline (true). */
+#include <stdbool.h>
+int gh_cmd_audit_read(int argc, char **argv, bool timeline);
 int gh_cmd_inject(int argc, char **argv);
 int gh_cmd_ingest_serve(int argc, char **argv);
 int gh_cmd_simulate(int argc, char **argv);
 int gh_cmd_advise(int argc, char **argv);
+int gh_cmd_report(int argc, char **argv);
 
 /* Shared by diagnose and scenario (scenario_io.c): replays one scenario file
  * through a new engine on the file's clock. */

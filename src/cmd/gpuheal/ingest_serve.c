@@ -59,11 +59,19 @@ static int write_sink(void *ctx, struct gh_signal *sigs, size_t n)
     return GH_OK;
 }
 
-static long preload(struct gh_ingest_server *srv, const char *path)
+struct preload_ctx {
+    const char *path;
+    long known;
+};
+
+/* Remembers the ids already in the output file; runs before the server
+ * listens, so that no retry is taken as new while the ids load. */
+static void preload(void *ctx, struct gh_ingest_server *srv)
 {
-    FILE *f = fopen(path, "rb");
+    struct preload_ctx *pc = ctx;
+    FILE *f = fopen(pc->path, "rb");
     if (!f)
-        return 0;
+        return;
     struct gh_signal_reader *rd = gh_signal_reader_new(f);
     long n = 0;
     if (rd) {
@@ -83,7 +91,7 @@ static long preload(struct gh_ingest_server *srv, const char *path)
         gh_signal_reader_free(rd);
     }
     fclose(f);
-    return n;
+    pc->known = n;
 }
 
 static int parse_size(const char *s, size_t *v)
@@ -159,6 +167,9 @@ int gh_cmd_ingest_serve(int argc, char **argv)
     }
     o.sink = write_sink;
     o.sink_ctx = &sink;
+    struct preload_ctx known = {.path = out};
+    o.preload = preload;
+    o.preload_ctx = &known;
     struct gh_ingest_server *srv = NULL;
     struct gh_err err;
     if (gh_ingest_server_new(&o, &srv, &err)) {
@@ -166,10 +177,9 @@ int gh_cmd_ingest_serve(int argc, char **argv)
         fclose(sink.f);
         return 1;
     }
-    long known = preload(srv, out);
     int port = gh_ingest_server_port(srv);
     GH_LOG(GH_LOG_INFO, "msg=\"ingest-serve listening\" port=%d out=%s known_ids=%ld", port,
-           out, known);
+           out, known.known);
     if (port_file) {
         char tmp[4096];
         snprintf(tmp, sizeof tmp, "%s.tmp", port_file);

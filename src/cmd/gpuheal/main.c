@@ -21,10 +21,14 @@ static const struct command commands[] = {
     {"diagnose", gh_cmd_diagnose, "replay a scenario file through the engine; incidents as JSON lines"},
     {"policy", gh_cmd_policy, "lint a recovery policy file, or print the built-in default"},
     {"scenario", gh_cmd_scenario, "score a directory of labelled scenarios, or generate a big one"},
+    {"explain", gh_cmd_explain, "why gpuheal acted on a job, pod or node: evidence, rule, guards, actions"},
+    {"timeline", gh_cmd_timeline, "the audit trail of a node or job as an aligned text timeline"},
+    {"approve", gh_cmd_approve, "approve an incident that waits for approval (--require-approval)"},
     {"inject", gh_cmd_inject, "post signal lines (marked injected) to a controller's ingest endpoint"},
     {"ingest-serve", gh_cmd_ingest_serve, "(dev) run the ingest endpoint alone, appending signals to a file"},
     {"simulate", gh_cmd_simulate, "simulate a cluster's failures under a policy: ETTR, goodput, waste"},
     {"advise", gh_cmd_advise, "advise checkpoint: Young/Daly optimal checkpoint interval"},
+    {"report", gh_cmd_report, "one self-contained HTML report: timeline, step times, incidents"},
 };
 
 static void usage(FILE *f)

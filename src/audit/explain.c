@@ -1,0 +1,265 @@
+/* explain.c - renders audit records as a causal chain in plain words and as
+ * an aligned text timeline. */
+#include "audit/explain.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/timeutil.h"
+
+static const char *ts(int64_t ns, char *buf)
+{
+    return gh_time_format_rfc3339(ns, buf, GH_RFC3339_MAX);
+}
+
+static const char *or(const char *s, const char *dflt) { return s && *s ? s : dflt; }
+
+/* "kmsg on gpu-17 GPU 3: xid 79" */
+static void ev_head(char *buf, size_t cap, const struct gh_audit_ev_rec *e)
+{
+    size_t u = 0;
+    int w = snprintf(buf, cap, "%s", or(e->source, "?"));
+    u = w > 0 ? (size_t)w : 0;
+    if (e->node && u < cap) {
+        w = snprintf(buf + u, cap - u, " on %s", e->node);
+        u += w > 0 ? (size_t)w : 0;
+    }
+    if (e->gpu >= 0 && u < cap) {
+        w = snprintf(buf + u, cap - u, " GPU %d", e->gpu);
+        u += w > 0 ? (size_t)w : 0;
+    }
+    if (e->pod && u < cap) {
+        w = snprintf(buf + u, cap - u, " pod %s", e->pod);
+        u += w > 0 ? (size_t)w : 0;
+    }
+    if (u < cap) {
+        w = snprintf(buf + u, cap - u, ": %s", or(e->kind, "?"));
+        u += w > 0 ? (size_t)w : 0;
+    }
+    if (e->code >= 0 && u < cap)
+        snprintf(buf + u, cap - u, " %ld", e->code);
+}
+
+static const char *verdict_words(const char *v)
+{
+    if (!v)
+        return "?";
+    if (strcmp(v, "allowed") == 0)
+        return "allowed";
+    if (strcmp(v, "denied") == 0)
+        return "not acted";
+    if (strcmp(v, "dry_run") == 0)
+        return "not acted (dry run)";
+    if (strcmp(v, "awaiting_approval") == 0)
+        return "waiting for approval";
+    if (strcmp(v, "approved") == 0)
+        return "approved";
+    return v;
+}
+
+static double ms(int64_t a, int64_t b) { return (double)(b - a) / 1e6; }
+
+static void explain_one(FILE *out, size_t k, const struct gh_audit_incident_rec *r)
+{
+    char t1[GH_RFC3339_MAX], t2[GH_RFC3339_MAX];
+    fprintf(out, "[%zu] %s: %s", k, r->id, or(r->cls, "?"));
+    if (r->severity)
+        fprintf(out, ", %s", r->severity);
+    if (r->node) {
+        fprintf(out, " - node %s", r->node);
+        if (r->gpu >= 0)
+            fprintf(out, " GPU %d", r->gpu);
+    } else {
+        fprintf(out, " - no node blamed");
+    }
+    if (r->job)
+        fprintf(out, ", job %s", r->job);
+    fprintf(out, "\n");
+
+    fprintf(out, "  What was seen:\n");
+    if (r->n_ev == 0)
+        fprintf(out, "    (no evidence recorded)\n");
+    for (size_t i = 0; i < r->n_ev; i++) {
+        const struct gh_audit_ev_rec *e = &r->ev[i];
+        char head[512];
+        ev_head(head, sizeof head, e);
+        fprintf(out, "    %s  %s%s\n", ts(e->ts_ns, t1), head, e->injected ? " (injected)" : "");
+        if (e->msg)
+            fprintf(out, "        \"%s\"\n", e->msg);
+    }
+
+    fprintf(out, "  What was decided (%s, %.0f ms after the first evidence):\n",
+            ts(r->decided_ns, t1), ms(r->first_ns, r->decided_ns));
+    fprintf(out, "    rule %s chose: %s\n", or(r->rule, "(none)"), or(r->actions, "none"));
+    if (r->reason)
+        fprintf(out, "    why: %s\n", r->reason);
+    if (r->ckpt_step >= 0)
+        fprintf(out, "    resume from: checkpoint step %lld at %s\n", (long long)r->ckpt_step,
+                or(r->ckpt_path, "(no path)"));
+    if (r->mode && strcmp(r->mode, "act") != 0)
+        fprintf(out, "    mode: %s\n",
+                strcmp(r->mode, "dry_run") == 0 ? "dry run (decide and record, do not act)"
+                                                : "approval required before acting");
+
+    if (r->n_guards) {
+        fprintf(out, "  Guards:\n");
+        for (size_t i = 0; i < r->n_guards; i++) {
+            const struct gh_audit_guard_rec *g = &r->guards[i];
+            fprintf(out, "    %s %s: %s", or(g->action, "(all)"), or(g->target, ""),
+                    verdict_words(g->verdict));
+            if (g->guard && strcmp(g->guard, "all") != 0)
+                fprintf(out, " [%s]", g->guard);
+            if (g->detail)
+                fprintf(out, " - %s", g->detail);
+            fprintf(out, "\n");
+        }
+    }
+
+    fprintf(out, "  What was done:\n");
+    if (r->n_actions == 0)
+        fprintf(out, "    nothing\n");
+    for (size_t i = 0; i < r->n_actions; i++) {
+        const struct gh_audit_action_rec *x = &r->acts[i];
+        fprintf(out, "    %s  %s %s: %s in %.0f ms", ts(x->started_ns, t2), or(x->action, "?"),
+                or(x->target, ""), or(x->result, "?"), ms(x->started_ns, x->finished_ns));
+        if (x->detail)
+            fprintf(out, " - %s", x->detail);
+        if (x->api_result)
+            fprintf(out, " (%s)", x->api_result);
+        fprintf(out, "\n");
+    }
+    fprintf(out, "  Outcome: %s\n", or(r->phase, "?"));
+}
+
+void gh_explain_write(FILE *out, const struct gh_audit_subject *subj, int64_t since_ns,
+                      const struct gh_audit_incident_rec *recs, size_t n)
+{
+    char name[GH_AUDIT_ID_MAX + 16], t[GH_RFC3339_MAX];
+    gh_audit_subject_str(subj, name, sizeof name);
+    fprintf(out, "%s: %zu incident%s", name, n, n == 1 ? "" : "s");
+    if (since_ns)
+        fprintf(out, " since %s", ts(since_ns, t));
+    fprintf(out, "\n");
+    if (n == 0) {
+        fprintf(out, "gpuheal recorded no decision about %s.\n", name);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        fprintf(out, "\n");
+        explain_one(out, i + 1, &recs[i]);
+    }
+}
+
+/* ---- timeline */
+
+struct row {
+    int64_t t;
+    int order; /* ties: seen < decided < guard < action */
+    size_t seq;
+    char what[12];
+    char subject[160];
+    char detail[1200];
+};
+
+static int cmp_rows(const void *a, const void *b)
+{
+    const struct row *x = a, *y = b;
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    if (x->order != y->order)
+        return x->order - y->order;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+void gh_timeline_write(FILE *out, const struct gh_audit_subject *subj,
+                       const struct gh_audit_incident_rec *recs, size_t n)
+{
+    size_t cap = 0;
+    for (size_t i = 0; i < n; i++)
+        cap += 1 + recs[i].n_ev + recs[i].n_guards + recs[i].n_actions;
+    char name[GH_AUDIT_ID_MAX + 16];
+    gh_audit_subject_str(subj, name, sizeof name);
+    struct row *rows = cap ? calloc(cap, sizeof *rows) : NULL;
+    if (cap && !rows) {
+        fprintf(out, "%s: out of memory\n", name);
+        return;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct gh_audit_incident_rec *r = &recs[i];
+        for (size_t k = 0; k < r->n_ev; k++) {
+            const struct gh_audit_ev_rec *e = &r->ev[k];
+            /* the same signal may support several incidents: show it once */
+            bool dup = false;
+            for (size_t j = 0; j < m && !dup; j++)
+                dup = rows[j].order == 0 && rows[j].t == e->ts_ns &&
+                      strstr(rows[j].detail, or(e->msg, "")) && e->json &&
+                      strcmp(rows[j].subject, or(e->node, or(e->pod, "-"))) == 0;
+            if (dup)
+                continue;
+            struct row *w = &rows[m++];
+            w->t = e->ts_ns;
+            w->order = 0;
+            w->seq = m;
+            snprintf(w->what, sizeof w->what, "seen");
+            if (e->gpu >= 0)
+                snprintf(w->subject, sizeof w->subject, "%s GPU %d", or(e->node, "-"), e->gpu);
+            else
+                snprintf(w->subject, sizeof w->subject, "%s", or(e->node, or(e->pod, "-")));
+            char head[512];
+            ev_head(head, sizeof head, e);
+            snprintf(w->detail, sizeof w->detail, "%s%s%s%s", head, e->msg ? ": " : "",
+                     or(e->msg, ""), e->injected ? " (injected)" : "");
+        }
+        struct row *d = &rows[m++];
+        d->t = r->decided_ns;
+        d->order = 1;
+        d->seq = m;
+        snprintf(d->what, sizeof d->what, "decided");
+        snprintf(d->subject, sizeof d->subject, "%s", r->id);
+        char mode[32] = "";
+        if (r->mode && strcmp(r->mode, "act") != 0)
+            snprintf(mode, sizeof mode, " [%s]", r->mode);
+        snprintf(d->detail, sizeof d->detail, "%s by rule %s -> %s%s", or(r->cls, "?"),
+                 or(r->rule, "(none)"), or(r->actions, "none"), mode);
+        for (size_t k = 0; k < r->n_guards; k++) {
+            const struct gh_audit_guard_rec *g = &r->guards[k];
+            struct row *w = &rows[m++];
+            w->t = g->ts_ns;
+            w->order = 2;
+            w->seq = m;
+            snprintf(w->what, sizeof w->what, "guard");
+            snprintf(w->subject, sizeof w->subject, "%s", or(g->target, r->id));
+            snprintf(w->detail, sizeof w->detail, "%s: %s%s%s", or(g->action, "(all)"),
+                     verdict_words(g->verdict), g->detail ? " - " : "", or(g->detail, ""));
+        }
+        for (size_t k = 0; k < r->n_actions; k++) {
+            const struct gh_audit_action_rec *x = &r->acts[k];
+            struct row *w = &rows[m++];
+            w->t = x->started_ns;
+            w->order = 3;
+            w->seq = m;
+            snprintf(w->what, sizeof w->what, "action");
+            snprintf(w->subject, sizeof w->subject, "%s", or(x->target, r->id));
+            snprintf(w->detail, sizeof w->detail, "%s %s (%.0f ms)%s%s", or(x->action, "?"),
+                     or(x->result, "?"), ms(x->started_ns, x->finished_ns),
+                     x->detail ? ": " : "", or(x->detail, ""));
+        }
+    }
+    if (m > 1)
+        qsort(rows, m, sizeof *rows, cmp_rows);
+    int wsub = 7;
+    for (size_t i = 0; i < m; i++) {
+        int l = (int)strlen(rows[i].subject);
+        if (l > wsub)
+            wsub = l > 48 ? 48 : l;
+    }
+    fprintf(out, "%s: %zu incident%s\n", name, n, n == 1 ? "" : "s");
+    fprintf(out, "%-27s  %-7s  %-*s  %s\n", "TIME", "EVENT", wsub, "SUBJECT", "DETAIL");
+    char t[GH_RFC3339_MAX];
+    for (size_t i = 0; i < m; i++)
+        fprintf(out, "%-27s  %-7s  %-*s  %s\n", ts(rows[i].t, t), rows[i].what, wsub,
+                rows[i].subject, rows[i].detail);
+    free(rows);
+}

@@ -1,0 +1,386 @@
+/* main.c - gpuheal-controller: reads its settings (flags, then
+ * GPUHEAL_* environment variables, then a config file), loads the
+ * Kubernetes configuration (kubeconfig or in-cluster) and the policy, and
+ * runs the controller until SIGTERM/SIGINT. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/timeutil.h"
+#include "control/controller.h"
+#include "engine/policy.h"
+#include "kube/kubeconfig.h"
+
+#define CONFIG_MAX (256 * 1024)
+
+/* Every setting: a flag --NAME, an environment variable GPUHEAL_NAME (upper
+ * case, '-' as '_') and a config-file key NAME. */
+static const struct setting {
+    const char *name;
+    bool boolean;
+    const char *help;
+} settings[] = {
+    {"kubeconfig", false, "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)"},
+    {"context", false, "kubeconfig context (default: current-context)"},
+    {"listen", false, "ingest endpoint HOST:PORT, also /healthz and /metrics (0.0.0.0:8443)"},
+    {"token-file", false, "bearer tokens accepted by the ingest endpoint, one per line"},
+    {"insecure-allow-anonymous", true, "accept signals without a token (development only)"},
+    {"tls-cert", false, "PEM certificate for HTTPS on the ingest endpoint"},
+    {"tls-key", false, "PEM key for HTTPS on the ingest endpoint"},
+    {"db", false, "audit store: sqlite:PATH or postgres://... (sqlite:/var/lib/gpuheal/audit.db)"},
+    {"policy", false, "recovery policy YAML (default: the built-in policy)"},
+    {"reorder-window", false, "hold live signals this long to sort late arrivals (policy's)"},
+    {"dry-run", true, "decide and record, never act"},
+    {"require-approval", true, "act only on incidents approved with `gpuheal approve ID`"},
+    {"max-unavailable", false, "nodes gpuheal may hold out of service: N or P% (10, 10%)"},
+    {"max-actions-per-hour", false, "actions in any hour (30; 0 = no limit)"},
+    {"node-cooldown", false, "no new node action this soon after the last (30m)"},
+    {"storm-nodes", false, "nodes blamed within --storm-window that pause isolations (5; 0 = off)"},
+    {"storm-window", false, "storm breaker window (5m)"},
+    {"storm-hold", false, "storm breaker stays open this long after the last blame (15m)"},
+    {"taint-effect", false, "NoSchedule (default) or NoExecute"},
+    {"drain-timeout", false, "give up on pods a PodDisruptionBudget keeps (60s)"},
+    {"drain-concurrency", false, "evictions in flight while draining (4)"},
+    {"identity", false, "this replica's name (default: hostname-pid)"},
+    {"lease-namespace", false, "namespace of the leader Lease (gpuheal-system)"},
+    {"lease-name", false, "name of the leader Lease (gpuheal-controller)"},
+    {"lease-duration", false, "leader lease duration (15s)"},
+    {"renew-deadline", false, "leader renew deadline (10s)"},
+    {"retry-period", false, "leader retry period (2s)"},
+    {"no-leader-election", true, "act without a Lease (a single replica)"},
+    {"watch-namespace", false, "only pods and jobs of this namespace (default: all)"},
+    {"node-selector", false, "only nodes with these labels (label selector; default: all)"},
+    {"qps", false, "Kubernetes API requests per second per client (50)"},
+    {"log-level", false, "debug, info, warn or error (info)"},
+    {"config", false, "a file of NAME = VALUE lines with any of these settings"},
+};
+#define N_SETTINGS (sizeof settings / sizeof settings[0])
+
+struct values {
+    const char *v[N_SETTINGS];
+    char *owned[N_SETTINGS];
+};
+
+static int find(const char *name, size_t len)
+{
+    for (size_t i = 0; i < N_SETTINGS; i++)
+        if (strlen(settings[i].name) == len && strncmp(settings[i].name, name, len) == 0)
+            return (int)i;
+    return -1;
+}
+
+static const char *get(const struct values *v, const char *name)
+{
+    int i = find(name, strlen(name));
+    return i >= 0 ? v->v[i] : NULL;
+}
+
+static bool on(const struct values *v, const char *name)
+{
+    const char *s = get(v, name);
+    return s && (!strcmp(s, "true") || !strcmp(s, "1") || !strcmp(s, "yes"));
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: gpuheal-controller [--NAME VALUE | --FLAG] ...\n\n");
+    for (size_t i = 0; i < N_SETTINGS; i++)
+        fprintf(f, "  --%-26s %s\n", settings[i].name, settings[i].help);
+    fprintf(f, "\nEach setting may also come from the environment (GPUHEAL_DB, GPUHEAL_TOKEN_FILE,\n"
+               "...) or a --config file (\"db = sqlite:/data/audit.db\"); flags win over the\n"
+               "environment, which wins over the file.\n");
+}
+
+static void set_owned(struct values *v, int i, const char *s, size_t n)
+{
+    free(v->owned[i]);
+    v->owned[i] = strndup(s, n);
+    v->v[i] = v->owned[i];
+}
+
+/* NAME = VALUE or NAME: VALUE lines; '#' comments. */
+static int read_config(const char *path, struct values *v, bool *given)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "gpuheal-controller: --config %s: cannot open\n", path);
+        return 2;
+    }
+    char line[4096];
+    int lineno = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        char *s = line + strspn(line, " \t");
+        s[strcspn(s, "\r\n")] = '\0';
+        if (!*s || *s == '#')
+            continue;
+        size_t klen = strcspn(s, " \t=:");
+        char *val = s + klen;
+        val += strspn(val, " \t");
+        if (*val != '=' && *val != ':') {
+            fprintf(stderr, "%s:%d: expected NAME = VALUE\n", path, lineno);
+            fclose(f);
+            return 2;
+        }
+        val++;
+        val += strspn(val, " \t");
+        size_t vlen = strlen(val);
+        while (vlen && (val[vlen - 1] == ' ' || val[vlen - 1] == '\t'))
+            vlen--;
+        if (vlen >= 2 && (val[0] == '"' || val[0] == '\'') && val[vlen - 1] == val[0]) {
+            val++;
+            vlen -= 2;
+        }
+        int i = find(s, klen);
+        if (i < 0) {
+            fprintf(stderr, "%s:%d: unknown setting \"%.*s\"\n", path, lineno, (int)klen, s);
+            fclose(f);
+            return 2;
+        }
+        if (!given[i])
+            set_owned(v, i, val, vlen);
+    }
+    fclose(f);
+    return 0;
+}
+
+static bool duration(const struct values *v, const char *name, int64_t *out)
+{
+    const char *s = get(v, name);
+    if (!s)
+        return true;
+    if (!gh_policy_parse_duration(s, out) || *out < 0) {
+        fprintf(stderr, "gpuheal-controller: --%s: \"%s\" is not a duration (500ms, 2s, 10m)\n",
+                name, s);
+        return false;
+    }
+    return true;
+}
+
+static bool integer(const struct values *v, const char *name, long *out)
+{
+    const char *s = get(v, name);
+    if (!s)
+        return true;
+    char *end;
+    long x = strtol(s, &end, 10);
+    if (*end || end == s || x < 0) {
+        fprintf(stderr, "gpuheal-controller: --%s: \"%s\" is not a count\n", name, s);
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+static struct gh_policy *load_policy(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "gpuheal-controller: --policy %s: cannot open\n", path);
+        return NULL;
+    }
+    char *buf = malloc(GH_POLICY_MAX_BYTES + 1);
+    size_t len = buf ? fread(buf, 1, GH_POLICY_MAX_BYTES + 1, f) : 0;
+    fclose(f);
+    if (!buf || len > GH_POLICY_MAX_BYTES) {
+        fprintf(stderr, "gpuheal-controller: --policy %s: too large\n", path);
+        free(buf);
+        return NULL;
+    }
+    struct gh_policy *p = NULL;
+    struct gh_policy_diags d;
+    gh_policy_parse(buf, len, &p, &d);
+    free(buf);
+    for (int i = 0; i < d.n; i++)
+        if (d.d[i].error)
+            fprintf(stderr, "%s:%d: error: %s\n", path, d.d[i].line, d.d[i].msg);
+    return p;
+}
+
+int main(int argc, char **argv)
+{
+    struct values v;
+    memset(&v, 0, sizeof v);
+    bool given[N_SETTINGS] = {false};
+    int status = 2;
+    struct gh_policy *policy = NULL;
+    struct gh_kube_config kc;
+    memset(&kc, 0, sizeof kc);
+    struct gh_controller *ctl = NULL;
+
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            status = 0;
+            goto out;
+        }
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0) {
+            fprintf(stderr, "gpuheal-controller: unexpected argument \"%s\"\n", a);
+            usage(stderr);
+            goto out;
+        }
+        a += 2;
+        const char *eq = strchr(a, '=');
+        int k = find(a, eq ? (size_t)(eq - a) : strlen(a));
+        if (k < 0) {
+            fprintf(stderr, "gpuheal-controller: unknown option \"%s\"\n", argv[i]);
+            usage(stderr);
+            goto out;
+        }
+        if (eq) {
+            v.v[k] = eq + 1;
+        } else if (settings[k].boolean) {
+            v.v[k] = "true";
+        } else if (i + 1 < argc) {
+            v.v[k] = argv[++i];
+        } else {
+            fprintf(stderr, "gpuheal-controller: --%s needs a value\n", settings[k].name);
+            goto out;
+        }
+        given[k] = true;
+    }
+    /* the environment, where no flag was given */
+    for (size_t i = 0; i < N_SETTINGS; i++) {
+        if (given[i])
+            continue;
+        char env[64] = "GPUHEAL_";
+        size_t u = strlen(env);
+        for (const char *p = settings[i].name; *p && u + 1 < sizeof env; p++)
+            env[u++] = *p == '-' ? '_' : (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+        env[u] = '\0';
+        const char *e = getenv(env);
+        if (e && *e) {
+            v.v[i] = e;
+            given[i] = true;
+        }
+    }
+    if (get(&v, "config") && read_config(get(&v, "config"), &v, given))
+        goto out;
+
+    if (get(&v, "log-level")) {
+        int lvl = gh_log_parse_level(get(&v, "log-level"));
+        if (lvl < 0) {
+            fprintf(stderr, "gpuheal-controller: --log-level: unknown level\n");
+            goto out;
+        }
+        gh_log_set_level((enum gh_log_level)lvl);
+    } else {
+        gh_log_set_level(GH_LOG_INFO);
+    }
+
+    struct gh_controller_opts o;
+    gh_controller_opts_default(&o);
+    o.db_url = get(&v, "db") ? get(&v, "db") : "sqlite:/var/lib/gpuheal/audit.db";
+    if (get(&v, "listen"))
+        o.listen = get(&v, "listen");
+    o.token_file = get(&v, "token-file");
+    o.allow_anonymous = on(&v, "insecure-allow-anonymous");
+    o.tls_cert = get(&v, "tls-cert");
+    o.tls_key = get(&v, "tls-key");
+    o.guards.dry_run = on(&v, "dry-run");
+    o.guards.approval = on(&v, "require-approval");
+    const char *mu = get(&v, "max-unavailable");
+    if (mu) {
+        char *end;
+        double x = strtod(mu, &end);
+        if (end == mu || x < 0 || (*end && strcmp(end, "%") != 0)) {
+            fprintf(stderr, "gpuheal-controller: --max-unavailable: N or P%%\n");
+            goto out;
+        }
+        if (*end == '%') {
+            o.guards.max_isolated_pct = x;
+            o.guards.max_isolated = 0;
+        } else {
+            o.guards.max_isolated = (int)x;
+            o.guards.max_isolated_pct = 0;
+        }
+    }
+    long rate = o.guards.max_actions_per_hour, storm = o.guards.storm_nodes, conc = 4;
+    if (!integer(&v, "max-actions-per-hour", &rate) || !integer(&v, "storm-nodes", &storm) ||
+        !integer(&v, "drain-concurrency", &conc))
+        goto out;
+    o.guards.max_actions_per_hour = (int)rate;
+    o.guards.storm_nodes = (int)storm;
+    o.drain.concurrency = (int)conc;
+    if (!duration(&v, "node-cooldown", &o.guards.node_cooldown_ns) ||
+        !duration(&v, "storm-window", &o.guards.storm_window_ns) ||
+        !duration(&v, "storm-hold", &o.guards.storm_hold_ns) ||
+        !duration(&v, "drain-timeout", &o.drain.timeout_ns) ||
+        !duration(&v, "reorder-window", &o.reorder_window_ns) ||
+        !duration(&v, "lease-duration", &o.lease_ns) ||
+        !duration(&v, "renew-deadline", &o.renew_ns) || !duration(&v, "retry-period", &o.retry_ns))
+        goto out;
+    const char *te = get(&v, "taint-effect");
+    if (te && strcmp(te, "NoSchedule") && strcmp(te, "NoExecute")) {
+        fprintf(stderr, "gpuheal-controller: --taint-effect: NoSchedule or NoExecute\n");
+        goto out;
+    }
+    o.no_execute_taint = te && !strcmp(te, "NoExecute");
+    o.identity = get(&v, "identity");
+    o.lease_namespace = get(&v, "lease-namespace");
+    o.lease_name = get(&v, "lease-name");
+    o.no_leader_election = on(&v, "no-leader-election");
+    o.watch_namespace = get(&v, "watch-namespace");
+    o.node_selector = get(&v, "node-selector");
+    if (get(&v, "qps"))
+        o.qps = strtod(get(&v, "qps"), NULL);
+    o.crash_after = getenv("GPUHEAL_TEST_CRASH_AFTER");
+
+    if (get(&v, "policy") && !(policy = load_policy(get(&v, "policy")))) {
+        status = 1;
+        goto out;
+    }
+    o.policy = policy;
+
+    struct gh_err err = {{0}};
+    int rc = get(&v, "kubeconfig") ? gh_kubeconfig_load(get(&v, "kubeconfig"), get(&v, "context"),
+                                                        &kc, &err)
+                                   : gh_kubeconfig_load_default(&kc, &err);
+    if (rc) {
+        fprintf(stderr, "gpuheal-controller: kubernetes configuration: %s\n", err.msg);
+        status = 1;
+        goto out;
+    }
+    o.kube = &kc;
+
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    /* blocked before any thread starts, so that every thread inherits it */
+    pthread_sigmask(SIG_BLOCK, &mask, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sfd < 0) {
+        fprintf(stderr, "gpuheal-controller: signalfd failed\n");
+        status = 1;
+        goto out;
+    }
+    rc = gh_controller_new(&o, &ctl, &err);
+    if (rc) {
+        fprintf(stderr, "gpuheal-controller: %s\n", err.msg);
+        close(sfd);
+        status = 1;
+        goto out;
+    }
+    /* the bound port on stdout, for scripts that asked for port 0 */
+    printf("listening on port %d\n", gh_controller_port(ctl));
+    fflush(stdout);
+    rc = gh_controller_run(ctl, sfd, &err);
+    if (rc)
+        fprintf(stderr, "gpuheal-controller: %s\n", err.msg);
+    status = rc ? 1 : 0;
+    close(sfd);
+out:
+    gh_controller_free(ctl);
+    gh_kube_config_clear(&kc);
+    gh_policy_free(policy);
+    for (size_t i = 0; i < N_SETTINGS; i++)
+        free(v.owned[i]);
+    return status;
+}

@@ -1,0 +1,105 @@
+/* executor.h - the controller's worker thread, where everything that
+ * blocks happens: it records each decision in the audit store (incident,
+ * evidence, guard verdicts and one intent per action, in one commit) before
+ * acting, runs the actuator's API calls, records each result and finishes
+ * its intent, then publishes the Incident object and Kubernetes Events.
+ * A replay task completes the intents a killed process left pending, so no
+ * action is lost and, the actions being idempotent, none is done twice.
+ *
+ * The event loop submits tasks (never blocking: a full queue is refused)
+ * and reads reports when gh_executor_fd() is readable. One thread runs the
+ * tasks in order; it owns its own Kubernetes client and audit connection. */
+#ifndef GH_CONTROL_EXECUTOR_H
+#define GH_CONTROL_EXECUTOR_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/timeutil.h"
+#include "control/actuator.h"
+#include "control/guard.h"
+#include "engine/incident.h"
+#include "kube/kubeconfig.h"
+
+enum gh_task_kind {
+    GH_TASK_DECISION, /* a new incident with the guards' verdicts */
+    GH_TASK_APPROVED, /* an incident that waited for approval, with new verdicts */
+    GH_TASK_RELEASE,  /* return a validated node to service */
+    GH_TASK_REPLAY,   /* complete the intents left pending (at start / on leadership) */
+};
+
+#define GH_TASK_MAX_ACTIONS GH_INCIDENT_MAX_ACTIONS
+
+/* A value type; incident is owned by the task (stolen by submit). */
+struct gh_task {
+    enum gh_task_kind kind;
+    json_t *incident;          /* DECISION: the incident object (spec section 3) */
+    char id[64];               /* DECISION, APPROVED: the incident id; RELEASE: the one
+                                  that isolated the node ("" when unknown) */
+    char node[254];            /* RELEASE */
+    char mode[16];             /* "act", "dry_run", "approval" */
+    char approver[128];        /* APPROVED */
+    int n;
+    struct gh_guard_verdict v[GH_TASK_MAX_ACTIONS];
+    int64_t first_arrival_ns;  /* when the first evidence reached the controller (0: unknown) */
+};
+
+/* What a task did (a value type). */
+struct gh_exec_report {
+    enum gh_task_kind kind;
+    char id[64];
+    char node[254];
+    char phase[24];            /* the Incident phase reached; "Duplicate" when already recorded */
+    int n;
+    struct {
+        enum gh_action action;
+        char result[16];       /* succeeded failed noop skipped */
+    } acts[GH_TASK_MAX_ACTIONS];
+    int64_t first_arrival_ns;
+    int64_t first_issue_ns;    /* clock time the first action's API call was issued (0: none) */
+    bool isolation_failed;     /* a node action failed: give its budget back */
+    bool store_failed;         /* the audit store refused the record: nothing was done */
+    char warning[300];         /* the first failure to publish (Incident object), or "" */
+};
+
+struct gh_executor_opts {
+    const struct gh_kube_config *kube; /* copied: the executor's own client */
+    const char *db_url;                /* the audit store */
+    const struct gh_clock *clock;      /* borrowed; NULL: real */
+    const char *identity;              /* copied: reporting instance, controller name */
+    bool no_execute_taint;             /* isolate with NoExecute instead of NoSchedule */
+    struct gh_drain_opts drain;
+    size_t queue_cap;                  /* 0: 4096 */
+    /* Test hook: after this action's API call succeeds and before it is
+     * recorded, the process kills itself (SIGKILL) - a crash mid-action. */
+    const char *crash_after;
+    double qps;                        /* the executor client's QPS; 0: 50 */
+};
+
+struct gh_executor;
+
+/* Opens the audit store and the client and starts the thread. *out: caller
+ * frees with gh_executor_free. */
+int gh_executor_new(const struct gh_executor_opts *o, struct gh_executor **out,
+                    struct gh_err *err);
+/* Lets the running task finish, drops the queued ones (their intents stay
+ * in the store: the next leader replays them), joins. Accepts NULL. */
+void gh_executor_free(struct gh_executor *ex);
+
+/* Readable (EFD_NONBLOCK) while reports wait. Owned by the executor. */
+int gh_executor_fd(const struct gh_executor *ex);
+
+/* Queues t; t->incident is stolen (NULL after). GH_ELIMIT when full. Any
+ * thread. */
+int gh_executor_submit(struct gh_executor *ex, struct gh_task *t, struct gh_err *err);
+
+/* Moves up to max reports into out; returns how many. */
+size_t gh_executor_poll(struct gh_executor *ex, struct gh_exec_report *out, size_t max);
+
+/* Tasks queued or running. */
+size_t gh_executor_depth(struct gh_executor *ex);
+
+#endif

@@ -1,0 +1,384 @@
+/* guard.c - budgets, rate limit, cooldown, storm breaker, dry run and
+ * approval: the verdicts that stand between a decision and an action. */
+#include "control/guard.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/timeutil.h"
+#include "engine/strmap.h"
+
+#define MAX_NODES 65536
+#define RATE_MAX 100000 /* bound on the remembered dispatch times */
+
+struct node_state {
+    bool isolated;
+    int64_t last_action; /* INT64_MIN: never */
+    int64_t last_blame;  /* INT64_MIN: never */
+};
+
+struct gh_guard {
+    struct gh_guard_config cfg;
+    struct gh_strmap *names;
+    struct node_state *nodes; /* indexed like names */
+    size_t cap;
+    size_t node_count, isolated;
+    /* dispatch times of the last hour: a ring */
+    int64_t *rate;
+    size_t rate_cap, rate_head, rate_n;
+    struct gh_guard_stats st;
+};
+
+void gh_guard_config_default(struct gh_guard_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->max_isolated = 10;
+    c->max_isolated_pct = 10.0;
+    c->max_actions_per_hour = 30;
+    c->node_cooldown_ns = 30 * 60 * GH_NS_PER_S;
+    c->storm_nodes = 5;
+    c->storm_window_ns = 5 * 60 * GH_NS_PER_S;
+    c->storm_hold_ns = 15 * 60 * GH_NS_PER_S;
+}
+
+struct gh_guard *gh_guard_new(const struct gh_guard_config *cfg)
+{
+    struct gh_guard *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    g->names = gh_strmap_new(MAX_NODES);
+    if (!g->names) {
+        free(g);
+        return NULL;
+    }
+    gh_guard_set_config(g, cfg);
+    return g;
+}
+
+void gh_guard_free(struct gh_guard *g)
+{
+    if (!g)
+        return;
+    gh_strmap_free(g->names);
+    free(g->nodes);
+    free(g->rate);
+    free(g);
+}
+
+void gh_guard_set_config(struct gh_guard *g, const struct gh_guard_config *cfg)
+{
+    if (cfg)
+        g->cfg = *cfg;
+    else
+        gh_guard_config_default(&g->cfg);
+}
+
+const struct gh_guard_config *gh_guard_config(const struct gh_guard *g) { return &g->cfg; }
+
+static struct node_state *find(const struct gh_guard *g, const char *node)
+{
+    long i = node ? gh_strmap_find(g->names, node) : -1;
+    return i >= 0 && (size_t)i < g->cap ? &g->nodes[i] : NULL;
+}
+
+/* The node's state, made when absent; NULL when full or out of memory. The
+ * array grows before the name is interned, so every interned name has a
+ * slot. */
+static struct node_state *get(struct gh_guard *g, const char *node)
+{
+    struct node_state *s = find(g, node);
+    if (s)
+        return s;
+    size_t count = gh_strmap_count(g->names);
+    if (count >= g->cap) {
+        size_t nc = g->cap ? g->cap * 2 : 64;
+        struct node_state *nv = realloc(g->nodes, nc * sizeof *nv);
+        if (!nv)
+            return NULL;
+        g->nodes = nv;
+        g->cap = nc;
+    }
+    long i = gh_strmap_intern(g->names, node, NULL, NULL);
+    if (i < 0 || (size_t)i >= g->cap)
+        return NULL;
+    s = &g->nodes[i];
+    s->isolated = false;
+    s->last_action = INT64_MIN;
+    s->last_blame = INT64_MIN;
+    return s;
+}
+
+void gh_guard_set_node_count(struct gh_guard *g, size_t n) { g->node_count = n; }
+
+void gh_guard_set_isolated(struct gh_guard *g, const char *node, bool isolated)
+{
+    struct node_state *s = isolated ? get(g, node) : find(g, node);
+    if (!s || s->isolated == isolated)
+        return;
+    s->isolated = isolated;
+    if (isolated)
+        g->isolated++;
+    else if (g->isolated > 0)
+        g->isolated--;
+}
+
+bool gh_guard_is_isolated(const struct gh_guard *g, const char *node)
+{
+    const struct node_state *s = find(g, node);
+    return s && s->isolated;
+}
+
+size_t gh_guard_isolated_count(const struct gh_guard *g) { return g->isolated; }
+
+size_t gh_guard_budget(const struct gh_guard *g)
+{
+    size_t b = SIZE_MAX;
+    if (g->cfg.max_isolated > 0)
+        b = (size_t)g->cfg.max_isolated;
+    if (g->cfg.max_isolated_pct > 0) {
+        double p = floor((double)g->node_count * g->cfg.max_isolated_pct / 100.0);
+        size_t pb = p < 1 ? 1 : (size_t)p;
+        if (pb < b)
+            b = pb;
+    }
+    return b;
+}
+
+void gh_guard_note_blame(struct gh_guard *g, const char *node, int64_t t)
+{
+    struct node_state *s = node ? get(g, node) : NULL;
+    if (s && (s->last_blame == INT64_MIN || t > s->last_blame))
+        s->last_blame = t;
+}
+
+/* Distinct nodes blamed within the storm window ending at t, and the time
+ * of the latest blame. */
+static int blamed_within(const struct gh_guard *g, int64_t t, int64_t *latest)
+{
+    int n = 0;
+    *latest = INT64_MIN;
+    size_t count = gh_strmap_count(g->names);
+    for (size_t i = 0; i < count && i < g->cap; i++) {
+        int64_t b = g->nodes[i].last_blame;
+        if (b != INT64_MIN && b <= t && b > t - g->cfg.storm_window_ns) {
+            n++;
+            if (b > *latest)
+                *latest = b;
+        }
+    }
+    return n;
+}
+
+bool gh_guard_storm_open(const struct gh_guard *g, int64_t now)
+{
+    if (g->cfg.storm_nodes <= 0)
+        return false;
+    /* open when, at the latest blame within the hold, the window held
+     * storm_nodes distinct nodes */
+    int64_t latest;
+    if (blamed_within(g, now, &latest) >= g->cfg.storm_nodes)
+        return true;
+    size_t count = gh_strmap_count(g->names);
+    for (size_t i = 0; i < count && i < g->cap; i++) {
+        int64_t b = g->nodes[i].last_blame;
+        if (b == INT64_MIN || b > now || b <= now - g->cfg.storm_hold_ns)
+            continue;
+        if (blamed_within(g, b, &latest) >= g->cfg.storm_nodes)
+            return true;
+    }
+    return false;
+}
+
+bool gh_guard_action_removes_node(enum gh_action a)
+{
+    switch (a) {
+    case GH_ACT_ISOLATE_NODE:
+    case GH_ACT_DRAIN_NODE:
+    case GH_ACT_RESET_GPU:
+    case GH_ACT_REBOOT_NODE:
+    case GH_ACT_REPLACE_NODE:
+    case GH_ACT_RUN_DIAGNOSTICS: return true;
+    default: return false;
+    }
+}
+
+static size_t rate_used(const struct gh_guard *g, int64_t now)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < g->rate_n; i++) {
+        int64_t t = g->rate[(g->rate_head + i) % g->rate_cap];
+        if (t > now - 3600 * GH_NS_PER_S && t <= now)
+            n++;
+    }
+    return n;
+}
+
+static void verdict(struct gh_guard_verdict *v, enum gh_action a, enum gh_guard_outcome o,
+                    const char *guard, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static void verdict(struct gh_guard_verdict *v, enum gh_action a, enum gh_guard_outcome o,
+                    const char *guard, const char *fmt, ...)
+{
+    v->action = a;
+    v->outcome = o;
+    v->guard = guard;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(v->detail, sizeof v->detail, fmt, ap);
+    va_end(ap);
+}
+
+int gh_guard_check(const struct gh_guard *g, const enum gh_action *acts, int n, const char *node,
+                   bool approved, int64_t now, struct gh_guard_verdict *out)
+{
+    const struct gh_guard_config *c = &g->cfg;
+    const struct node_state *ns = find(g, node);
+    bool held = ns && ns->isolated;
+    size_t budget = gh_guard_budget(g), used = g->isolated;
+    size_t rate = rate_used(g, now);
+    bool storm = gh_guard_storm_open(g, now);
+    bool cooling = c->node_cooldown_ns > 0 && ns && ns->last_action != INT64_MIN &&
+                   now - ns->last_action < c->node_cooldown_ns;
+    bool reserve = false; /* an earlier action of this incident took the budget */
+    int allowed = 0;
+    for (int i = 0; i < n; i++) {
+        enum gh_action a = acts[i];
+        struct gh_guard_verdict *v = &out[i];
+        bool removes = node && gh_guard_action_removes_node(a);
+        if (a == GH_ACT_NONE) {
+            verdict(v, a, GH_GUARD_ALLOW, "none", "nothing to do");
+        } else if (removes && cooling) {
+            verdict(v, a, GH_GUARD_DENY, "cooldown",
+                    "not acted: cooldown (last action on %s %.0f s ago, cooldown %.0f s)", node,
+                    (double)(now - ns->last_action) / 1e9, (double)c->node_cooldown_ns / 1e9);
+        } else if (removes && !held && !reserve && storm) {
+            verdict(v, a, GH_GUARD_DENY, "storm",
+                    "not acted: storm breaker open (%d or more nodes blamed within %.0f s); "
+                    "new isolations paused", c->storm_nodes, (double)c->storm_window_ns / 1e9);
+        } else if (removes && !held && !reserve && used + 1 > budget) {
+            verdict(v, a, GH_GUARD_DENY, "budget",
+                    "not acted: budget (%zu of %zu nodes already out of service)", used, budget);
+        } else if (c->max_actions_per_hour > 0 && rate >= (size_t)c->max_actions_per_hour) {
+            verdict(v, a, GH_GUARD_DENY, "rate",
+                    "not acted: rate (%zu actions in the last hour, limit %d)", rate,
+                    c->max_actions_per_hour);
+        } else {
+            if (removes && !held && !reserve) {
+                reserve = true;
+                verdict(v, a, GH_GUARD_ALLOW, "budget", "%zu of %zu nodes out of service after this",
+                        used + 1, budget);
+            } else {
+                verdict(v, a, GH_GUARD_ALLOW, "none", "within budget and rate");
+            }
+            rate++;
+        }
+        /* dry run and approval act on the verdict the guards gave */
+        if (c->dry_run && a != GH_ACT_NONE) {
+            char was[200];
+            snprintf(was, sizeof was, "%s", v->detail);
+            bool would = v->outcome == GH_GUARD_ALLOW;
+            v->outcome = GH_GUARD_DRY_RUN;
+            snprintf(v->detail, sizeof v->detail, "dry run: would %s (%.150s)",
+                     would ? "act" : "not act", was);
+            if (would)
+                v->guard = "dry_run";
+        } else if (c->approval && !approved && a != GH_ACT_NONE && v->outcome == GH_GUARD_ALLOW) {
+            v->outcome = GH_GUARD_AWAIT;
+            v->guard = "approval";
+            snprintf(v->detail, sizeof v->detail, "waiting for approval (gpuheal approve ID)");
+        }
+        if (v->outcome == GH_GUARD_ALLOW)
+            allowed++;
+    }
+    return allowed;
+}
+
+/* Appends t to the ring of dispatch times: entries older than an hour are
+ * dropped first, then the ring grows up to RATE_MAX, beyond which the
+ * oldest is overwritten. */
+static void rate_push(struct gh_guard *g, int64_t t)
+{
+    while (g->rate_n && g->rate[g->rate_head] <= t - 3600 * GH_NS_PER_S) {
+        g->rate_head = (g->rate_head + 1) % g->rate_cap;
+        g->rate_n--;
+    }
+    if (g->rate_n == g->rate_cap && g->rate_cap < RATE_MAX) {
+        size_t nc = g->rate_cap ? g->rate_cap * 2 : 64;
+        int64_t *nv = malloc(nc * sizeof *nv);
+        if (nv) {
+            for (size_t k = 0; k < g->rate_n; k++)
+                nv[k] = g->rate[(g->rate_head + k) % g->rate_cap];
+            free(g->rate);
+            g->rate = nv;
+            g->rate_cap = nc;
+            g->rate_head = 0;
+        }
+    }
+    if (g->rate_n < g->rate_cap) {
+        g->rate[(g->rate_head + g->rate_n) % g->rate_cap] = t;
+        g->rate_n++;
+    } else if (g->rate_cap) {
+        g->rate[g->rate_head] = t;
+        g->rate_head = (g->rate_head + 1) % g->rate_cap;
+    }
+}
+
+void gh_guard_commit(struct gh_guard *g, const struct gh_guard_verdict *v, int n,
+                     const char *node, int64_t now)
+{
+    bool any = false, removes = false;
+    for (int i = 0; i < n; i++) {
+        if (v[i].outcome != GH_GUARD_ALLOW || v[i].action == GH_ACT_NONE)
+            continue;
+        any = true;
+        removes = removes || gh_guard_action_removes_node(v[i].action);
+        rate_push(g, now);
+    }
+    if (!any || !node || !removes)
+        return;
+    struct node_state *s = get(g, node);
+    if (!s)
+        return;
+    s->last_action = now;
+    gh_guard_set_isolated(g, node, true);
+}
+
+bool gh_guard_may_release(const struct gh_guard *g, const char *node,
+                          struct gh_guard_verdict *out)
+{
+    if (g->cfg.dry_run) {
+        verdict(out, GH_ACT_NONE, GH_GUARD_DRY_RUN, "dry_run",
+                "dry run: would return %s to service", node);
+        return false;
+    }
+    verdict(out, GH_ACT_NONE, GH_GUARD_ALLOW, "none",
+            "returning a healthy node to service is never blocked");
+    return true;
+}
+
+void gh_guard_count(struct gh_guard *g, const struct gh_guard_verdict *v, int n)
+{
+    for (int i = 0; i < n; i++) {
+        switch (v[i].outcome) {
+        case GH_GUARD_ALLOW: g->st.allowed++; break;
+        case GH_GUARD_DRY_RUN: g->st.dry_run++; break;
+        case GH_GUARD_AWAIT: g->st.awaiting++; break;
+        case GH_GUARD_DENY:
+            if (strcmp(v[i].guard, "budget") == 0)
+                g->st.denied_budget++;
+            else if (strcmp(v[i].guard, "rate") == 0)
+                g->st.denied_rate++;
+            else if (strcmp(v[i].guard, "cooldown") == 0)
+                g->st.denied_cooldown++;
+            else if (strcmp(v[i].guard, "storm") == 0)
+                g->st.denied_storm++;
+            break;
+        }
+    }
+}
+
+void gh_guard_stats(const struct gh_guard *g, struct gh_guard_stats *out) { *out = g->st; }

@@ -1,0 +1,461 @@
+/* job_ops.c - the job actions: retry in place (delete failed pods for the
+ * job's controller to recreate) and restart from checkpoint (a batch/v1 Job
+ * recreated away from blamed nodes, told where to resume by the ConfigMap
+ * <job>-gpuheal-resume; docs/resume-contract.md). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "control/actuator.h"
+#include "kube/api.h"
+
+#define AVOID_MAX 64
+
+static const char *nz(const char *s) { return s ? s : ""; }
+
+static void api_ok(struct gh_act_result *r, long code)
+{
+    r->http = code;
+    snprintf(r->api, sizeof r->api, "HTTP %ld", code);
+}
+
+static void api_fail(struct gh_act_result *r, const struct gh_kube_status *st,
+                     const struct gh_err *err)
+{
+    r->http = st->code;
+    if (st->code)
+        snprintf(r->api, sizeof r->api, "HTTP %d %s: %.200s", st->code, st->reason, st->message);
+    else
+        snprintf(r->api, sizeof r->api, "%.250s", err ? err->msg : "no reply");
+}
+
+/* ---- retry in place */
+
+struct retry {
+    const struct gh_act_ctx *x;
+    int deleted, gone, failed;
+    char names[300];
+    size_t used;
+    struct gh_kube_status st;
+    struct gh_err *err;
+};
+
+static void del_pod(struct retry *rt, const char *ns, const char *name, const char *uid)
+{
+    struct gh_kube_ref ref = {&gh_kube_res_pods, ns, name};
+    struct gh_kube_delete_opts o = {.uid = uid, .grace_period_s = -1};
+    int rc = gh_kube_delete(rt->x->c, &ref, &o, &rt->st, rt->err);
+    if (rc == GH_OK) {
+        rt->deleted++;
+        if (rt->used < sizeof rt->names) {
+            int w = snprintf(rt->names + rt->used, sizeof rt->names - rt->used, "%s%s",
+                             rt->used ? ", " : "", name);
+            rt->used += w > 0 ? (size_t)w : 0;
+        }
+    } else if (rc == GH_ENOTFOUND || rt->st.kind == GH_KUBE_R_CONFLICT) {
+        rt->gone++; /* gone, or a new pod of the same name: not ours to delete */
+    } else {
+        rt->failed++;
+    }
+}
+
+static int retry_item(void *ud, json_t *pod)
+{
+    struct retry *rt = ud;
+    const char *phase = gh_kube_json_str(pod, "status", "phase");
+    if (phase && strcmp(phase, "Failed") == 0 &&
+        !json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp"))
+        del_pod(rt, gh_kube_meta_namespace(pod), gh_kube_meta_name(pod), gh_kube_meta_uid(pod));
+    return GH_OK;
+}
+
+int gh_act_retry_in_place(const struct gh_act_ctx *x, const char *ns, const char *name,
+                          const char *const *pods, int npods, struct gh_act_result *r,
+                          struct gh_err *err)
+{
+    memset(r, 0, sizeof *r);
+    struct retry rt = {.x = x, .err = err};
+    gh_kube_status_reset(&rt.st);
+    int rc = GH_OK;
+    if (ns && name) {
+        char sel[320];
+        snprintf(sel, sizeof sel, "batch.kubernetes.io/job-name=%s", name);
+        struct gh_kube_list_opts lo = {.label_selector = sel};
+        struct gh_kube_ref ref = {&gh_kube_res_pods, ns, NULL};
+        rc = gh_kube_list_all(x->c, &ref, &lo, retry_item, &rt, NULL, 0, &rt.st, err);
+        if (rc) {
+            api_fail(r, &rt.st, err);
+            gh_act_result_set(r, "failed", "could not list the pods of %s/%s", ns, name);
+            return rc;
+        }
+    }
+    /* the pods the evidence names, when they are still there and failed */
+    for (int i = 0; i < npods; i++) {
+        char pns[64], pname[254];
+        const char *slash = strchr(pods[i], '/');
+        if (!slash)
+            continue;
+        snprintf(pns, sizeof pns, "%.*s", (int)(slash - pods[i]), pods[i]);
+        snprintf(pname, sizeof pname, "%s", slash + 1);
+        struct gh_kube_ref ref = {&gh_kube_res_pods, pns, pname};
+        json_t *p = NULL;
+        if (gh_kube_get(x->c, &ref, &p, NULL, NULL) == GH_OK)
+            retry_item(&rt, p);
+        json_decref(p);
+    }
+    if (rt.failed) {
+        api_fail(r, &rt.st, err);
+        gh_act_result_set(r, "failed", "deleted %d failed pods, %d could not be deleted",
+                          rt.deleted, rt.failed);
+        return GH_EIO;
+    }
+    api_ok(r, 200);
+    if (rt.deleted == 0)
+        gh_act_result_set(r, "noop", "no failed pod left%s%s%s (its controller already replaced "
+                          "them)", ns && name ? " in " : "", ns && name ? ns : "",
+                          ns && name ? "/..." : "");
+    else
+        gh_act_result_set(r, "succeeded", "deleted %d failed pod%s (%s) for the job's controller "
+                          "to recreate", rt.deleted, rt.deleted == 1 ? "" : "s", rt.names);
+    return GH_OK;
+}
+
+/* ---- restart from checkpoint */
+
+/* Splits "a,b,c" into out (copies into buf), adding what is not there. */
+static int add_avoid(const char **out, int n, const char *name)
+{
+    if (!name || !*name || n >= AVOID_MAX)
+        return n;
+    for (int i = 0; i < n; i++)
+        if (strcmp(out[i], name) == 0)
+            return n;
+    out[n] = name;
+    return n + 1;
+}
+
+/* Adds to every nodeSelectorTerm of the pod template a requirement that the
+ * node's name is not in avoid (replacing the one an earlier restart added). */
+static int avoid_nodes(json_t *tspec, json_t *avoid)
+{
+    json_t *aff = json_object_get(tspec, "affinity");
+    if (!json_is_object(aff)) {
+        aff = json_object();
+        json_object_set_new(tspec, "affinity", aff);
+    }
+    json_t *na = json_object_get(aff, "nodeAffinity");
+    if (!json_is_object(na)) {
+        na = json_object();
+        json_object_set_new(aff, "nodeAffinity", na);
+    }
+    json_t *req = json_object_get(na, "requiredDuringSchedulingIgnoredDuringExecution");
+    if (!json_is_object(req)) {
+        req = json_object();
+        json_object_set_new(na, "requiredDuringSchedulingIgnoredDuringExecution", req);
+    }
+    json_t *terms = json_object_get(req, "nodeSelectorTerms");
+    if (!json_is_array(terms) || json_array_size(terms) == 0) {
+        terms = json_array();
+        json_array_append_new(terms, json_object());
+        json_object_set_new(req, "nodeSelectorTerms", terms);
+    }
+    size_t i;
+    json_t *term;
+    json_array_foreach(terms, i, term) {
+        json_t *mf = json_object_get(term, "matchFields");
+        if (!json_is_array(mf)) {
+            mf = json_array();
+            json_object_set_new(term, "matchFields", mf);
+        }
+        /* the API allows one value per metadata.name requirement: one
+         * requirement per node (ANDed), replacing earlier restarts' */
+        json_t *keep = json_array();
+        if (!keep)
+            return GH_ENOMEM;
+        size_t k;
+        json_t *e;
+        json_array_foreach(mf, k, e) {
+            const char *key = json_string_value(json_object_get(e, "key"));
+            const char *op = json_string_value(json_object_get(e, "operator"));
+            if (!(key && op && !strcmp(key, "metadata.name") && !strcmp(op, "NotIn")))
+                json_array_append(keep, e);
+        }
+        json_array_foreach(avoid, k, e) {
+            json_t *req1 = json_pack("{s:s, s:s, s:[O]}", "key", "metadata.name", "operator",
+                                     "NotIn", "values", e);
+            if (!req1 || json_array_append_new(keep, req1)) {
+                json_decref(keep);
+                return GH_ENOMEM;
+            }
+        }
+        json_object_set_new(term, "matchFields", keep);
+    }
+    return GH_OK;
+}
+
+int gh_act_restart_prepare(const struct gh_act_ctx *x, const char *ns, const char *name,
+                           const char *const *avoid, int navoid, int64_t step, const char *path,
+                           json_t **payload, struct gh_act_result *r, struct gh_err *err)
+{
+    memset(r, 0, sizeof *r);
+    *payload = NULL;
+    struct gh_kube_ref ref = {&gh_kube_res_jobs, ns, name};
+    struct gh_kube_status st;
+    gh_kube_status_reset(&st);
+    json_t *job = NULL;
+    int rc = gh_kube_get(x->c, &ref, &job, &st, err);
+    if (rc) {
+        api_fail(r, &st, err);
+        gh_act_result_set(r, "failed", rc == GH_ENOTFOUND
+                                           ? "no batch/v1 Job %s/%s (only Jobs are restarted)"
+                                           : "could not read Job %s/%s",
+                          ns, name);
+        return rc;
+    }
+    json_t *meta = json_object_get(job, "metadata");
+    json_t *ann = json_object_get(meta, "annotations");
+    const char *uid = gh_kube_meta_uid(job);
+    long count = 0;
+    const char *cs = json_string_value(json_object_get(ann, GH_ANN_RESTART_COUNT));
+    if (cs)
+        count = strtol(cs, NULL, 10);
+    /* nodes to avoid: earlier restarts' and this one's */
+    const char *list[AVOID_MAX];
+    int n = 0;
+    char prev[2048] = "";
+    const char *pa = json_string_value(json_object_get(ann, GH_ANN_AVOID_NODES));
+    if (pa)
+        snprintf(prev, sizeof prev, "%s", pa);
+    char *save = NULL;
+    for (char *t = strtok_r(prev, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        n = add_avoid(list, n, t);
+    for (int i = 0; i < navoid; i++)
+        n = add_avoid(list, n, avoid[i]);
+    json_t *avoid_arr = json_array();
+    char joined[2048] = "";
+    size_t used = 0;
+    for (int i = 0; i < n; i++) {
+        json_array_append_new(avoid_arr, json_string(list[i]));
+        if (used < sizeof joined) {
+            int w = snprintf(joined + used, sizeof joined - used, "%s%s", i ? "," : "", list[i]);
+            used += w > 0 ? (size_t)w : 0;
+        }
+    }
+
+    /* the replacement: same name, labels, annotations and spec, less what
+     * the API server generated for the old one */
+    json_t *spec = json_deep_copy(json_object_get(job, "spec"));
+    json_t *nmeta = json_pack("{s:s, s:s}", "name", name, "namespace", ns);
+    json_t *nann = json_is_object(ann) ? json_deep_copy(ann) : json_object();
+    json_t *labels = json_object_get(meta, "labels");
+    if (!spec || !nmeta || !nann || !avoid_arr) {
+        rc = gh_err_set(err, GH_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (json_is_object(labels))
+        json_object_set_new(nmeta, "labels", json_deep_copy(labels));
+    json_object_del(nann, "kubectl.kubernetes.io/last-applied-configuration");
+    char cnt[24], cmname[300];
+    snprintf(cnt, sizeof cnt, "%ld", count + 1);
+    snprintf(cmname, sizeof cmname, "%s%s", name, GH_RESUME_SUFFIX);
+    json_object_set_new(nann, GH_ANN_RESTARTED_FOR, json_string(x->incident));
+    json_object_set_new(nann, GH_ANN_RESTART_COUNT, json_string(cnt));
+    json_object_set_new(nann, GH_ANN_AVOID_NODES, json_string(joined));
+    json_object_set_new(nann, "gpuheal.io/resume-configmap", json_string(cmname));
+    json_object_set_new(nmeta, "annotations", nann);
+    nann = NULL;
+    if (!json_is_true(json_object_get(spec, "manualSelector")))
+        json_object_del(spec, "selector");
+    json_t *tmpl = json_object_get(spec, "template");
+    json_t *tmeta = json_object_get(tmpl, "metadata");
+    json_t *tlabels = json_object_get(tmeta, "labels");
+    json_object_del(tlabels, "controller-uid");
+    json_object_del(tlabels, "batch.kubernetes.io/controller-uid");
+    json_t *tspec = json_object_get(tmpl, "spec");
+    if (!json_is_object(tspec)) {
+        rc = gh_err_set(err, GH_EINVAL, "Job %s/%s has no pod template", ns, name);
+        goto out;
+    }
+    if (!json_is_object(tmeta)) {
+        tmeta = json_object();
+        json_object_set_new(tmpl, "metadata", tmeta);
+    }
+    json_t *tann = json_object_get(tmeta, "annotations");
+    if (!json_is_object(tann)) {
+        tann = json_object();
+        json_object_set_new(tmeta, "annotations", tann);
+    }
+    if (step >= 0) {
+        char s[24];
+        snprintf(s, sizeof s, "%lld", (long long)step);
+        json_object_set_new(tann, "gpuheal.io/resume-step", json_string(s));
+        json_object_set_new(tann, "gpuheal.io/resume-path", json_string(path ? path : ""));
+    } else {
+        json_object_del(tann, "gpuheal.io/resume-step");
+        json_object_del(tann, "gpuheal.io/resume-path");
+    }
+    if (n > 0 && (rc = avoid_nodes(tspec, avoid_arr))) {
+        gh_err_set(err, rc, "out of memory");
+        goto out;
+    }
+    json_t *repl = json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", "batch/v1", "kind", "Job",
+                             "metadata", nmeta, "spec", spec);
+    nmeta = spec = NULL;
+    json_t *pl = repl ? json_pack("{s:s, s:s, s:s, s:s, s:o, s:O}", "namespace", ns, "name", name,
+                                  "uid", uid ? uid : "", "incident", x->incident, "job", repl,
+                                  "avoid", avoid_arr)
+                      : NULL;
+    if (!pl) {
+        rc = gh_err_set(err, GH_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (step >= 0) {
+        json_object_set_new(pl, "step", json_integer(step));
+        json_object_set_new(pl, "path", json_string(path ? path : ""));
+    }
+    json_object_set_new(pl, "restart_count", json_integer(count + 1));
+    *payload = pl;
+    api_ok(r, 200);
+    gh_act_result_set(r, "succeeded", "prepared the restart of %s/%s", ns, name);
+out:
+    json_decref(job);
+    json_decref(spec);
+    json_decref(nmeta);
+    json_decref(nann);
+    json_decref(avoid_arr);
+    if (rc && !r->result[0]) {
+        api_fail(r, &st, err);
+        gh_act_result_set(r, "failed", "could not prepare the restart of %s/%s", ns, name);
+    }
+    return rc;
+}
+
+static int apply_resume(const struct gh_act_ctx *x, const json_t *pl, const char *ns,
+                        const char *name, struct gh_kube_status *st, struct gh_err *err)
+{
+    char cm[300], step[24] = "", job[400], cnt[24];
+    snprintf(cm, sizeof cm, "%s%s", name, GH_RESUME_SUFFIX);
+    snprintf(job, sizeof job, "%s/%s", ns, name);
+    snprintf(cnt, sizeof cnt, "%lld",
+             (long long)json_integer_value(json_object_get(pl, "restart_count")));
+    json_t *data = json_pack("{s:s, s:s, s:s}", "incident",
+                             json_string_value(json_object_get(pl, "incident")), "job", job,
+                             "restart-count", cnt);
+    if (!data)
+        return gh_err_set(err, GH_ENOMEM, "out of memory");
+    json_t *js = json_object_get(pl, "step");
+    if (json_is_integer(js)) {
+        snprintf(step, sizeof step, "%lld", (long long)json_integer_value(js));
+        json_object_set_new(data, "step", json_string(step));
+        json_object_set_new(data, "path",
+                            json_string(nz(json_string_value(json_object_get(pl, "path")))));
+    }
+    json_t *cmo = json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s}}, s:o}", "apiVersion", "v1", "kind",
+                            "ConfigMap", "metadata", "name", cm, "namespace", ns, "labels",
+                            "gpuheal.io/job", name, "data", data);
+    if (!cmo)
+        return gh_err_set(err, GH_ENOMEM, "out of memory");
+    struct gh_kube_ref ref = {&gh_kube_res_configmaps, ns, cm};
+    int rc = gh_kube_patch(x->c, &ref, NULL, GH_KUBE_PATCH_APPLY, cmo, NULL, st, err);
+    json_decref(cmo);
+    return rc;
+}
+
+int gh_act_restart_execute(const struct gh_act_ctx *x, const json_t *pl, struct gh_act_result *r,
+                           struct gh_err *err)
+{
+    memset(r, 0, sizeof *r);
+    const char *ns = json_string_value(json_object_get(pl, "namespace"));
+    const char *name = json_string_value(json_object_get(pl, "name"));
+    const char *uid = json_string_value(json_object_get(pl, "uid"));
+    const char *inc = json_string_value(json_object_get(pl, "incident"));
+    json_t *repl = json_object_get(pl, "job");
+    if (!ns || !name || !uid || !inc || !json_is_object(repl)) {
+        gh_act_result_set(r, "failed", "restart intent without its prepared Job");
+        return gh_err_set(err, GH_EINVAL, "restart payload incomplete");
+    }
+    struct gh_kube_status st;
+    gh_kube_status_reset(&st);
+    int rc = apply_resume(x, pl, ns, name, &st, err);
+    if (rc) {
+        api_fail(r, &st, err);
+        gh_act_result_set(r, "failed", "could not write ConfigMap %s/%s%s", ns, name,
+                          GH_RESUME_SUFFIX);
+        return rc;
+    }
+    char where[600] = "";
+    json_t *js = json_object_get(pl, "step");
+    if (json_is_integer(js))
+        snprintf(where, sizeof where, "resume from step %lld at %s",
+                 (long long)json_integer_value(js),
+                 nz(json_string_value(json_object_get(pl, "path"))));
+    else
+        snprintf(where, sizeof where, "no checkpoint: start over");
+    char avoid[400] = "";
+    size_t used = 0, i;
+    json_t *a;
+    json_array_foreach(json_object_get(pl, "avoid"), i, a) {
+        if (used < sizeof avoid) {
+            int w = snprintf(avoid + used, sizeof avoid - used, "%s%s", i ? "," : "",
+                             json_string_value(a));
+            used += w > 0 ? (size_t)w : 0;
+        }
+    }
+
+    struct gh_kube_ref ref = {&gh_kube_res_jobs, ns, name};
+    json_t *cur = NULL;
+    rc = gh_kube_get(x->c, &ref, &cur, &st, err);
+    if (rc && rc != GH_ENOTFOUND) {
+        api_fail(r, &st, err);
+        gh_act_result_set(r, "failed", "could not read Job %s/%s", ns, name);
+        return rc;
+    }
+    if (rc == GH_OK) {
+        const char *cuid = gh_kube_meta_uid(cur);
+        const char *by = json_string_value(json_object_get(
+            json_object_get(json_object_get(cur, "metadata"), "annotations"), GH_ANN_RESTARTED_FOR));
+        bool old = cuid && strcmp(cuid, uid) == 0;
+        bool ours = !old && by && strcmp(by, inc) == 0;
+        json_decref(cur);
+        if (ours) {
+            api_ok(r, 200);
+            gh_act_result_set(r, "noop", "Job %s/%s already restarted for this incident (%s)",
+                              ns, name, where);
+            return GH_OK;
+        }
+        if (!old) {
+            api_ok(r, 200);
+            gh_act_result_set(r, "skipped", "Job %s/%s was replaced by someone else since the "
+                              "decision; left alone", ns, name);
+            return GH_OK;
+        }
+        struct gh_kube_delete_opts d = {.uid = uid, .grace_period_s = -1,
+                                        .propagation = "Background"};
+        rc = gh_kube_delete(x->c, &ref, &d, &st, err);
+        if (rc && rc != GH_ENOTFOUND) {
+            api_fail(r, &st, err);
+            gh_act_result_set(r, "failed", "could not delete the old Job %s/%s", ns, name);
+            return rc;
+        }
+    }
+    /* create the replacement; the old object may take a moment to go */
+    struct gh_kube_ref coll = {&gh_kube_res_jobs, ns, NULL};
+    const struct gh_clock *clk = x->clock ? x->clock : gh_clock_real();
+    int64_t deadline = gh_clock_now(clk) + 60 * GH_NS_PER_S;
+    for (;;) {
+        rc = gh_kube_create(x->c, &coll, repl, NULL, &st, err);
+        if (rc == GH_OK || st.kind != GH_KUBE_R_ALREADY_EXISTS || gh_clock_now(clk) > deadline)
+            break;
+        (void)gh_kube_client_run(x->c, 200, NULL);
+    }
+    if (rc) {
+        api_fail(r, &st, err);
+        gh_act_result_set(r, "failed", "old Job %s/%s deleted but its replacement could not be "
+                          "created", ns, name);
+        return rc;
+    }
+    api_ok(r, 201);
+    gh_act_result_set(r, "succeeded", "restarted Job %s/%s%s%s; %s (ConfigMap %s/%s%s)", ns, name,
+                      avoid[0] ? " away from " : "", avoid, where, ns, name, GH_RESUME_SUFFIX);
+    return GH_OK;
+}

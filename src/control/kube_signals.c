@@ -1,0 +1,214 @@
+/* kube_signals.c - turns Pod and Node changes seen by the informers into
+ * kube signals for the engine. */
+#include "control/kube_signals.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/timeutil.h"
+
+static const char *jstr(const json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+static json_t *jget2(const json_t *o, const char *a, const char *b)
+{
+    return json_object_get(json_object_get(o, a), b);
+}
+
+const char *gh_kube_pod_job(const json_t *pod, char *buf, size_t cap)
+{
+    static const char *const keys[] = {"batch.kubernetes.io/job-name", "job-name",
+                                       "jobset.sigs.k8s.io/jobset-name",
+                                       "training.kubeflow.org/job-name"};
+    json_t *labels = jget2(pod, "metadata", "labels");
+    const char *ns = json_string_value(jget2(pod, "metadata", "namespace"));
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const char *v = jstr(labels, keys[i]);
+        if (v && *v) {
+            snprintf(buf, cap, "%s/%s", ns ? ns : "default", v);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+static int64_t ts_of(const char *s, int64_t dflt)
+{
+    int64_t t;
+    return s && gh_time_parse_rfc3339(s, strlen(s), &t) ? t : dflt;
+}
+
+static void set(char **field, const char *v)
+{
+    if (v)
+        gh_signal_set_str(field, v, strlen(v));
+}
+
+static void common(struct gh_signal *s, const json_t *pod, enum gh_kind kind, int64_t ts,
+                   const char *id)
+{
+    gh_signal_init(s);
+    s->ts_ns = ts;
+    s->source = GH_SRC_KUBE;
+    s->kind = kind;
+    char job[320];
+    set(&s->node, json_string_value(jget2(pod, "spec", "nodeName")));
+    set(&s->namespace_, json_string_value(jget2(pod, "metadata", "namespace")));
+    set(&s->pod, json_string_value(jget2(pod, "metadata", "name")));
+    set(&s->job, gh_kube_pod_job(pod, job, sizeof job));
+    set(&s->id, id);
+}
+
+/* The container state that terminated: state.terminated, else
+ * lastState.terminated. */
+static const json_t *terminated(const json_t *cs, bool *last)
+{
+    const json_t *t = jget2(cs, "state", "terminated");
+    *last = false;
+    if (json_is_object(t))
+        return t;
+    t = jget2(cs, "lastState", "terminated");
+    *last = json_is_object(t);
+    return *last ? t : NULL;
+}
+
+static long restart_count(const json_t *pod, const char *container)
+{
+    size_t i;
+    json_t *cs;
+    json_array_foreach(jget2(pod, "status", "containerStatuses"), i, cs) {
+        const char *n = jstr(cs, "name");
+        if (n && container && !strcmp(n, container))
+            return (long)json_integer_value(json_object_get(cs, "restartCount"));
+    }
+    return -1;
+}
+
+size_t gh_kube_pod_signals(const json_t *old, const json_t *pod, int64_t now,
+                           struct gh_signal *out, size_t max)
+{
+    size_t n = 0;
+    if (max > GH_KUBE_SIGNALS_MAX)
+        max = GH_KUBE_SIGNALS_MAX;
+    const char *uid = json_string_value(jget2(pod, "metadata", "uid"));
+    const char *phase = json_string_value(jget2(pod, "status", "phase"));
+    const char *ophase = old ? json_string_value(jget2(old, "status", "phase")) : NULL;
+    char id[300];
+    if (!uid || !phase)
+        return 0;
+    bool failed_now = !strcmp(phase, "Failed") && !(ophase && !strcmp(ophase, "Failed"));
+    /* a failed pod: one signal, from its failing container when known */
+    if (failed_now && n < max) {
+        const json_t *term = NULL;
+        size_t i;
+        json_t *cs;
+        json_array_foreach(jget2(pod, "status", "containerStatuses"), i, cs) {
+            bool last;
+            const json_t *t = terminated(cs, &last);
+            if (t && json_integer_value(json_object_get(t, "exitCode")) != 0 && !term)
+                term = t;
+        }
+        struct gh_signal *s = &out[n++];
+        snprintf(id, sizeof id, "kube:pod:%s:failed", uid);
+        common(s, pod, GH_KIND_POD_FAILED,
+               ts_of(term ? jstr(term, "finishedAt") : NULL, now), id);
+        const char *reason = jstr(json_object_get(pod, "status"), "reason");
+        if (!reason && term)
+            reason = jstr(term, "reason");
+        set(&s->reason, reason ? reason : "Error");
+        if (term) {
+            s->has_exit_code = true;
+            s->exit_code = (int)json_integer_value(json_object_get(term, "exitCode"));
+        }
+        const char *msg = term ? jstr(term, "message") : NULL;
+        if (!msg)
+            msg = jstr(json_object_get(pod, "status"), "message");
+        set(&s->msg, msg);
+        return n;
+    }
+    /* a container restarted after an error (restartPolicy OnFailure/Always) */
+    size_t i;
+    json_t *cs;
+    json_array_foreach(jget2(pod, "status", "containerStatuses"), i, cs) {
+        if (n >= max)
+            break;
+        const char *cname = jstr(cs, "name");
+        long rc = (long)json_integer_value(json_object_get(cs, "restartCount"));
+        long orc = old ? restart_count(old, cname) : -1;
+        if (!old || rc <= orc || rc <= 0)
+            continue;
+        const json_t *t = jget2(cs, "lastState", "terminated");
+        if (!json_is_object(t) || json_integer_value(json_object_get(t, "exitCode")) == 0)
+            continue;
+        struct gh_signal *s = &out[n++];
+        snprintf(id, sizeof id, "kube:pod:%s:%s:%ld", uid, cname ? cname : "?", rc);
+        common(s, pod, GH_KIND_POD_FAILED, ts_of(jstr(t, "finishedAt"), now), id);
+        set(&s->reason, jstr(t, "reason") ? jstr(t, "reason") : "Error");
+        s->has_exit_code = true;
+        s->exit_code = (int)json_integer_value(json_object_get(t, "exitCode"));
+        set(&s->msg, jstr(t, "message"));
+    }
+    /* started: phase became Running */
+    if (!strcmp(phase, "Running") && !(ophase && !strcmp(ophase, "Running")) && n < max) {
+        const char *st = jstr(json_object_get(pod, "status"), "startTime");
+        snprintf(id, sizeof id, "kube:pod:%s:started", uid);
+        common(&out[n++], pod, GH_KIND_POD_STARTED, ts_of(st, now), id);
+    }
+    return n;
+}
+
+/* The Ready condition: "True", "False", "Unknown" or NULL; *when its
+ * lastTransitionTime. */
+static const char *ready(const json_t *node, const char **when)
+{
+    size_t i;
+    json_t *c;
+    *when = NULL;
+    json_array_foreach(jget2(node, "status", "conditions"), i, c) {
+        const char *t = jstr(c, "type");
+        if (t && !strcmp(t, "Ready")) {
+            *when = jstr(c, "lastTransitionTime");
+            return jstr(c, "status");
+        }
+    }
+    return NULL;
+}
+
+size_t gh_kube_node_signals(const json_t *old, const json_t *node, int64_t now,
+                            struct gh_signal *out, size_t max)
+{
+    if (max == 0)
+        return 0;
+    const char *when, *owhen;
+    const char *r = ready(node, &when);
+    const char *o = old ? ready(old, &owhen) : NULL;
+    const char *name = json_string_value(jget2(node, "metadata", "name"));
+    const char *uid = json_string_value(jget2(node, "metadata", "uid"));
+    if (!r || !name)
+        return 0;
+    bool up = !strcmp(r, "True");
+    bool was_up = o && !strcmp(o, "True");
+    enum gh_kind kind;
+    if (!up && (was_up || !old))
+        kind = GH_KIND_NODE_NOT_READY;
+    else if (up && o && !was_up)
+        kind = GH_KIND_NODE_READY;
+    else
+        return 0;
+    char id[400];
+    snprintf(id, sizeof id, "kube:node:%s:%s:%s", uid ? uid : name, up ? "ready" : "notready",
+             when ? when : "");
+    struct gh_signal *s = &out[0];
+    gh_signal_init(s);
+    s->ts_ns = ts_of(when, now);
+    s->source = GH_SRC_KUBE;
+    s->kind = kind;
+    set(&s->node, name);
+    set(&s->id, id);
+    char msg[200];
+    snprintf(msg, sizeof msg, "node condition Ready=%s", r);
+    set(&s->msg, msg);
+    return 1;
+}

@@ -1,0 +1,374 @@
+#!/usr/bin/env bash
+# controller_e2e.sh - gpuheal-controller end to end on the local control
+# plane (test/kube): an XID 79 on one node of a running Indexed Job ->
+# cordon + taint, the Job restarted away from that node with the right
+# checkpoint ConfigMap, Incident + Events + audit rows, and `gpuheal explain`
+# naming the XID line and the rule; an application error -> no node action;
+# the node budget exhausted -> "not acted: budget"; the validation gate
+# returning the node to service; dry run; approval with `gpuheal approve`;
+# kill -9 in the middle of an incident (no action lost, none done twice);
+# the same on PostgreSQL; two replicas: only the leader acts, the standby
+# takes over when the leader is killed.
+#
+# Needs GH_BIN, GH_KUBECONFIG, GH_KUBE_ENV (CTest sets them). Nodes here are
+# not kwok's (kwok completes Job pods at once): this script plays the
+# kubelet, marking bound pods Running.
+set -uo pipefail
+: "${GH_BIN:?}" "${GH_KUBECONFIG:?}" "${GH_KUBE_ENV:?}"
+. "$GH_KUBE_ENV"
+export KUBECONFIG="$GH_KUBECONFIG"
+K="$GH_KUBE_BIN/kubectl"
+NS="ctl-e2e-$$-$RANDOM"
+TMP=$(mktemp -d /tmp/gh-ctl-e2e.XXXXXX)
+CTL_PID=""
+KUBELET_PID=""
+PG_DIR=""
+pass=0 fail=0
+
+ok() { echo "ok: $*"; pass=$((pass + 1)); }
+bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+check() { local what="$1"; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+
+stop_controller() {
+  if [ -n "$CTL_PID" ]; then
+    kill "$CTL_PID" 2>/dev/null
+    wait "$CTL_PID" 2>/dev/null
+    CTL_PID=""
+  fi
+}
+
+cleanup() {
+  stop_controller
+  [ -n "${PID_A:-}" ] && kill -9 "$PID_A" 2>/dev/null
+  [ -n "${PID_B:-}" ] && kill "$PID_B" 2>/dev/null
+  kill "$KUBELET_PID" 2>/dev/null
+  "$K" delete ns "$NS" --wait=false >/dev/null 2>&1
+  "$K" delete nodes -l "gpuheal.io/pool=$NS" --wait=false >/dev/null 2>&1
+  "$K" delete gpunodehealths -l "gpuheal.io/pool=$NS" --wait=false >/dev/null 2>&1
+  for n in g1 g2 g3 g4; do "$K" delete gpunodehealth "$NS-$n" --wait=false >/dev/null 2>&1; done
+  "$K" get incidents -o name 2>/dev/null | while read -r i; do
+    "$K" get "$i" -o jsonpath='{.spec.node}' 2>/dev/null | grep -q "^$NS-" &&
+      "$K" delete "$i" --wait=false >/dev/null 2>&1
+  done
+  if [ -n "$PG_DIR" ]; then
+    runas "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m immediate stop >/dev/null 2>&1
+  fi
+  if [ "${GH_E2E_KEEP:-}" = 1 ]; then echo "kept $TMP"; else rm -rf "$TMP"; fi
+  rm -rf "$PG_DIR"
+}
+trap cleanup EXIT
+
+# wait_for SECONDS CMD...: polls every 0.2 s
+wait_for() {
+  local t=$(($1 * 5)); shift
+  while [ $t -gt 0 ]; do
+    "$@" >/dev/null 2>&1 && return 0
+    sleep 0.2
+    t=$((t - 1))
+  done
+  return 1
+}
+
+"$K" create ns "$NS" >/dev/null || { echo "FAIL: namespace"; exit 1; }
+echo "secret-token-$RANDOM" > "$TMP/token"
+
+# four GPU nodes of our own (tainted so that other tests' pods stay away)
+mknode() {
+  cat <<EOF | "$K" create -f - >/dev/null
+apiVersion: v1
+kind: Node
+metadata:
+  name: $NS-$1
+  labels: {gpuheal.io/pool: "$NS", kubernetes.io/hostname: "$NS-$1"}
+spec:
+  taints: [{key: gpuheal.io/test-only, effect: NoSchedule}]
+status:
+  capacity: {nvidia.com/gpu: "8", cpu: "64", memory: 512Gi, pods: "110"}
+  allocatable: {nvidia.com/gpu: "8", cpu: "64", memory: 512Gi, pods: "110"}
+  conditions:
+  - {type: Ready, status: "True", reason: KubeletReady, message: ok,
+     lastHeartbeatTime: "$(date -u +%FT%TZ)", lastTransitionTime: "$(date -u +%FT%TZ)"}
+EOF
+}
+for n in g1 g2 g3 g4; do mknode $n || { echo "FAIL: node $n"; exit 1; }; done
+
+# when this script runs as root, PostgreSQL runs as "postgres"
+runas() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+
+# the kubelet's part, every second in the background: bound pods become
+# Running, deleted pods go away
+kubelet() {
+  "$K" -n "$NS" get pods -o jsonpath='{range .items[?(@.spec.nodeName)]}{.metadata.name} {.status.phase} {.metadata.deletionTimestamp}{"\n"}{end}' 2>/dev/null |
+    while read -r p ph del; do
+      if [ -n "$del" ]; then
+        "$K" -n "$NS" delete pod "$p" --grace-period=0 --force >/dev/null 2>&1
+      elif [ "$ph" = Pending ]; then
+        "$K" -n "$NS" patch pod "$p" --subresource=status --type=merge \
+          -p '{"status":{"phase":"Running","startTime":"'"$(date -u +%FT%TZ)"'"}}' >/dev/null 2>&1
+      fi
+    done
+  return 0
+}
+( while kill -0 $$ 2>/dev/null; do kubelet; sleep 1; done ) &
+KUBELET_PID=$!
+
+mkjob() { # name completions
+  cat <<EOF | "$K" -n "$NS" create -f - >/dev/null
+apiVersion: batch/v1
+kind: Job
+metadata: {name: $1}
+spec:
+  completions: $2
+  parallelism: $2
+  completionMode: Indexed
+  backoffLimit: 100
+  template:
+    spec:
+      restartPolicy: Never
+      nodeSelector: {gpuheal.io/pool: "$NS"}
+      tolerations: [{key: gpuheal.io/test-only, operator: Exists}]
+      containers:
+      - name: train
+        image: trainer:latest
+        resources: {limits: {nvidia.com/gpu: "8"}}
+EOF
+}
+
+bound() { # job count: all its pods bound to a node
+  local n
+  n=$("$K" -n "$NS" get pods -l "batch.kubernetes.io/job-name=$1" \
+        -o jsonpath='{range .items[?(@.spec.nodeName)]}{.metadata.name}{"\n"}{end}' | grep -c .)
+  [ "$n" -ge "$2" ]
+}
+
+node_of() { # job index -> node
+  "$K" -n "$NS" get pods -l "batch.kubernetes.io/job-name=$1,batch.kubernetes.io/job-completion-index=$2" \
+    -o jsonpath='{.items[0].spec.nodeName}'
+}
+
+start_controller() { # db extra-flags...
+  local db="$1"; shift
+  "$GH_BIN/gpuheal-controller" --kubeconfig "$GH_KUBECONFIG" --listen 127.0.0.1:0 \
+    --token-file "$TMP/token" --db "$db" --watch-namespace "$NS" \
+    --node-selector "gpuheal.io/pool=$NS" --lease-namespace "$NS" \
+    --lease-duration 4s --renew-deadline 3s --retry-period 1s \
+    --reorder-window 200ms --policy "$TMP/policy.yaml" --node-cooldown 0s \
+    --identity "e2e-$$" "$@" > "$TMP/ctl.out" 2>> "$TMP/ctl.log" &
+  CTL_PID=$!
+  wait_for 20 grep -q "listening on port" "$TMP/ctl.out" || { bad "controller start"; tail -20 "$TMP/ctl.log"; return 1; }
+  PORT=$(sed -n 's/listening on port //p' "$TMP/ctl.out")
+  wait_for 20 grep -q "event=leading" "$TMP/ctl.log"
+}
+
+inject() { # JSON lines on stdin
+  "$GH_BIN/gpuheal" inject --controller "http://127.0.0.1:$PORT" --token-file "$TMP/token" - >/dev/null
+}
+
+now() { date -u +%FT%T.%6NZ; }
+
+xid79() { # node gpu
+  echo '{"ts":"'"$(now)"'","node":"'"$1"'","gpu":'"$2"',"source":"kmsg","kind":"xid","code":79,"msg":"NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, GPU has fallen off the bus.","id":"xid-'"$1"'-'"$RANDOM"'"}'
+}
+
+taints_of() { "$K" get node "$1" -o jsonpath='{range .spec.taints[*]}{.key}:{.effect}{" "}{end}'; }
+cordoned() { [ "$("$K" get node "$1" -o jsonpath='{.spec.unschedulable}')" = true ]; }
+uncordoned() { ! cordoned "$1"; }
+tainted() { taints_of "$1" | grep -q "gpuheal.io/unhealthy:NoSchedule"; }
+untainted() { ! tainted "$1"; }
+restarted_for() { [ -n "$("$K" -n "$NS" get job "$1" -o jsonpath='{.metadata.annotations.gpuheal\.io/restarted-for}' 2>/dev/null)" ]; }
+incident_phase() { "$K" get incident "$1" -o jsonpath='{.status.phase}' 2>/dev/null; }
+# the newest incident about node $2 in store $1
+id_in_db() { "$GH_BIN/gpuheal" explain "node/$2" --db "$1" 2>/dev/null | sed -n 's/^\[[0-9]*\] \(inc-[0-9a-f]*\):.*/\1/p' | tail -1; }
+has_id() { [ -n "$(id_in_db "$1" "$2")" ]; }
+id_phase_is() { [ "$(incident_phase "$1")" = "$2" ]; }
+
+"$GH_BIN/gpuheal" policy default | sed 's/^\(  hold:\) *30s/\1 2s/' > "$TMP/policy.yaml"
+grep -q "hold: 2s" "$TMP/policy.yaml" || { echo "FAIL: policy"; exit 1; }
+
+# ---- 1. XID 79 on a node of a running Indexed Job (SQLite) -----------------
+mkjob llm 2
+wait_for 30 bound llm 2 || bad "job pods bound"
+kubelet
+B=$(node_of llm 0); OTHER=$(node_of llm 1)
+[ -n "$B" ] || { bad "job llm not scheduled"; exit 1; }
+echo "job llm on $B and $OTHER"
+DB="sqlite:$TMP/audit.db"
+start_controller "$DB" --max-unavailable 1 || exit 1
+sleep 1
+{
+  echo '{"ts":"'"$(now)"'","source":"telemetry","kind":"checkpoint","job":"'"$NS"'/llm","step":1200,"path":"s3://ckpt/llm/step-1200","state":"saved"}'
+  xid79 "$B" 3
+} | inject || bad "inject"
+check "cordoned $B" wait_for 20 cordoned "$B"
+check "tainted $B gpuheal.io/unhealthy:NoSchedule" wait_for 10 tainted "$B"
+check "job restarted" wait_for 20 restarted_for llm
+cm_step=$("$K" -n "$NS" get configmap llm-gpuheal-resume -o jsonpath='{.data.step}' 2>/dev/null)
+cm_path=$("$K" -n "$NS" get configmap llm-gpuheal-resume -o jsonpath='{.data.path}' 2>/dev/null)
+check "resume ConfigMap step 1200 ($cm_step)" [ "$cm_step" = 1200 ]
+check "resume ConfigMap path ($cm_path)" [ "$cm_path" = s3://ckpt/llm/step-1200 ]
+check "new pods bound" wait_for 30 bound llm 2
+kubelet
+newnodes=$("$K" -n "$NS" get pods -l batch.kubernetes.io/job-name=llm -o jsonpath='{range .items[*]}{.spec.nodeName} {.metadata.deletionTimestamp}{"\n"}{end}' | awk 'NF==1{print $1}')
+check "restarted pods away from $B ($(echo $newnodes))" sh -c "! echo '$newnodes' | grep -qx '$B'"
+INC=$(id_in_db "$DB" "$B")
+check "Incident object $INC" wait_for 10 "$K" get incident "$INC"
+check "Incident phase Succeeded" wait_for 10 id_phase_is "$INC" Succeeded
+check "Incident spec rule" [ "$("$K" get incident "$INC" -o jsonpath='{.spec.rule}')" = gpu-fell-off-bus ]
+check "Events on node $B" wait_for 10 sh -c "'$K' get events.events.k8s.io -A --field-selector regarding.name=$B -o name | grep -q ."
+check "Events on job llm" wait_for 10 sh -c "'$K' -n $NS get events.events.k8s.io --field-selector regarding.name=llm -o name | grep -q ."
+"$GH_BIN/gpuheal" explain "job/$NS/llm" --db "$DB" > "$TMP/explain.txt"
+check "explain names the XID line" grep -q "GPU has fallen off the bus" "$TMP/explain.txt"
+check "explain names the rule" grep -q "rule gpu-fell-off-bus chose" "$TMP/explain.txt"
+check "explain: isolate_node succeeded" grep -q "isolate_node node/$B: succeeded" "$TMP/explain.txt"
+check "explain: restart succeeded" grep -q "restart_from_checkpoint job/$NS/llm: succeeded" "$TMP/explain.txt"
+check "explain: reboot requested" grep -q "reboot_node node/$B: succeeded" "$TMP/explain.txt"
+"$GH_BIN/gpuheal" timeline "node/$B" --db "$DB" > "$TMP/timeline.txt"
+check "timeline has seen/decided/action rows" sh -c "grep -q ' seen ' '$TMP/timeline.txt' && grep -q ' decided ' '$TMP/timeline.txt' && grep -q ' action ' '$TMP/timeline.txt'"
+check "GPUNodeHealth reboot request" sh -c "'$K' get gpunodehealth '$B' -o jsonpath='{.metadata.annotations}' | grep -q request-reboot_node"
+
+# ---- 2. an application error: no node action -------------------------------
+mkjob app 1
+wait_for 30 bound app 1
+kubelet
+APPNODE=$(node_of app 0)
+[ -n "$APPNODE" ] || { bad "job app not scheduled"; exit 1; }
+APPPOD=$("$K" -n "$NS" get pods -l batch.kubernetes.io/job-name=app -o jsonpath='{.items[0].metadata.name}')
+echo '{"ts":"'"$(now)"'","node":"'"$APPNODE"'","source":"kube","kind":"pod_failed","namespace":"'"$NS"'","pod":"'"$APPPOD"'","job":"'"$NS"'/app","reason":"Error","exit_code":1,"msg":"Traceback (most recent call last): ValueError: bad config"}' | inject
+app_decided() { "$GH_BIN/gpuheal" explain "job/$NS/app" --db "$DB" | grep -q "application"; }
+check "application incident recorded" wait_for 20 app_decided
+"$GH_BIN/gpuheal" explain "job/$NS/app" --db "$DB" > "$TMP/app.txt"
+check "application: retry_in_place chosen" grep -q "chose: retry_in_place" "$TMP/app.txt"
+check "application: no node blamed" grep -q "no node blamed" "$TMP/app.txt"
+check "application: $APPNODE not cordoned" uncordoned "$APPNODE"
+
+# ---- 3. the budget: one node out of service at most -------------------------
+C=$(for n in g1 g2 g3 g4; do echo "$NS-$n"; done | grep -vx "$B" | grep -vx "$APPNODE" | head -1)
+xid79 "$C" 0 | inject
+budget_denied() { "$GH_BIN/gpuheal" explain "node/$C" --db "$DB" | grep -q "not acted: budget"; }
+check "budget: second isolation denied" wait_for 20 budget_denied
+check "budget: $C not cordoned" uncordoned "$C"
+check "budget: guard trip in /metrics" sh -c "curl -s http://127.0.0.1:$PORT/metrics | grep -q 'gpuheal_guard_trips_total{guard=\"budget\"} [1-9]'"
+check "metrics: incidents by class" sh -c "curl -s http://127.0.0.1:$PORT/metrics | grep -q 'gpuheal_incidents_total{class=\"gpu_hardware\"} [1-9]'"
+check "metrics: latency histogram" sh -c "curl -s http://127.0.0.1:$PORT/metrics | grep -q 'gpuheal_decision_latency_seconds_count [1-9]'"
+check "healthz" sh -c "curl -s http://127.0.0.1:$PORT/healthz | grep -q ok"
+
+# ---- 4. the validation gate returns the node to service --------------------
+"$K" patch gpunodehealth "$B" --subresource=status --type=merge \
+  -p '{"status":{"conditions":[{"type":"Validated","status":"True","reason":"ProbePassed","message":"gemm_checksum passed","lastTransitionTime":"'"$(date -u -d '+2 seconds' +%FT%TZ)"'"}]}}' >/dev/null
+check "validated node uncordoned" wait_for 20 uncordoned "$B"
+check "validated node untainted" wait_for 10 untainted "$B"
+stop_controller
+
+# ---- 5. dry run: decide and record, never act -------------------------------
+DRY="sqlite:$TMP/dry.db"
+start_controller "$DRY" --dry-run || exit 1
+xid79 "$C" 1 | inject
+check "dry run: incident recorded" wait_for 20 has_id "$DRY" "$C"
+DID=$(id_in_db "$DRY" "$C")
+check "dry run: Incident $DID phase Skipped" wait_for 10 id_phase_is "$DID" Skipped
+check "dry run: spec.dryRun" [ "$("$K" get incident "$DID" -o jsonpath='{.spec.dryRun}')" = true ]
+check "dry run: $C not cordoned" uncordoned "$C"
+check "dry run: explain says so" sh -c "'$GH_BIN/gpuheal' explain node/$C --db '$DRY' | grep -q 'dry run: would act'"
+stop_controller
+
+# ---- 6. approval ------------------------------------------------------------
+APR="sqlite:$TMP/approval.db"
+start_controller "$APR" --require-approval --max-unavailable 10 || exit 1
+D=$(for n in g1 g2 g3 g4; do echo "$NS-$n"; done | grep -vx "$B" | grep -vx "$APPNODE" | grep -vx "$C" | head -1)
+xid79 "$D" 2 | inject
+check "approval: incident recorded" wait_for 20 has_id "$APR" "$D"
+AID=$(id_in_db "$APR" "$D")
+check "approval: $AID waits" wait_for 20 id_phase_is "$AID" AwaitingApproval
+sleep 1
+check "approval: $D not cordoned yet" uncordoned "$D"
+"$GH_BIN/gpuheal" approve "$AID" --kubeconfig "$GH_KUBECONFIG" --by e2e >/dev/null
+check "approval: cordoned after gpuheal approve" wait_for 20 cordoned "$D"
+check "approval: phase Succeeded" wait_for 20 id_phase_is "$AID" Succeeded
+check "approval: explain shows the approver" sh -c "'$GH_BIN/gpuheal' explain node/$D --db '$APR' | grep -q 'approved by e2e'"
+stop_controller
+
+# ---- 7. kill -9 in the middle of an incident --------------------------------
+CRASH="sqlite:$TMP/crash.db"
+"$K" -n "$NS" delete job llm --wait=true >/dev/null 2>&1
+mkjob ckpt 1
+wait_for 30 bound ckpt 1
+kubelet
+E=$(node_of ckpt 0)
+[ -n "$E" ] || { bad "crash: job ckpt not scheduled"; exit 1; }
+OLDUID=$("$K" -n "$NS" get job ckpt -o jsonpath='{.metadata.uid}')
+GPUHEAL_TEST_CRASH_AFTER=isolate_node start_controller "$CRASH" --max-unavailable 10 || exit 1
+{
+  echo '{"ts":"'"$(now)"'","source":"telemetry","kind":"checkpoint","job":"'"$NS"'/ckpt","step":77,"path":"/ckpt/77","state":"saved"}'
+  xid79 "$E" 4
+} > "$TMP/crash.jsonl"
+inject < "$TMP/crash.jsonl"
+died() { ! kill -0 "$CTL_PID" 2>/dev/null; }
+check "crash: controller killed itself after cordoning" wait_for 20 died
+stop_controller
+check "crash: $E cordoned before the crash" cordoned "$E"
+check "crash: job not restarted yet" [ "$("$K" -n "$NS" get job ckpt -o jsonpath='{.metadata.uid}')" = "$OLDUID" ]
+start_controller "$CRASH" --max-unavailable 10 || exit 1
+check "crash: restart completed after the new start" wait_for 20 restarted_for ckpt
+# the agent sends the same signals again: the same incident, never decided twice
+inject < "$TMP/crash.jsonl"
+sleep 2
+check "crash: job restarted once" [ "$("$K" -n "$NS" get job ckpt -o jsonpath='{.metadata.annotations.gpuheal\.io/restart-count}')" = 1 ]
+check "crash: one gpuheal taint" [ "$(taints_of "$E" | tr ' ' '\n' | grep -c gpuheal.io/unhealthy)" = 1 ]
+check "crash: resume step 77" [ "$("$K" -n "$NS" get configmap ckpt-gpuheal-resume -o jsonpath='{.data.step}')" = 77 ]
+"$GH_BIN/gpuheal" explain "node/$E" --db "$CRASH" > "$TMP/crash.txt"
+check "crash: isolate replayed as noop" grep -q "isolate_node node/$E: noop" "$TMP/crash.txt"
+check "crash: one restart recorded" [ "$(grep -c "restart_from_checkpoint job/$NS/ckpt: succeeded" "$TMP/crash.txt")" = 1 ]
+check "crash: incident decided once" [ "$(grep -c '^\[' "$TMP/crash.txt")" = 1 ]
+stop_controller
+
+# ---- 8. PostgreSQL ----------------------------------------------------------
+PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+if [ -n "$PG_BIN" ] && [ -x "$PG_BIN/initdb" ]; then
+  PG_DIR=$(mktemp -d /tmp/gh-pg-e2e.XXXXXX)
+  [ "$(id -u)" = 0 ] && chown postgres "$PG_DIR"
+  if runas "$PG_BIN/initdb" -D "$PG_DIR/data" -A trust -U postgres --no-sync >/dev/null 2>&1 &&
+     runas "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -o "-k $PG_DIR -c listen_addresses= -F" -l "$PG_DIR/log" -w start >/dev/null 2>&1; then
+    PGURL="postgresql://postgres@$(echo "$PG_DIR" | sed 's|/|%2F|g'):5432/postgres"
+    start_controller "$PGURL" --max-unavailable 10 || exit 1
+    F=$(for n in g1 g2 g3 g4; do uncordoned "$NS-$n" && echo "$NS-$n"; done | head -1)
+    xid79 "$F" 5 | inject
+    check "postgres: $F cordoned" wait_for 20 cordoned "$F"
+    pg_explained() { "$GH_BIN/gpuheal" explain "node/$F" --db "$PGURL" | grep -q "isolate_node node/$F: succeeded"; }
+    check "postgres: explain from the PostgreSQL store" wait_for 10 pg_explained
+    stop_controller
+  else
+    bad "postgres: could not start a private cluster"
+  fi
+else
+  echo "skip: postgres (no server binaries)"
+fi
+
+# ---- 9. two replicas: only the leader acts; the standby takes over ---------
+HA_DB="${PGURL:-sqlite:$TMP/ha.db}"
+start_replica() { # name -> background controller, log $TMP/$name.log
+  "$GH_BIN/gpuheal-controller" --kubeconfig "$GH_KUBECONFIG" --listen 127.0.0.1:0 \
+    --token-file "$TMP/token" --db "$HA_DB" --watch-namespace "$NS" \
+    --node-selector "gpuheal.io/pool=$NS" --lease-namespace "$NS" --lease-name ha \
+    --lease-duration 4s --renew-deadline 3s --retry-period 1s --reorder-window 200ms \
+    --policy "$TMP/policy.yaml" --node-cooldown 0s --max-unavailable 10 \
+    --identity "$1" > "$TMP/$1.out" 2> "$TMP/$1.log" &
+}
+port_of() { sed -n 's/listening on port //p' "$TMP/$1.out"; }
+start_replica ha-a; PID_A=$!
+wait_for 20 grep -q "event=leading" "$TMP/ha-a.log" || bad "ha: first replica leads"
+start_replica ha-b; PID_B=$!
+wait_for 20 grep -q "holder=ha-a" "$TMP/ha-b.log" || bad "ha: standby sees the leader"
+G=$(for n in g1 g2 g3 g4; do uncordoned "$NS-$n" && echo "$NS-$n"; done | head -1)
+PORT=$(port_of ha-b)
+xid79 "$G" 6 | inject
+check "ha: the standby does not act" wait_for 10 grep -q "event=incident_not_leader" "$TMP/ha-b.log"
+check "ha: $G not cordoned by the standby" uncordoned "$G"
+kill -9 "$PID_A"; wait "$PID_A" 2>/dev/null
+check "ha: the standby takes over (lease 4 s)" wait_for 20 grep -q "event=leading" "$TMP/ha-b.log"
+xid79 "$G" 7 | inject
+check "ha: the new leader acts: $G cordoned" wait_for 20 cordoned "$G"
+kill "$PID_B" 2>/dev/null; wait "$PID_B" 2>/dev/null
+
+echo "controller_e2e: $pass passed, $fail failed"
+if [ $fail -ne 0 ]; then echo "--- controller log (tail)"; tail -40 "$TMP/ctl.log"; fi
+[ $fail -eq 0 ]

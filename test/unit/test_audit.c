@@ -1,0 +1,297 @@
+/* test_audit.c - the audit store on SQLite and on a private PostgreSQL:
+ * decisions with evidence, guard verdicts, actions, idempotent re-records,
+ * intents across a reopen, queries by node/job/pod, and the explain and
+ * timeline texts made from them. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "audit/audit.h"
+#include "audit/explain.h"
+#include "audit/pg_testenv.h"
+
+static const char *incident_json =
+    "{\"id\":\"inc-00000000000000aa\",\"class\":\"gpu_hardware\",\"node\":\"gpu-17\",\"gpu\":3,"
+    "\"job\":\"ml/llm\",\"first_ts\":\"2026-11-29T07:00:10.000000Z\","
+    "\"decided_ts\":\"2026-11-29T07:00:10.250000Z\","
+    "\"actions\":[\"isolate_node\",\"restart_from_checkpoint\",\"reboot_node\"],"
+    "\"checkpoint\":{\"step\":100,\"path\":\"s3://ckpt/llm/100\"},"
+    "\"evidence\":[{\"ts\":\"2026-11-29T07:00:10.000000Z\",\"node\":\"gpu-17\",\"gpu\":3,"
+    "\"source\":\"kmsg\",\"kind\":\"xid\",\"code\":79,\"msg\":\"NVRM: Xid (PCI:0000:3b:00): 79, "
+    "pid=1234, GPU has fallen off the bus.\"},"
+    "{\"ts\":\"2026-11-29T07:00:10.100000Z\",\"node\":\"gpu-17\",\"source\":\"kube\","
+    "\"kind\":\"pod_failed\",\"namespace\":\"ml\",\"pod\":\"llm-3\",\"job\":\"ml/llm\","
+    "\"reason\":\"Error\",\"exit_code\":1,\"injected\":true}],"
+    "\"rule\":\"gpu-fell-off-bus\",\"reason\":\"XID 79 on gpu-17 GPU 3.\",\"severity\":\"critical\"}";
+
+#define T0 1795935610000000000LL /* 2026-11-29T07:00:10Z */
+
+static char *render(void (*fn)(FILE *, const struct gh_audit_subject *,
+                               const struct gh_audit_incident_rec *, size_t),
+                    const struct gh_audit_subject *s, struct gh_audit_incident_rec *r, size_t n)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    fn(f, s, r, n);
+    fclose(f);
+    return buf;
+}
+
+static void timeline_fn(FILE *f, const struct gh_audit_subject *s,
+                        const struct gh_audit_incident_rec *r, size_t n)
+{
+    gh_timeline_write(f, s, r, n);
+}
+
+static void explain_fn(FILE *f, const struct gh_audit_subject *s,
+                       const struct gh_audit_incident_rec *r, size_t n)
+{
+    gh_explain_write(f, s, 0, r, n);
+}
+
+static int count_pending(void *ud, const struct gh_audit_intent *it)
+{
+    (void)it;
+    (*(int *)ud)++;
+    return 0;
+}
+
+static void exercise(const char *url)
+{
+    struct gh_err err = {{0}};
+    struct gh_audit *a = NULL;
+    int rc = gh_audit_open(url, &a, &err);
+    if (rc)
+        fail_msg("open %s: %s", url, err.msg);
+    json_t *inc = json_loads(incident_json, 0, NULL);
+    assert_non_null(inc);
+    bool ins = false;
+    assert_int_equal(gh_audit_record_incident(a, inc, "act", "Acting", "ctl-1", T0, &ins, &err), 0);
+    assert_true(ins);
+    /* a second record of the same decision (a restarted controller) is a no-op */
+    assert_int_equal(gh_audit_record_incident(a, inc, "act", "Acting", "ctl-2", T0, &ins, &err), 0);
+    assert_false(ins);
+    json_decref(inc);
+
+    struct gh_audit_guard g = {"inc-00000000000000aa", T0 + 260000000, "isolate_node", "node/gpu-17",
+                               "budget", "allowed", "1 of 2 nodes isolated"};
+    assert_int_equal(gh_audit_record_guard(a, &g, &err), 0);
+    struct gh_audit_guard g2 = {"inc-00000000000000aa", T0 + 261000000, "reboot_node", "node/gpu-17",
+                                "rate", "denied", "not acted: rate (10 actions in the last hour)"};
+    assert_int_equal(gh_audit_record_guard(a, &g2, &err), 0);
+
+    /* intent before acting, action, intent done */
+    struct gh_audit_intent it;
+    memset(&it, 0, sizeof it);
+    snprintf(it.id, sizeof it.id, "inc-00000000000000aa/0/isolate_node/node/gpu-17");
+    snprintf(it.incident_id, sizeof it.incident_id, "inc-00000000000000aa");
+    snprintf(it.action, sizeof it.action, "isolate_node");
+    snprintf(it.target, sizeof it.target, "node/gpu-17");
+    it.created_ns = T0 + 3000;
+    it.payload = strdup("{\"effect\":\"NoSchedule\"}");
+    bool existing = true;
+    assert_int_equal(gh_audit_intent_begin(a, &it, &existing, &err), 0);
+    assert_false(existing);
+    gh_audit_intent_clear(&it);
+    gh_audit_close(a);
+
+    /* reopen: the pending intent is still there (a controller killed here) */
+    a = NULL;
+    assert_int_equal(gh_audit_open(url, &a, &err), 0);
+    int pending = 0;
+    assert_int_equal(gh_audit_intents_pending(a, count_pending, &pending, &err), 0);
+    assert_int_equal(pending, 1);
+    struct gh_audit_intent again;
+    memset(&again, 0, sizeof again);
+    snprintf(again.id, sizeof again.id, "inc-00000000000000aa/0/isolate_node/node/gpu-17");
+    snprintf(again.incident_id, sizeof again.incident_id, "inc-00000000000000aa");
+    snprintf(again.action, sizeof again.action, "isolate_node");
+    assert_int_equal(gh_audit_intent_begin(a, &again, &existing, &err), 0);
+    assert_true(existing);
+    assert_int_equal(again.attempts, 2);
+    assert_string_equal(again.state, "pending");
+    assert_non_null(again.payload);
+    assert_non_null(strstr(again.payload, "NoSchedule"));
+    gh_audit_intent_clear(&again);
+
+    struct gh_audit_action act = {"inc-00000000000000aa",
+                                  "inc-00000000000000aa/0/isolate_node/node/gpu-17",
+                                  "isolate_node",
+                                  "node/gpu-17",
+                                  T0 + 300000000,
+                                  T0 + 338000000,
+                                  "succeeded",
+                                  200,
+                                  "HTTP 200",
+                                  "cordoned; tainted gpuheal.io/unhealthy:NoSchedule"};
+    assert_int_equal(gh_audit_record_action(a, &act, &err), 0);
+    assert_int_equal(gh_audit_intent_finish(a, act.intent_id, "done", T0 + 338000000, &err), 0);
+    pending = 0;
+    assert_int_equal(gh_audit_intents_pending(a, count_pending, &pending, &err), 0);
+    assert_int_equal(pending, 0);
+    assert_int_equal(gh_audit_set_phase(a, "inc-00000000000000aa", "Succeeded", &err), 0);
+
+    long n = 0;
+    assert_int_equal(gh_audit_count(a, "evidence", &n, &err), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(gh_audit_count(a, "guards", &n, &err), 0);
+    assert_int_equal(n, 2);
+
+    /* queries by every kind of subject */
+    const char *subjects[] = {"node/gpu-17", "job/ml/llm", "pod/ml/llm-3", "inc-00000000000000aa"};
+    for (size_t i = 0; i < 4; i++) {
+        struct gh_audit_subject s;
+        assert_int_equal(gh_audit_subject_parse(subjects[i], &s, &err), 0);
+        struct gh_audit_incident_rec *recs = NULL;
+        size_t nr = 0;
+        assert_int_equal(gh_audit_query(a, &s, 0, 0, &recs, &nr, &err), 0);
+        assert_int_equal(nr, 1);
+        assert_string_equal(recs[0].rule, "gpu-fell-off-bus");
+        assert_int_equal(recs[0].n_ev, 2);
+        assert_int_equal(recs[0].n_guards, 2);
+        assert_int_equal(recs[0].n_actions, 1);
+        assert_int_equal(recs[0].ckpt_step, 100);
+        assert_int_equal(recs[0].gpu, 3);
+        assert_string_equal(recs[0].phase, "Succeeded");
+        assert_string_equal(recs[0].controller, "ctl-1");
+        assert_int_equal(recs[0].ev[0].code, 79);
+        assert_true(recs[0].ev[1].injected);
+        assert_string_equal(recs[0].ev[1].pod, "ml/llm-3");
+        if (i == 1) {
+            char *text = render(explain_fn, &s, recs, nr);
+            assert_non_null(strstr(text, "GPU has fallen off the bus"));
+            assert_non_null(strstr(text, "rule gpu-fell-off-bus chose"));
+            assert_non_null(strstr(text, "not acted [rate]"));
+            assert_non_null(strstr(text, "isolate_node node/gpu-17: succeeded in 38 ms"));
+            assert_non_null(strstr(text, "checkpoint step 100"));
+            assert_non_null(strstr(text, "(injected)"));
+            free(text);
+            text = render(timeline_fn, &s, recs, nr);
+            /* time order: seen, decided, guards, action */
+            char *seen = strstr(text, "kmsg on gpu-17 GPU 3: xid 79");
+            char *dec = strstr(text, "gpu_hardware by rule gpu-fell-off-bus");
+            char *act2 = strstr(text, "isolate_node succeeded (38 ms)");
+            assert_non_null(seen);
+            assert_non_null(dec);
+            assert_non_null(act2);
+            assert_true(seen < dec && dec < act2);
+            free(text);
+        }
+        gh_audit_recs_free(recs, nr);
+    }
+    /* nothing about another node, nor since after the decision */
+    struct gh_audit_subject other;
+    assert_int_equal(gh_audit_subject_parse("node/gpu-18", &other, &err), 0);
+    struct gh_audit_incident_rec *recs = NULL;
+    size_t nr = 9;
+    assert_int_equal(gh_audit_query(a, &other, 0, 0, &recs, &nr, &err), 0);
+    assert_int_equal(nr, 0);
+    assert_int_equal(gh_audit_subject_parse("node/gpu-17", &other, &err), 0);
+    assert_int_equal(gh_audit_query(a, &other, T0 + 1000000000LL, 0, &recs, &nr, &err), 0);
+    assert_int_equal(nr, 0);
+    gh_audit_close(a);
+}
+
+static void test_sqlite(void **st)
+{
+    (void)st;
+    char dir[] = "/tmp/gh-audit-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char url[320], path[300], wal[320];
+    snprintf(path, sizeof path, "%s/audit.db", dir);
+    snprintf(url, sizeof url, "sqlite:%s", path);
+    exercise(url);
+    /* WAL journal */
+    struct gh_audit *a = NULL;
+    assert_int_equal(gh_audit_open(url, &a, NULL), 0);
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    assert_int_equal(access(wal, F_OK), 0);
+    assert_string_equal(gh_audit_backend(a), "sqlite");
+    gh_audit_close(a);
+    unlink(wal);
+    snprintf(wal, sizeof wal, "%s-shm", path);
+    unlink(wal);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* The PostgreSQL cluster lives in setup/teardown, so that a failed
+ * assertion never leaves a server running. */
+static int pg_setup(void **st)
+{
+    static struct gh_pg_testenv pg;
+    struct gh_err err = {{0}};
+    int rc = gh_pg_testenv_start(&pg, &err);
+    if (rc && rc != GH_ENOTFOUND) {
+        fprintf(stderr, "postgres: %s\n", err.msg);
+        return -1;
+    }
+    if (rc)
+        fprintf(stderr, "postgres tests skipped: %s\n", err.msg);
+    *st = rc ? NULL : &pg;
+    return 0;
+}
+
+static int pg_teardown(void **st)
+{
+    if (*st)
+        gh_pg_testenv_stop(*st);
+    return 0;
+}
+
+static void test_postgres(void **st)
+{
+    struct gh_pg_testenv *pg = *st;
+    if (!pg)
+        skip();
+    struct gh_err err = {{0}};
+    exercise(pg->url);
+    struct gh_audit *a = NULL;
+    int rc = gh_audit_open(pg->uri, &a, &err);
+    if (rc)
+        fprintf(stderr, "uri %s: %s\n", pg->uri, err.msg);
+    assert_int_equal(rc, 0);
+    assert_string_equal(gh_audit_backend(a), "postgres");
+    long n = 0;
+    assert_int_equal(gh_audit_count(a, "incidents", &n, &err), 0);
+    assert_int_equal(n, 1);
+    gh_audit_close(a);
+}
+
+static void test_subject_parse(void **st)
+{
+    (void)st;
+    struct gh_audit_subject s;
+    struct gh_err err;
+    assert_int_equal(gh_audit_subject_parse("job/ml/llm", &s, &err), 0);
+    assert_int_equal(s.kind, GH_AUDIT_JOB);
+    assert_string_equal(s.name, "ml/llm");
+    assert_int_equal(gh_audit_subject_parse("pod/ml/x", &s, &err), 0);
+    assert_int_equal(s.kind, GH_AUDIT_POD);
+    assert_int_equal(gh_audit_subject_parse("incident/inc-1", &s, &err), 0);
+    assert_int_equal(s.kind, GH_AUDIT_INCIDENT);
+    assert_int_equal(gh_audit_subject_parse("pod/x", &s, &err), GH_EINVAL);
+    assert_int_equal(gh_audit_subject_parse("node/a/b", &s, &err), GH_EINVAL);
+    assert_int_equal(gh_audit_subject_parse("deployment/x/y", &s, &err), GH_EINVAL);
+    assert_int_equal(gh_audit_subject_parse("gpu-17", &s, &err), GH_EINVAL);
+    struct gh_audit *a = NULL;
+    assert_int_equal(gh_audit_open("mysql://x", &a, &err), GH_EINVAL);
+    assert_int_equal(gh_audit_open("sqlite:/nonexistent-dir/x/y.db", &a, &err), GH_EIO);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_subject_parse),
+        cmocka_unit_test(test_sqlite),
+        cmocka_unit_test_setup_teardown(test_postgres, pg_setup, pg_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,127 @@
+/* test_control_signals.c - Pod and Node changes as kube signals: a failed
+ * pod (with its container's exit code and message), a container restarted
+ * after an error, a pod that started, a node going NotReady and back; ids
+ * that make a repeat a duplicate; the job a pod belongs to. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "control/kube_signals.h"
+
+static json_t *pod(const char *phase, int restarts, int last_exit)
+{
+    json_t *p = json_pack("{s:{s:s, s:s, s:s, s:{s:s}}, s:{s:s}, s:{s:s, s:s}}", "metadata",
+                          "name", "llm-3", "namespace", "ml", "uid", "u-1", "labels",
+                          "batch.kubernetes.io/job-name", "llm", "spec", "nodeName", "gpu-17",
+                          "status", "phase", phase, "startTime", "2026-11-29T07:00:00Z");
+    json_t *cs = json_pack("{s:s, s:i}", "name", "main", "restartCount", restarts);
+    if (last_exit >= 0)
+        json_object_set_new(cs, "lastState",
+                            json_pack("{s:{s:i, s:s, s:s, s:s}}", "terminated", "exitCode",
+                                      last_exit, "reason", last_exit == 137 ? "OOMKilled" : "Error",
+                                      "finishedAt", "2026-11-29T07:05:00Z", "message",
+                                      "Traceback: ValueError"));
+    json_object_set_new(json_object_get(p, "status"), "containerStatuses", json_pack("[o]", cs));
+    return p;
+}
+
+static void test_job_name(void **st)
+{
+    (void)st;
+    json_t *p = pod("Running", 0, -1);
+    char buf[100];
+    assert_string_equal(gh_kube_pod_job(p, buf, sizeof buf), "ml/llm");
+    json_object_del(json_object_get(json_object_get(p, "metadata"), "labels"),
+                    "batch.kubernetes.io/job-name");
+    assert_null(gh_kube_pod_job(p, buf, sizeof buf));
+    json_decref(p);
+}
+
+static void test_pod_lifecycle(void **st)
+{
+    (void)st;
+    struct gh_signal s[GH_KUBE_SIGNALS_MAX];
+    json_t *pending = pod("Pending", 0, -1), *running = pod("Running", 0, -1);
+    assert_int_equal(gh_kube_pod_signals(pending, pending, 1, s, 8), 0);
+    assert_int_equal(gh_kube_pod_signals(pending, running, 1, s, 8), 1);
+    assert_int_equal(s[0].kind, GH_KIND_POD_STARTED);
+    assert_string_equal(s[0].job, "ml/llm");
+    assert_string_equal(s[0].node, "gpu-17");
+    assert_string_equal(s[0].id, "kube:pod:u-1:started");
+    gh_signal_clear(&s[0]);
+    /* a resync (same state) says nothing */
+    assert_int_equal(gh_kube_pod_signals(running, running, 1, s, 8), 0);
+
+    /* a restart after an error */
+    json_t *restarted = pod("Running", 1, 1);
+    assert_int_equal(gh_kube_pod_signals(running, restarted, 1, s, 8), 1);
+    assert_int_equal(s[0].kind, GH_KIND_POD_FAILED);
+    assert_int_equal(s[0].exit_code, 1);
+    assert_string_equal(s[0].reason, "Error");
+    assert_string_equal(s[0].msg, "Traceback: ValueError");
+    assert_string_equal(s[0].namespace_, "ml");
+    assert_string_equal(s[0].pod, "llm-3");
+    assert_string_equal(s[0].id, "kube:pod:u-1:main:1");
+    gh_signal_clear(&s[0]);
+
+    /* failed for good: OOMKilled */
+    json_t *failed = pod("Failed", 1, 137);
+    assert_int_equal(gh_kube_pod_signals(restarted, failed, 1, s, 8), 1);
+    assert_int_equal(s[0].kind, GH_KIND_POD_FAILED);
+    assert_string_equal(s[0].reason, "OOMKilled");
+    assert_int_equal(s[0].exit_code, 137);
+    assert_string_equal(s[0].id, "kube:pod:u-1:failed");
+    gh_signal_clear(&s[0]);
+    assert_int_equal(gh_kube_pod_signals(failed, failed, 1, s, 8), 0);
+    /* first sight of a failed pod (a relist) */
+    assert_int_equal(gh_kube_pod_signals(NULL, failed, 1, s, 8), 1);
+    gh_signal_clear(&s[0]);
+    json_decref(pending);
+    json_decref(running);
+    json_decref(restarted);
+    json_decref(failed);
+}
+
+static json_t *node(const char *ready, const char *when)
+{
+    return json_pack("{s:{s:s, s:s}, s:{s:[{s:s, s:s, s:s}]}}", "metadata", "name", "gpu-17",
+                     "uid", "n-1", "status", "conditions", "type", "Ready", "status", ready,
+                     "lastTransitionTime", when);
+}
+
+static void test_node_ready(void **st)
+{
+    (void)st;
+    struct gh_signal s[1];
+    json_t *up = node("True", "2026-11-29T07:00:00Z");
+    json_t *down = node("Unknown", "2026-11-29T07:10:00Z");
+    json_t *back = node("True", "2026-11-29T07:20:00Z");
+    assert_int_equal(gh_kube_node_signals(NULL, up, 1, s, 1), 0);
+    assert_int_equal(gh_kube_node_signals(up, down, 1, s, 1), 1);
+    assert_int_equal(s[0].kind, GH_KIND_NODE_NOT_READY);
+    assert_string_equal(s[0].node, "gpu-17");
+    assert_true(s[0].ts_ns > 1000);
+    gh_signal_clear(&s[0]);
+    assert_int_equal(gh_kube_node_signals(down, down, 1, s, 1), 0);
+    assert_int_equal(gh_kube_node_signals(down, back, 1, s, 1), 1);
+    assert_int_equal(s[0].kind, GH_KIND_NODE_READY);
+    gh_signal_clear(&s[0]);
+    assert_int_equal(gh_kube_node_signals(NULL, down, 1, s, 1), 1);
+    gh_signal_clear(&s[0]);
+    json_decref(up);
+    json_decref(down);
+    json_decref(back);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_job_name),
+        cmocka_unit_test(test_pod_lifecycle),
+        cmocka_unit_test(test_node_ready),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
