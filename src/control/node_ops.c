@@ -217,7 +217,7 @@ int gh_act_release_node(const struct gh_act_ctx *x, const char *node, struct gh_
 
 /* ---- drain */
 
-enum pod_state { P_TODO, P_INFLIGHT, P_EVICTED, P_GONE, P_FAILED };
+enum pod_state { P_PENDING, P_INFLIGHT, P_EVICTED, P_GONE, P_FAILED };
 
 struct drain;
 struct dpod {
@@ -292,7 +292,7 @@ static void evicted(void *ud, int rc, struct gh_kube_resp *resp, const struct gh
         int64_t wait = resp->status.retry_after_s > 0 ? resp->status.retry_after_s : 1;
         if (wait > 10)
             wait = 10;
-        p->state = P_TODO;
+        p->state = P_PENDING;
         p->blocked = true;
         p->retry_at = gh_clock_now(d->x->clock ? d->x->clock : gh_clock_real()) +
                       wait * GH_NS_PER_S;
@@ -341,7 +341,7 @@ int gh_act_drain_node(const struct gh_act_ctx *x, const char *node, const struct
             struct dpod *p = &d.p[i];
             if (p->state == P_INFLIGHT)
                 open++;
-            if (p->state != P_TODO)
+            if (p->state != P_PENDING)
                 continue;
             open++;
             if (d.inflight >= k || p->retry_at > now || now >= deadline)
@@ -378,7 +378,7 @@ int gh_act_drain_node(const struct gh_act_ctx *x, const char *node, const struct
         switch (d.p[i].state) {
         case P_EVICTED: ev++; break;
         case P_GONE: gone++; break;
-        case P_TODO:
+        case P_PENDING:
             blocked++;
             why = d.p[i].msg;
             break;
