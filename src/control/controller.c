@@ -286,6 +286,39 @@ static void pod_change(void *ud, const json_t *old, const json_t *obj)
 
 static void pod_add(void *ud, const json_t *obj) { pod_change(ud, NULL, obj); }
 
+struct same_job {
+    const char *ns;
+    size_t n;
+};
+
+static int count_same_ns(void *ud, const struct gh_kube_obj *o)
+{
+    struct same_job *s = ud;
+    json_t *p = gh_kube_obj_json(o);
+    const char *ns = p ? gh_kube_meta_namespace(p) : NULL;
+    if (ns && s->ns && !strcmp(ns, s->ns))
+        s->n++;
+    json_decref(p);
+    return GH_OK;
+}
+
+/* The last pod of a job is gone: the job has ended (or moved wholesale);
+ * the engine forgets its placement. */
+static void pod_delete(void *ud, const json_t *obj)
+{
+    struct gh_controller *ctl = ud;
+    char job[320];
+    const char *j = gh_kube_pod_job(obj, job, sizeof job);
+    const char *slash = j ? strchr(j, '/') : NULL;
+    if (!slash)
+        return;
+    struct same_job s = {gh_kube_meta_namespace(obj), 0};
+    gh_kube_store_index_foreach(gh_kube_informer_store(ctl->inf_pods), "job", slash + 1,
+                                count_same_ns, &s);
+    if (s.n == 0)
+        gh_engine_forget_job(ctl->engine, j);
+}
+
 static void pod_update(void *ud, const json_t *old, const json_t *obj)
 {
     if (old) /* resync replays carry nothing new */
@@ -474,16 +507,27 @@ static void inf_error(void *ud, int rc, const struct gh_kube_status *st, const c
     GH_LOG(GH_LOG_WARN, "event=informer_error rc=%s error=\"%s\"", gh_rc_str(rc), msg ? msg : "");
 }
 
+/* Pods by job name (the namespace is compared by the caller). */
+static const struct gh_kube_index_spec pod_indexes[] = {
+    {"job",
+     {"/metadata/labels/batch.kubernetes.io~1job-name", "/metadata/labels/job-name",
+      "/metadata/labels/jobset.sigs.k8s.io~1jobset-name",
+      "/metadata/labels/training.kubeflow.org~1job-name"}},
+};
+
 static int start_informer(struct gh_controller *ctl, const struct gh_kube_res *res, const char *ns,
                           const char *sel, const char *const *keep, size_t nkeep,
                           const struct gh_kube_handlers *h, struct gh_kube_informer **out,
                           struct gh_err *err)
 {
+    bool pods = res == &gh_kube_res_pods;
     struct gh_kube_informer_opts o = {.res = res,
                                       .ns = ns,
                                       .label_selector = sel,
                                       .keep = keep,
-                                      .nkeep = nkeep};
+                                      .nkeep = nkeep,
+                                      .indexes = pods ? pod_indexes : NULL,
+                                      .nindexes = pods ? 1 : 0};
     int rc = gh_kube_informer_new(ctl->c, &o, h, ctl, out, err);
     if (!rc)
         rc = gh_kube_informer_start(*out, err);
@@ -709,7 +753,7 @@ int gh_controller_run(struct gh_controller *ctl, int stop_fd, struct gh_err *err
 {
     int rc;
     struct gh_kube_handlers hn = {node_add, node_update, node_delete, NULL, inf_error};
-    struct gh_kube_handlers hp = {pod_add, pod_update, NULL, NULL, inf_error};
+    struct gh_kube_handlers hp = {pod_add, pod_update, pod_delete, NULL, inf_error};
     struct gh_kube_handlers hg = {gnh_change, gnh_update, NULL, NULL, inf_error};
     struct gh_kube_handlers hi = {incident_change, incident_update, NULL, NULL, inf_error};
     struct gh_kube_handlers hpol = {policy_add, policy_update, policy_add, policy_synced,
@@ -760,8 +804,15 @@ int gh_controller_run(struct gh_controller *ctl, int stop_fd, struct gh_err *err
     rc = GH_OK;
     while (!stop) {
         struct epoll_event evs[8];
-        int wait = (int)(tick / GH_NS_PER_MS);
-        int n = epoll_wait(ep, evs, 8, wait > 0 ? wait : 1);
+        /* until the engine has something to do (a signal leaving the
+         * reorder window, a detector deadline), at most one tick */
+        int64_t wait_ns = tick, due = gh_engine_next_deadline(ctl->engine);
+        if (due == INT64_MIN)
+            wait_ns = 0;
+        else if (due != INT64_MAX && due - now(ctl) < wait_ns)
+            wait_ns = due - now(ctl) > 0 ? due - now(ctl) : 0;
+        int wait = (int)((wait_ns + GH_NS_PER_MS - 1) / GH_NS_PER_MS);
+        int n = epoll_wait(ep, evs, 8, wait);
         if (n < 0 && errno != EINTR) {
             rc = gh_err_set(err, GH_EIO, "epoll_wait: %s", strerror(errno));
             break;
@@ -776,7 +827,8 @@ int gh_controller_run(struct gh_controller *ctl, int stop_fd, struct gh_err *err
         int64_t t = now(ctl);
         /* at once after new signals (a zero reorder window decides now),
          * else every tick */
-        if (fed || t - ctl->last_tick >= tick) {
+        int64_t next = gh_engine_next_deadline(ctl->engine);
+        if (fed || t - ctl->last_tick >= tick || (next != INT64_MAX && next <= t)) {
             gh_engine_tick(ctl->engine, t);
             ctl->last_tick = t;
         }

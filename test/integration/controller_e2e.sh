@@ -29,12 +29,15 @@ ok() { echo "ok: $*"; pass=$((pass + 1)); }
 bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
 check() { local what="$1"; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
 
+# SIGTERM; succeeds when the controller exits 0 (sanitizer builds: no leak)
 stop_controller() {
+  local st=0
   if [ -n "$CTL_PID" ]; then
     kill "$CTL_PID" 2>/dev/null
-    wait "$CTL_PID" 2>/dev/null
+    wait "$CTL_PID" 2>/dev/null || st=$?
     CTL_PID=""
   fi
+  return $st
 }
 
 cleanup() {
@@ -257,7 +260,7 @@ check "healthz" sh -c "curl -s http://127.0.0.1:$PORT/healthz | grep -q ok"
   -p '{"status":{"conditions":[{"type":"Validated","status":"True","reason":"ProbePassed","message":"gemm_checksum passed","lastTransitionTime":"'"$(date -u -d '+2 seconds' +%FT%TZ)"'"}]}}' >/dev/null
 check "validated node uncordoned" wait_for 20 uncordoned "$B"
 check "validated node untainted" wait_for 10 untainted "$B"
-stop_controller
+check "controller stops cleanly on SIGTERM" stop_controller
 
 # ---- 5. dry run: decide and record, never act -------------------------------
 DRY="sqlite:$TMP/dry.db"
@@ -285,7 +288,7 @@ check "approval: $D not cordoned yet" uncordoned "$D"
 check "approval: cordoned after gpuheal approve" wait_for 20 cordoned "$D"
 check "approval: phase Succeeded" wait_for 20 id_phase_is "$AID" Succeeded
 check "approval: explain shows the approver" sh -c "'$GH_BIN/gpuheal' explain node/$D --db '$APR' | grep -q 'approved by e2e'"
-stop_controller
+check "approval: controller stops cleanly" stop_controller
 
 # ---- 7. kill -9 in the middle of an incident --------------------------------
 CRASH="sqlite:$TMP/crash.db"
@@ -335,7 +338,7 @@ if [ -n "$PG_BIN" ] && [ -x "$PG_BIN/initdb" ]; then
     check "postgres: $F cordoned" wait_for 20 cordoned "$F"
     pg_explained() { "$GH_BIN/gpuheal" explain "node/$F" --db "$PGURL" | grep -q "isolate_node node/$F: succeeded"; }
     check "postgres: explain from the PostgreSQL store" wait_for 10 pg_explained
-    stop_controller
+    check "postgres: controller stops cleanly" stop_controller
   else
     bad "postgres: could not start a private cluster"
   fi

@@ -1,6 +1,6 @@
 /* test_controller_actions.c - the actuator against the real control plane:
  * isolate/release with ownership (someone else's cordon is never claimed
- * nor undone), drain through the Eviction API, requests to the agent on
+ * nor undone), drain through the Eviction API (a PodDisruptionBudget holds), requests to the agent on
  * GPUNodeHealth and the validation gate, retry in place, restart of a Job
  * from its checkpoint (twice = once; a crash between delete and create),
  * and the replace hand-off. */
@@ -186,6 +186,67 @@ static void test_drain(void **state)
         assert_true(!o2 || json_object_get(json_object_get(o2, "metadata"), "deletionTimestamp"));
         json_decref(o2);
     }
+}
+
+/* A PodDisruptionBudget that allows no disruption keeps its pod: the drain
+ * retries until its timeout and says so; without the budget it goes. */
+static void test_drain_pdb(void **state)
+{
+    struct env *e = *state;
+    json_t *pod = json_pack("{s:s, s:s, s:{s:s, s:{s:s}}, s:{s:s, s:[{s:s, s:s}], s:[{s:s}]}}",
+                            "apiVersion", "v1", "kind", "Pod", "metadata", "name", "guarded",
+                            "labels", "app", "guarded", "spec", "nodeName", e->node, "containers",
+                            "name", "main", "image", "trainer:latest", "tolerations", "operator",
+                            "Exists");
+    struct gh_kube_ref pods = {&gh_kube_res_pods, e->ns, NULL};
+    struct gh_err err = {{0}};
+    if (gh_kube_create(e->c, &pods, pod, NULL, NULL, &err))
+        fail_msg("pod: %s", err.msg);
+    json_decref(pod);
+    /* the kubelet's part: running and ready */
+    json_t *sp = json_pack("{s:{s:s, s:[{s:s, s:s}]}}", "status", "phase", "Running", "conditions",
+                           "type", "Ready", "status", "True");
+    struct gh_kube_ref pref = {&gh_kube_res_pods, e->ns, "guarded"};
+    if (gh_kube_patch(e->c, &pref, "status", GH_KUBE_PATCH_MERGE, sp, NULL, NULL, &err))
+        fail_msg("pod status: %s", err.msg);
+    json_decref(sp);
+    json_t *pdb = json_pack("{s:s, s:s, s:{s:s}, s:{s:i, s:{s:{s:s}}}}", "apiVersion", "policy/v1",
+                            "kind", "PodDisruptionBudget", "metadata", "name", "guard", "spec",
+                            "minAvailable", 1, "selector", "matchLabels", "app", "guarded");
+    struct gh_kube_ref pdbs = {&gh_kube_res_pdbs, e->ns, NULL};
+    if (gh_kube_create(e->c, &pdbs, pdb, NULL, NULL, &err))
+        fail_msg("pdb: %s", err.msg);
+    json_decref(pdb);
+    /* until the disruption controller has counted the pod */
+    bool settled = false;
+    for (int i = 0; i < 300 && !settled; i++) {
+        json_t *p = get(e, &gh_kube_res_pdbs, e->ns, "guard");
+        json_t *st = json_object_get(p, "status");
+        settled = json_integer_value(json_object_get(st, "observedGeneration")) ==
+                      json_integer_value(json_object_get(json_object_get(p, "metadata"),
+                                                         "generation")) &&
+                  json_integer_value(json_object_get(st, "currentHealthy")) == 1;
+        json_decref(p);
+        if (!settled)
+            usleep(100000);
+    }
+    assert_true(settled);
+    struct gh_act_result r;
+    struct gh_drain_opts o = {.concurrency = 2, .timeout_ns = 3LL * GH_NS_PER_S, .grace_s = 0};
+    assert_int_equal(gh_act_drain_node(&e->x, e->node, &o, &r, &err), GH_EAGAIN);
+    assert_string_equal(r.result, "failed");
+    assert_non_null(strstr(r.detail, "kept by a PodDisruptionBudget"));
+    json_t *still = get(e, &gh_kube_res_pods, e->ns, "guarded");
+    assert_non_null(still);
+    assert_null(json_object_get(json_object_get(still, "metadata"), "deletionTimestamp"));
+    json_decref(still);
+    struct gh_kube_ref gref = {&gh_kube_res_pdbs, e->ns, "guard"};
+    assert_int_equal(gh_kube_delete(e->c, &gref, NULL, NULL, &err), 0);
+    o.timeout_ns = 20LL * GH_NS_PER_S;
+    int rc = gh_act_drain_node(&e->x, e->node, &o, &r, &err);
+    if (rc)
+        fail_msg("drain without the budget: %s", r.detail);
+    assert_string_equal(r.result, "succeeded");
 }
 
 static void test_request_and_validation(void **state)
@@ -375,6 +436,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_isolate_release),
         cmocka_unit_test(test_drain),
+        cmocka_unit_test(test_drain_pdb),
         cmocka_unit_test(test_request_and_validation),
         cmocka_unit_test(test_retry_in_place),
         cmocka_unit_test(test_restart_from_checkpoint),
