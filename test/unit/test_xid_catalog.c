@@ -422,7 +422,7 @@ static void test_every_csv_code_is_in_catalog(void **state)
         seen[code] = true;
         rows++;
     }
-    assert_true(rows > 100); /* the parse found the catalog, not a stub */
+    assert_true(rows > 100); /* the parse read the whole catalog */
     /* And nothing in the catalog that the facts do not have. */
     for (int i = 0; i < gh_xid_count(); i++)
         if (!seen[gh_xid_at(i)->code])
