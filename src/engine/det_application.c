@@ -85,23 +85,6 @@ static void app_destroy(void *state)
     free(a);
 }
 
-static void *get(struct gh_strmap *m, const char *key, size_t size, long *idx)
-{
-    long i = gh_strmap_intern(m, key, NULL, NULL);
-    if (i < 0)
-        return NULL;
-    void *v = gh_strmap_value(m, (size_t)i);
-    if (!v) {
-        v = calloc(1, size);
-        if (!v)
-            return NULL;
-        gh_strmap_set_value(m, (size_t)i, v);
-    }
-    if (idx)
-        *idx = i;
-    return v;
-}
-
 /* Is there hardware evidence (an alert or a decided incident) on node or on
  * any node of job within [since, until]? */
 static bool hw_explains(struct gh_engine *e, const char *job, const char *node, int64_t since,
@@ -164,7 +147,7 @@ static void on_pod_failed(struct app *a, struct gh_engine *e, const struct gh_tl
         return;
     }
     long idx;
-    struct ajob *j = get(a->jobs, key, sizeof *j, &idx);
+    struct ajob *j = gh_strmap_get_or_alloc(a->jobs, key, sizeof *j, &idx, NULL);
     if (!j)
         return;
     add_pending(a, j, idx, ent, pf == GH_PF_OOM ? ent->ts_ns : ent->ts_ns + st->hold_ns);
@@ -186,7 +169,8 @@ static void on_app_xid(struct app *a, struct gh_engine *e, const struct gh_tl_en
     /* The same code on this GPU in other jobs: the GPU, not the code. */
     char gkey[300];
     gh_sfmt(gkey, sizeof gkey, "%s/%d", s->node ? s->node : "", gpu);
-    struct xhist *h = s->node && gpu >= 0 ? get(a->gpus, gkey, sizeof *h, NULL) : NULL;
+    struct xhist *h =
+        s->node && gpu >= 0 ? gh_strmap_get_or_alloc(a->gpus, gkey, sizeof *h, NULL, NULL) : NULL;
     if (h && !x->secondary) {
         uint64_t jid = job ? gh_hash_str(GH_HASH_INIT, job) | 1 : 0;
         if (h->n == XHIST) {
@@ -242,7 +226,7 @@ static void on_app_xid(struct app *a, struct gh_engine *e, const struct gh_tl_en
     char key[300];
     gh_sfmt(key, sizeof key, "%s%s", job ? "" : "node:", job ? job : s->node ? s->node : "?");
     long idx;
-    struct ajob *j = get(a->jobs, key, sizeof *j, &idx);
+    struct ajob *j = gh_strmap_get_or_alloc(a->jobs, key, sizeof *j, &idx, NULL);
     if (!j)
         return;
     add_pending(a, j, idx, ent, ent->ts_ns + st->hold_ns);

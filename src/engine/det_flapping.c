@@ -72,23 +72,6 @@ static void fl_destroy(void *state)
     free(f);
 }
 
-static void *get(struct gh_strmap *m, const char *key, size_t size, long *idx)
-{
-    long i = gh_strmap_intern(m, key, NULL, NULL);
-    if (i < 0)
-        return NULL;
-    void *v = gh_strmap_value(m, (size_t)i);
-    if (!v) {
-        v = calloc(1, size);
-        if (!v)
-            return NULL;
-        gh_strmap_set_value(m, (size_t)i, v);
-    }
-    if (idx)
-        *idx = i;
-    return v;
-}
-
 static int global_since(const struct flap *f, int64_t since)
 {
     int c = 0;
@@ -101,7 +84,7 @@ static void involve(struct flap *f, struct gh_engine *e, const char *node, uint6
                     const struct gh_tl_entry *ent)
 {
     const struct gh_policy_settings *st = gh_ctx_settings(e);
-    struct fnode *n = get(f->nodes, node, sizeof *n, NULL);
+    struct fnode *n = gh_strmap_get_or_alloc(f->nodes, node, sizeof *n, NULL, NULL);
     if (!n)
         return;
     int64_t now = ent->ts_ns, since = now - st->flap_lookback_ns;
@@ -192,7 +175,7 @@ static void fl_on_signal(void *state, struct gh_engine *e, const struct gh_tl_en
         return;
     }
     if (s->kind == GH_KIND_NODE_NOT_READY) {
-        struct fnode *n = get(f->nodes, s->node, sizeof *n, NULL);
+        struct fnode *n = gh_strmap_get_or_alloc(f->nodes, s->node, sizeof *n, NULL, NULL);
         if (!n || n->down)
             return;
         n->down = true;
@@ -207,7 +190,7 @@ static void fl_on_signal(void *state, struct gh_engine *e, const struct gh_tl_en
     const char *job = s->job ? s->job : gh_ctx_job_on(e, s->node, -1);
     char key[300];
     gh_sfmt(key, sizeof key, "%s%s", job ? "" : "pod:", job ? job : s->pod ? s->pod : "?");
-    struct fjob *fj = get(f->jobs, key, sizeof *fj, NULL);
+    struct fjob *fj = gh_strmap_get_or_alloc(f->jobs, key, sizeof *fj, NULL, NULL);
     if (!fj)
         return;
     /* Pods of one job failing together are one failure, blamed on the first. */

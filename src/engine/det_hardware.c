@@ -66,31 +66,12 @@ static void hw_destroy(void *state)
     free(h);
 }
 
-static void *get(struct gh_strmap *m, const char *key, size_t size, bool *created)
-{
-    bool c = false;
-    long i = gh_strmap_intern(m, key, &c, NULL);
-    if (i < 0)
-        return NULL;
-    void *v = gh_strmap_value(m, (size_t)i);
-    if (!v) {
-        v = calloc(1, size);
-        if (!v)
-            return NULL;
-        gh_strmap_set_value(m, (size_t)i, v);
-        c = true;
-    }
-    if (created)
-        *created = c;
-    return v;
-}
-
 static struct gstate *gpu_state(struct hw *h, const struct gh_signal *s)
 {
     char key[300];
     gh_sfmt(key, sizeof key, "%s/%d", s->node ? s->node : "", s->gpu);
     bool created;
-    struct gstate *g = get(h->gpus, key, sizeof *g, &created);
+    struct gstate *g = gh_strmap_get_or_alloc(h->gpus, key, sizeof *g, NULL, &created);
     if (g && created) {
         g->throttle_since[0] = g->throttle_since[1] = INT64_MIN;
         g->throttle_last[0] = g->throttle_last[1] = INT64_MIN;
@@ -137,7 +118,7 @@ static struct counter *counter_for(struct hw *h, const struct gh_signal *s, cons
     gh_sfmt(key, sizeof key, "%s/%d/%s/%s/%d/%s", s->node ? s->node : "", s->gpu,
              gh_kind_name(s->kind), s->counter ? s->counter : "", s->has_link ? s->link : -1,
              extra ? extra : "");
-    return get(h->counters, key, sizeof(struct counter), NULL);
+    return gh_strmap_get_or_alloc(h->counters, key, sizeof(struct counter), NULL, NULL);
 }
 
 static void report(struct gh_engine *e, const struct gh_tl_entry *ent, enum gh_class cls,

@@ -112,27 +112,6 @@ static void net_destroy(void *state)
     free(n);
 }
 
-static void *get(struct gh_strmap *m, const char *key, size_t size, long *idx, bool *created)
-{
-    long i = gh_strmap_intern(m, key, NULL, NULL);
-    if (i < 0)
-        return NULL;
-    void *v = gh_strmap_value(m, (size_t)i);
-    bool c = false;
-    if (!v) {
-        v = calloc(1, size);
-        if (!v)
-            return NULL;
-        gh_strmap_set_value(m, (size_t)i, v);
-        c = true;
-    }
-    if (idx)
-        *idx = i;
-    if (created)
-        *created = c;
-    return v;
-}
-
 static int flaps_within(const struct port *p, int64_t now, int64_t window)
 {
     int n = 0;
@@ -212,7 +191,7 @@ static void on_nic(struct net *n, struct gh_engine *e, const struct gh_tl_entry 
              s->has_port ? s->port : -1);
     long pidx;
     bool created;
-    struct port *p = get(n->ports, key, sizeof *p, &pidx, &created);
+    struct port *p = gh_strmap_get_or_alloc(n->ports, key, sizeof *p, &pidx, &created);
     if (!p)
         return;
     if (created)
@@ -221,7 +200,7 @@ static void on_nic(struct net *n, struct gh_engine *e, const struct gh_tl_entry 
     if (s->counter && s->has_count) {
         char ckey[500];
         gh_sfmt(ckey, sizeof ckey, "%s/%s", key, s->counter);
-        struct ectr *c = get(n->ectrs, ckey, sizeof *c, NULL, NULL);
+        struct ectr *c = gh_strmap_get_or_alloc(n->ectrs, ckey, sizeof *c, NULL, NULL);
         if (c) {
             int64_t d = c->has_last ? (s->count >= c->last ? s->count - c->last : s->count) : 0;
             c->last = s->count;
@@ -291,7 +270,7 @@ static void on_step(struct net *n, const struct gh_tl_entry *ent)
         js = n->last_js;
     } else {
         long idx;
-        js = get(n->steps, s->job, sizeof *js, &idx, NULL);
+        js = gh_strmap_get_or_alloc(n->steps, s->job, sizeof *js, &idx, NULL);
         if (!js)
             return;
         n->last_job = gh_strmap_key(n->steps, (size_t)idx);
@@ -372,7 +351,7 @@ static void on_pod_failed(struct net *n, struct gh_engine *e, const struct gh_tl
     char key[300];
     gh_sfmt(key, sizeof key, "%s%s", job ? "" : "node:", job ? job : s->node ? s->node : "?");
     long idx;
-    struct cjob *c = get(n->cjobs, key, sizeof *c, &idx, NULL);
+    struct cjob *c = gh_strmap_get_or_alloc(n->cjobs, key, sizeof *c, &idx, NULL);
     if (!c)
         return;
     if (!c->pending) {

@@ -216,3 +216,25 @@ size_t gh_strmap_memory(const struct gh_strmap *m)
             b += strlen(m->entries[i].key) + 1;
     return b;
 }
+
+void *gh_strmap_get_or_alloc(struct gh_strmap *m, const char *key, size_t size, long *idx,
+                             bool *created)
+{
+    long i = gh_strmap_intern(m, key, NULL, NULL);
+    if (i < 0)
+        return NULL;
+    void *v = gh_strmap_value(m, (size_t)i);
+    bool fresh = false;
+    if (!v) {
+        v = calloc(1, size);
+        if (!v)
+            return NULL;
+        gh_strmap_set_value(m, (size_t)i, v);
+        fresh = true;
+    }
+    if (idx)
+        *idx = i;
+    if (created)
+        *created = fresh;
+    return v;
+}

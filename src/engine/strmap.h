@@ -36,6 +36,12 @@ size_t gh_strmap_live(const struct gh_strmap *m);
 const char *gh_strmap_key(const struct gh_strmap *m, size_t i);
 void *gh_strmap_value(const struct gh_strmap *m, size_t i);
 void gh_strmap_set_value(struct gh_strmap *m, size_t i, void *value);
+/* The value for key, interning the key and allocating a zeroed value of size
+ * bytes when it has none (the map's owner frees values). *idx (optional) gets
+ * the entry's index, *created (optional) whether the value is new. NULL when
+ * the map is full or out of memory. */
+void *gh_strmap_get_or_alloc(struct gh_strmap *m, const char *key, size_t size, long *idx,
+                             bool *created);
 /* Removes the entry at index i (its key is freed; the value is the
  * caller's to free first). The index becomes free and may be reused by the
  * next insertion: whoever kept it must forget it. No-op for a free index. */
