@@ -117,4 +117,10 @@ int gh_act_restart_execute(const struct gh_act_ctx *x, const json_t *payload,
 void gh_act_result_set(struct gh_act_result *r, const char *result, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Records the API's answer in r: a success's status code, or a failure's
+ * decoded Status (code, reason, message), or err's detail when no reply came. */
+void gh_act_result_api_ok(struct gh_act_result *r, long code);
+void gh_act_result_api_fail(struct gh_act_result *r, const struct gh_kube_status *st,
+                            const struct gh_err *err);
+
 #endif

@@ -13,22 +13,6 @@
 
 static const char *nz(const char *s) { return s ? s : ""; }
 
-static void api_ok(struct gh_act_result *r, long code)
-{
-    r->http = code;
-    snprintf(r->api, sizeof r->api, "HTTP %ld", code);
-}
-
-static void api_fail(struct gh_act_result *r, const struct gh_kube_status *st,
-                     const struct gh_err *err)
-{
-    r->http = st->code;
-    if (st->code)
-        snprintf(r->api, sizeof r->api, "HTTP %d %s: %.200s", st->code, st->reason, st->message);
-    else
-        snprintf(r->api, sizeof r->api, "%.250s", err ? err->msg : "no reply");
-}
-
 /* ---- retry in place */
 
 struct retry {
@@ -84,7 +68,7 @@ int gh_act_retry_in_place(const struct gh_act_ctx *x, const char *ns, const char
         struct gh_kube_ref ref = {&gh_kube_res_pods, ns, NULL};
         rc = gh_kube_list_all(x->c, &ref, &lo, retry_item, &rt, NULL, 0, &rt.st, err);
         if (rc) {
-            api_fail(r, &rt.st, err);
+            gh_act_result_api_fail(r, &rt.st, err);
             gh_act_result_set(r, "failed", "could not list the pods of %s/%s", ns, name);
             return rc;
         }
@@ -104,12 +88,12 @@ int gh_act_retry_in_place(const struct gh_act_ctx *x, const char *ns, const char
         json_decref(p);
     }
     if (rt.failed) {
-        api_fail(r, &rt.st, err);
+        gh_act_result_api_fail(r, &rt.st, err);
         gh_act_result_set(r, "failed", "deleted %d failed pods, %d could not be deleted",
                           rt.deleted, rt.failed);
         return GH_EIO;
     }
-    api_ok(r, 200);
+    gh_act_result_api_ok(r, 200);
     if (rt.deleted == 0)
         gh_act_result_set(r, "noop", "no failed pod left%s%s%s (its controller already replaced "
                           "them)", ns && name ? " in " : "", ns && name ? ns : "",
@@ -205,7 +189,7 @@ int gh_act_restart_prepare(const struct gh_act_ctx *x, const char *ns, const cha
     json_t *job = NULL;
     int rc = gh_kube_get(x->c, &ref, &job, &st, err);
     if (rc) {
-        api_fail(r, &st, err);
+        gh_act_result_api_fail(r, &st, err);
         gh_act_result_set(r, "failed", rc == GH_ENOTFOUND
                                            ? "no batch/v1 Job %s/%s (only Jobs are restarted)"
                                            : "could not read Job %s/%s",
@@ -315,7 +299,7 @@ int gh_act_restart_prepare(const struct gh_act_ctx *x, const char *ns, const cha
     }
     json_object_set_new(pl, "restart_count", json_integer(count + 1));
     *payload = pl;
-    api_ok(r, 200);
+    gh_act_result_api_ok(r, 200);
     gh_act_result_set(r, "succeeded", "prepared the restart of %s/%s", ns, name);
 out:
     json_decref(job);
@@ -324,7 +308,7 @@ out:
     json_decref(nann);
     json_decref(avoid_arr);
     if (rc && !r->result[0]) {
-        api_fail(r, &st, err);
+        gh_act_result_api_fail(r, &st, err);
         gh_act_result_set(r, "failed", "could not prepare the restart of %s/%s", ns, name);
     }
     return rc;
@@ -378,7 +362,7 @@ int gh_act_restart_execute(const struct gh_act_ctx *x, const json_t *pl, struct 
     gh_kube_status_reset(&st);
     int rc = apply_resume(x, pl, ns, name, &st, err);
     if (rc) {
-        api_fail(r, &st, err);
+        gh_act_result_api_fail(r, &st, err);
         gh_act_result_set(r, "failed", "could not write ConfigMap %s/%s%s", ns, name,
                           GH_RESUME_SUFFIX);
         return rc;
@@ -406,7 +390,7 @@ int gh_act_restart_execute(const struct gh_act_ctx *x, const json_t *pl, struct 
     json_t *cur = NULL;
     rc = gh_kube_get(x->c, &ref, &cur, &st, err);
     if (rc && rc != GH_ENOTFOUND) {
-        api_fail(r, &st, err);
+        gh_act_result_api_fail(r, &st, err);
         gh_act_result_set(r, "failed", "could not read Job %s/%s", ns, name);
         return rc;
     }
@@ -418,13 +402,13 @@ int gh_act_restart_execute(const struct gh_act_ctx *x, const json_t *pl, struct 
         bool ours = !old && by && strcmp(by, inc) == 0;
         json_decref(cur);
         if (ours) {
-            api_ok(r, 200);
+            gh_act_result_api_ok(r, 200);
             gh_act_result_set(r, "noop", "Job %s/%s already restarted for this incident (%s)",
                               ns, name, where);
             return GH_OK;
         }
         if (!old) {
-            api_ok(r, 200);
+            gh_act_result_api_ok(r, 200);
             gh_act_result_set(r, "skipped", "Job %s/%s was replaced by someone else since the "
                               "decision; left alone", ns, name);
             return GH_OK;
@@ -433,7 +417,7 @@ int gh_act_restart_execute(const struct gh_act_ctx *x, const json_t *pl, struct 
                                         .propagation = "Background"};
         rc = gh_kube_delete(x->c, &ref, &d, &st, err);
         if (rc && rc != GH_ENOTFOUND) {
-            api_fail(r, &st, err);
+            gh_act_result_api_fail(r, &st, err);
             gh_act_result_set(r, "failed", "could not delete the old Job %s/%s", ns, name);
             return rc;
         }
@@ -449,12 +433,12 @@ int gh_act_restart_execute(const struct gh_act_ctx *x, const json_t *pl, struct 
         (void)gh_kube_client_run(x->c, 200, NULL);
     }
     if (rc) {
-        api_fail(r, &st, err);
+        gh_act_result_api_fail(r, &st, err);
         gh_act_result_set(r, "failed", "old Job %s/%s deleted but its replacement could not be "
                           "created", ns, name);
         return rc;
     }
-    api_ok(r, 201);
+    gh_act_result_api_ok(r, 201);
     gh_act_result_set(r, "succeeded", "restarted Job %s/%s%s%s; %s (ConfigMap %s/%s%s)", ns, name,
                       avoid[0] ? " away from " : "", avoid, where, ns, name, GH_RESUME_SUFFIX);
     return GH_OK;

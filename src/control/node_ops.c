@@ -25,14 +25,14 @@ void gh_act_result_set(struct gh_act_result *r, const char *result, const char *
     va_end(ap);
 }
 
-static void api_ok(struct gh_act_result *r, long code)
+void gh_act_result_api_ok(struct gh_act_result *r, long code)
 {
     r->http = code;
     snprintf(r->api, sizeof r->api, "HTTP %ld", code);
 }
 
-static void api_fail(struct gh_act_result *r, const struct gh_kube_status *st,
-                     const struct gh_err *err)
+void gh_act_result_api_fail(struct gh_act_result *r, const struct gh_kube_status *st,
+                            const struct gh_err *err)
 {
     r->http = st->code;
     if (st->code)
@@ -128,17 +128,17 @@ int gh_act_isolate_node(const struct gh_act_ctx *x, const char *node, bool no_ex
     int rc = gh_kube_update_retry(x->c, &ref, NULL, iso_mutate, &s, 5, NULL, NULL, &st, err);
     const char *effect = no_execute ? "NoExecute" : "NoSchedule";
     if (rc == NOOP) {
-        api_ok(r, 200);
+        gh_act_result_api_ok(r, 200);
         gh_act_result_set(r, "noop", "already isolated: cordoned%s, taint %s:%s present",
                           s.foreign_cordon ? " (by someone else)" : "", GH_TAINT_KEY, effect);
         return GH_OK;
     }
     if (rc) {
-        api_fail(r, &st, err);
+        gh_act_result_api_fail(r, &st, err);
         gh_act_result_set(r, "failed", "could not isolate %s: %s", node, err ? err->msg : "");
         return rc;
     }
-    api_ok(r, 200);
+    gh_act_result_api_ok(r, 200);
     gh_act_result_set(r, "succeeded", "%s%s%s%s%s:%s", s.cordoned ? "cordoned" : "",
                       s.foreign_cordon ? "cordon already set by someone else (left as theirs)" : "",
                       (s.cordoned || s.foreign_cordon) && s.tainted ? "; " : "",
@@ -193,22 +193,22 @@ int gh_act_release_node(const struct gh_act_ctx *x, const char *node, struct gh_
     gh_kube_status_reset(&st);
     int rc = gh_kube_update_retry(x->c, &ref, NULL, rel_mutate, &s, 5, NULL, NULL, &st, err);
     if (rc == NOOP) {
-        api_ok(r, 200);
+        gh_act_result_api_ok(r, 200);
         gh_act_result_set(r, "noop", "nothing of gpuheal's on %s (any other cordon or taint "
                                      "is left alone)", node);
         return GH_OK;
     }
     if (rc == GH_ENOTFOUND) {
-        api_fail(r, &st, err);
+        gh_act_result_api_fail(r, &st, err);
         gh_act_result_set(r, "skipped", "node %s is gone", node);
         return GH_OK;
     }
     if (rc) {
-        api_fail(r, &st, err);
+        gh_act_result_api_fail(r, &st, err);
         gh_act_result_set(r, "failed", "could not release %s: %s", node, err ? err->msg : "");
         return rc;
     }
-    api_ok(r, 200);
+    gh_act_result_api_ok(r, 200);
     gh_act_result_set(r, "succeeded", "returned %s to service: %s%s%s", node,
                       s.uncordoned ? "uncordoned" : "", s.uncordoned && s.untainted ? ", " : "",
                       s.untainted ? "removed taint " GH_TAINT_KEY : "");
@@ -320,13 +320,13 @@ int gh_act_drain_node(const struct gh_act_ctx *x, const char *node, const struct
     gh_kube_status_reset(&st);
     int rc = gh_kube_list_all(x->c, &all, &lo, drain_item, &d, NULL, 0, &st, err);
     if (rc) {
-        api_fail(r, &st, err);
+        gh_act_result_api_fail(r, &st, err);
         gh_act_result_set(r, "failed", "could not list the pods on %s", node);
         free(d.p);
         return rc;
     }
     if (d.n == 0) {
-        api_ok(r, 200);
+        gh_act_result_api_ok(r, 200);
         gh_act_result_set(r, "noop", "no pod to evict on %s", node);
         free(d.p);
         return GH_OK;
@@ -388,7 +388,7 @@ int gh_act_drain_node(const struct gh_act_ctx *x, const char *node, const struct
             break;
         }
     }
-    api_ok(r, d.last_http ? d.last_http : 201);
+    gh_act_result_api_ok(r, d.last_http ? d.last_http : 201);
     if (blocked || failed) {
         gh_act_result_set(r, "failed",
                           "%zu of %zu pods evicted from %s, %zu gone already; %zu kept by a "
@@ -434,7 +434,7 @@ int gh_act_request_node_op(const struct gh_act_ctx *x, const char *node, const c
     gh_kube_status_reset(&st);
     int rc = ensure_gnh(x, node, &st, err);
     if (rc) {
-        api_fail(r, &st, err);
+        gh_act_result_api_fail(r, &st, err);
         gh_act_result_set(r, "failed", "no GPUNodeHealth for %s", node);
         return rc;
     }
@@ -445,7 +445,7 @@ int gh_act_request_node_op(const struct gh_act_ctx *x, const char *node, const c
     json_t *cur = NULL;
     rc = gh_kube_get(x->c, &ref, &cur, &st, err);
     if (rc) {
-        api_fail(r, &st, err);
+        gh_act_result_api_fail(r, &st, err);
         gh_act_result_set(r, "failed", "could not read GPUNodeHealth %s", node);
         return rc;
     }
@@ -460,7 +460,7 @@ int gh_act_request_node_op(const struct gh_act_ctx *x, const char *node, const c
     }
     json_decref(cur);
     if (same) {
-        api_ok(r, 200);
+        gh_act_result_api_ok(r, 200);
         gh_act_result_set(r, "noop", "%s already requested on GPUNodeHealth %s", action, node);
         return GH_OK;
     }
@@ -477,7 +477,7 @@ int gh_act_request_node_op(const struct gh_act_ctx *x, const char *node, const c
                : gh_err_set(err, GH_ENOMEM, "out of memory");
     json_decref(patch);
     if (rc) {
-        api_fail(r, &st, err);
+        gh_act_result_api_fail(r, &st, err);
         gh_act_result_set(r, "failed", "could not post the %s request", action);
         return rc;
     }
@@ -487,11 +487,11 @@ int gh_act_request_node_op(const struct gh_act_ctx *x, const char *node, const c
             : gh_err_set(err, GH_ENOMEM, "out of memory");
     json_decref(sp);
     if (rc) {
-        api_fail(r, &st, err);
+        gh_act_result_api_fail(r, &st, err);
         gh_act_result_set(r, "failed", "request posted, status.lastAction not set");
         return rc;
     }
-    api_ok(r, 200);
+    gh_act_result_api_ok(r, 200);
     if (gpu >= 0)
         gh_act_result_set(r, "succeeded", "requested %s of GPU %d from the agent on %s "
                           "(GPUNodeHealth %s)", action, gpu, node, node);
@@ -513,7 +513,7 @@ int gh_act_replace_node(const struct gh_act_ctx *x, const char *node, const char
     json_t *n = NULL;
     int rc = gh_kube_get(x->c, &ref, &n, &st, err);
     if (rc) {
-        api_fail(r, &st, err);
+        gh_act_result_api_fail(r, &st, err);
         gh_act_result_set(r, rc == GH_ENOTFOUND ? "skipped" : "failed", "node %s: %s", node,
                           rc == GH_ENOTFOUND ? "gone" : "cannot read");
         return rc == GH_ENOTFOUND ? GH_OK : rc;
@@ -543,7 +543,7 @@ int gh_act_replace_node(const struct gh_act_ctx *x, const char *node, const char
                    : gh_err_set(err, GH_ENOMEM, "out of memory");
         json_decref(patch);
         if (rc) {
-            api_fail(r, &st, err);
+            gh_act_result_api_fail(r, &st, err);
             gh_act_result_set(r, "failed", "could not label %s for replacement", node);
             return rc;
         }
@@ -561,7 +561,7 @@ int gh_act_replace_node(const struct gh_act_ctx *x, const char *node, const char
         snprintf(capi, sizeof capi, "; Cluster API Machine %s/%s %s", mns, machine,
                  mrc == GH_OK ? "marked for deletion" : "could not be marked");
     }
-    api_ok(r, 200);
+    gh_act_result_api_ok(r, 200);
     gh_act_result_set(r, labelled ? "noop" : "succeeded",
                       "%s handed off for replacement (label %s=true)%s", node, GH_LABEL_REPLACE,
                       capi);

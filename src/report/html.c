@@ -1291,9 +1291,12 @@ static void decisions(struct ctx *c)
             fputs(" ", f);
             esc(f, a->target);
             fputs("</td><td>", f);
-            if (a->http)
-                fprintf(f, "HTTP %ld ", a->http);
-            esc(f, a->api_result);
+            /* api_result already reads "HTTP 200" or the failure's Status;
+             * the bare code is the fallback when it is empty. */
+            if (a->api_result && a->api_result[0])
+                esc(f, a->api_result);
+            else if (a->http)
+                fprintf(f, "HTTP %ld", a->http);
             if (a->detail) {
                 fputs(" \xE2\x80\x94 ", f);
                 esc(f, a->detail);
