@@ -158,8 +158,10 @@ start_controller() { # db extra-flags...
     --reorder-window 200ms --policy "$TMP/policy.yaml" --node-cooldown 0s \
     --identity "e2e-$$" "$@" > "$TMP/ctl.out" 2>> "$TMP/ctl.log" &
   CTL_PID=$!
-  wait_for 20 grep -q "listening on port" "$TMP/ctl.out" || { bad "controller start"; tail -20 "$TMP/ctl.log"; return 1; }
-  PORT=$(sed -n 's/listening on port //p' "$TMP/ctl.out")
+  # the whole line, number included: a half-written line must not pass
+  wait_for 20 grep -qE "^listening on port [0-9]+$" "$TMP/ctl.out" ||
+    { bad "controller start"; tail -20 "$TMP/ctl.log"; return 1; }
+  PORT=$(sed -nE 's/^listening on port ([0-9]+)$/\1/p' "$TMP/ctl.out" | tail -n 1)
   wait_for 20 grep -q "event=leading" "$TMP/ctl.log"
 }
 
@@ -356,7 +358,7 @@ start_replica() { # name -> background controller, log $TMP/$name.log
     --policy "$TMP/policy.yaml" --node-cooldown 0s --max-unavailable 10 \
     --identity "$1" > "$TMP/$1.out" 2> "$TMP/$1.log" &
 }
-port_of() { sed -n 's/listening on port //p' "$TMP/$1.out"; }
+port_of() { sed -nE 's/^listening on port ([0-9]+)$/\1/p' "$TMP/$1.out" | tail -n 1; }
 start_replica ha-a; PID_A=$!
 wait_for 20 grep -q "event=leading" "$TMP/ha-a.log" || bad "ha: first replica leads"
 start_replica ha-b; PID_B=$!
