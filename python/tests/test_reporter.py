@@ -40,7 +40,8 @@ class Server:
         self._sock.listen(16)
         self._sock.settimeout(0.1)
         self._stop = False
-        self._held = []
+        self._held = []     # every accepted connection, closed by close()
+        self._servers = []  # the threads reading them
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
@@ -54,10 +55,12 @@ class Server:
                 return
             with self._lock:
                 self.conns += 1
-            if not self.read:
                 self._held.append(c)
+            if not self.read:
                 continue
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+            t = threading.Thread(target=self._serve, args=(c,), daemon=True)
+            self._servers.append(t)
+            t.start()
 
     def _serve(self, c):
         buf = b""
@@ -73,7 +76,6 @@ class Server:
             *done, buf = buf.split(b"\n")
             with self._lock:
                 self.lines.extend(json.loads(x) for x in done if x)
-        c.close()
 
     def wait(self, n, timeout=5.0):
         end = time.monotonic() + timeout
@@ -86,11 +88,24 @@ class Server:
             return list(self.lines)
 
     def close(self):
+        # Like an agent that exits: by the time close() returns, every
+        # connection is shut, so the client's next send fails at once
+        # (a reader thread left to notice _stop later let a send succeed
+        # into a dead server under load).
         self._stop = True
-        self._sock.close()
-        for c in self._held:
-            c.close()
         self._thread.join(2)
+        self._sock.close()
+        with self._lock:
+            held = list(self._held)
+        for c in held:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        for t in self._servers:
+            t.join(2)
+        for c in held:
+            c.close()
         try:
             os.unlink(self.path)
         except OSError:

@@ -149,20 +149,37 @@ node_of() { # job index -> node
     -o jsonpath='{.items[0].spec.nodeName}'
 }
 
+# Each start writes files of its own: `cmd > file &` truncates the file in
+# the child, after the parent may already have read the previous start's
+# "listening on port" line from it (seen in CI: an empty port).
+CTL_N=0
+CTL_LOG="$TMP/ctl.0.log"
 start_controller() { # db extra-flags...
   local db="$1"; shift
+  CTL_N=$((CTL_N + 1))
+  local out="$TMP/ctl.$CTL_N.out"
+  CTL_LOG="$TMP/ctl.$CTL_N.log"
   "$GH_BIN/gpuheal-controller" --kubeconfig "$GH_KUBECONFIG" --listen 127.0.0.1:0 \
     --token-file "$TMP/token" --db "$db" --watch-namespace "$NS" \
     --node-selector "gpuheal.io/pool=$NS" --lease-namespace "$NS" \
     --lease-duration 4s --renew-deadline 3s --retry-period 1s \
     --reorder-window 200ms --policy "$TMP/policy.yaml" --node-cooldown 0s \
-    --identity "e2e-$$" "$@" > "$TMP/ctl.out" 2>> "$TMP/ctl.log" &
+    --identity "e2e-$$" "$@" > "$out" 2> "$CTL_LOG" &
   CTL_PID=$!
   # the whole line, number included: a half-written line must not pass
-  wait_for 20 grep -qE "^listening on port [0-9]+$" "$TMP/ctl.out" ||
-    { bad "controller start"; tail -20 "$TMP/ctl.log"; return 1; }
-  PORT=$(sed -nE 's/^listening on port ([0-9]+)$/\1/p' "$TMP/ctl.out" | tail -n 1)
-  wait_for 20 grep -q "event=leading" "$TMP/ctl.log"
+  wait_for 20 grep -qE "^listening on port [0-9]+$" "$out" ||
+    { bad "controller start"; tail -20 "$CTL_LOG"; return 1; }
+  PORT=$(sed -nE 's/^listening on port ([0-9]+)$/\1/p' "$out" | tail -n 1)
+  [ -n "$PORT" ] || { bad "controller port"; return 1; }
+  wait_for 20 grep -q "event=leading" "$CTL_LOG"
+}
+
+# what the scheduler saw, when a job's pods did not bind
+show_scheduling() {
+  echo "--- nodes"; "$K" get nodes -l "gpuheal.io/pool=$NS" -o wide 2>&1 | sed 's/^/  /'
+  "$K" get nodes -l "gpuheal.io/pool=$NS" -o jsonpath='{range .items[*]}{.metadata.name} {.spec.taints}{"\n"}{end}' 2>&1 | sed 's/^/  /'
+  echo "--- pods"; "$K" -n "$NS" get pods -o wide 2>&1 | sed 's/^/  /'
+  echo "--- events"; "$K" -n "$NS" get events --sort-by=.lastTimestamp 2>&1 | tail -15 | sed 's/^/  /'
 }
 
 inject() { # JSON lines on stdin
@@ -195,7 +212,7 @@ mkjob llm 2
 wait_for 30 bound llm 2 || bad "job pods bound"
 kubelet
 B=$(node_of llm 0); OTHER=$(node_of llm 1)
-[ -n "$B" ] || { bad "job llm not scheduled"; exit 1; }
+[ -n "$B" ] || { bad "job llm not scheduled"; show_scheduling; exit 1; }
 echo "job llm on $B and $OTHER"
 DB="sqlite:$TMP/audit.db"
 start_controller "$DB" --max-unavailable 1 || exit 1
@@ -236,7 +253,7 @@ mkjob app 1
 wait_for 30 bound app 1
 kubelet
 APPNODE=$(node_of app 0)
-[ -n "$APPNODE" ] || { bad "job app not scheduled"; exit 1; }
+[ -n "$APPNODE" ] || { bad "job app not scheduled"; show_scheduling; exit 1; }
 APPPOD=$("$K" -n "$NS" get pods -l batch.kubernetes.io/job-name=app -o jsonpath='{.items[0].metadata.name}')
 echo '{"ts":"'"$(now)"'","node":"'"$APPNODE"'","source":"kube","kind":"pod_failed","namespace":"'"$NS"'","pod":"'"$APPPOD"'","job":"'"$NS"'/app","reason":"Error","exit_code":1,"msg":"Traceback (most recent call last): ValueError: bad config"}' | inject
 app_decided() { "$GH_BIN/gpuheal" explain "job/$NS/app" --db "$DB" | grep -q "application"; }
@@ -296,10 +313,10 @@ check "approval: controller stops cleanly" stop_controller
 CRASH="sqlite:$TMP/crash.db"
 "$K" -n "$NS" delete job llm --wait=true >/dev/null 2>&1
 mkjob ckpt 1
-wait_for 30 bound ckpt 1
+wait_for 60 bound ckpt 1
 kubelet
 E=$(node_of ckpt 0)
-[ -n "$E" ] || { bad "crash: job ckpt not scheduled"; exit 1; }
+[ -n "$E" ] || { bad "crash: job ckpt not scheduled"; show_scheduling; exit 1; }
 OLDUID=$("$K" -n "$NS" get job ckpt -o jsonpath='{.metadata.uid}')
 GPUHEAL_TEST_CRASH_AFTER=isolate_node start_controller "$CRASH" --max-unavailable 10 || exit 1
 {
@@ -375,5 +392,5 @@ check "ha: the new leader acts: $G cordoned" wait_for 20 cordoned "$G"
 kill "$PID_B" 2>/dev/null; wait "$PID_B" 2>/dev/null
 
 echo "controller_e2e: $pass passed, $fail failed"
-if [ $fail -ne 0 ]; then echo "--- controller log (tail)"; tail -40 "$TMP/ctl.log"; fi
+if [ $fail -ne 0 ]; then echo "--- controller log (tail)"; tail -40 "$CTL_LOG"; fi
 [ $fail -eq 0 ]
