@@ -4,11 +4,13 @@
 #   make demo    the main job
 #   make fuzz    every libFuzzer target for FUZZ_SECONDS each (default 60)
 #   make bench   build and run the benchmarks under bench/
-.PHONY: all deps build build-asan build-fuzz test demo fuzz fuzz-short bench clean
+#   make chaos   fault injection (test/chaos): every scenario, a CHAOS_SOAK_SECONDS soak
+.PHONY: all deps build build-asan build-fuzz test demo fuzz fuzz-short bench clean chaos
 
 CMAKE_GEN   ?= -G Ninja
 JOBS        ?= $(shell nproc)
 FUZZ_SECONDS ?= 60
+CHAOS_SOAK_SECONDS ?= 600
 
 all: build
 
@@ -39,6 +41,9 @@ bench: build
 
 demo: build
 	@scripts/demo build
+
+chaos: build
+	@GH_BIN=$(CURDIR)/build/bin GH_SOURCE_DIR=$(CURDIR) CHAOS_STRICT=1 test/chaos/chaos.sh --soak $(CHAOS_SOAK_SECONDS)
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -45,11 +45,12 @@ static void sleep_ns(int64_t ns)
         ;
 }
 
-/* VmRSS / VmHWM of pid in kB. */
-static long status_kb(pid_t pid, const char *key)
+/* A "Key: N kB" line of /proc/PID/<file> (status: VmRSS, VmHWM;
+ * smaps_rollup: Pss, Private_Clean, ...) in kB, -1 when absent. */
+static long proc_kb(pid_t pid, const char *file, const char *key)
 {
     char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
     FILE *f = fopen(path, "r");
     long kb = -1;
     size_t kl = strlen(key);
@@ -62,6 +63,29 @@ static long status_kb(pid_t pid, const char *key)
         }
     fclose(f);
     return kb;
+}
+
+static long status_kb(pid_t pid, const char *key)
+{
+    return proc_kb(pid, "status", key);
+}
+
+/* Where the resident memory is: private to the agent or shared (library
+ * text and data mapped by other processes too). */
+static void print_rollup(pid_t pid, const char *when)
+{
+    long pc = proc_kb(pid, "smaps_rollup", "Private_Clean:");
+    long pd = proc_kb(pid, "smaps_rollup", "Private_Dirty:");
+    long sc = proc_kb(pid, "smaps_rollup", "Shared_Clean:");
+    long sd = proc_kb(pid, "smaps_rollup", "Shared_Dirty:");
+    long pss = proc_kb(pid, "smaps_rollup", "Pss:");
+    long anon = proc_kb(pid, "smaps_rollup", "Anonymous:");
+    if (pc < 0 || pd < 0 || sc < 0 || sd < 0) {
+        printf("%s: /proc/%d/smaps_rollup not readable\n", when, (int)pid);
+        return;
+    }
+    printf("%s: private %ld kB (clean %ld, dirty %ld), shared %ld kB (clean %ld, dirty %ld), "
+           "PSS %ld kB, anonymous %ld kB\n", when, pc + pd, pc, pd, sc + sd, sc, sd, pss, anon);
 }
 
 /* utime + stime of pid, in clock ticks. */
@@ -274,6 +298,7 @@ int main(int argc, char **argv)
     long rss_idle = status_kb(pid, "VmRSS:"), hwm_idle = status_kb(pid, "VmHWM:");
     printf("idle %lds: RSS %ld kB (peak %ld kB), CPU %.3f%% of one core (%lld ticks of 1/%ld s)\n",
            idle_s, rss_idle, hwm_idle, idle_cpu, t1 - t0, clk);
+    print_rollup(pid, "idle");
 
     /* Storm: XID 79 on 8 GPUs through the kernel-log stand-in. */
     int wfd = open(fifo, O_WRONLY | O_CLOEXEC);

@@ -457,6 +457,44 @@ static int send_gnh(struct gh_health_publish *p, struct gh_err *err)
     return rc;
 }
 
+/* Whether evidence entry e is a passing probe result: routine, and not a
+ * reason to write on its own. */
+static bool routine_evidence(const json_t *e)
+{
+    const char *kind = json_string_value(json_object_get(e, "kind"));
+    return kind && strcmp(kind, "probe_result") == 0 && json_is_true(json_object_get(e, "passed"));
+}
+
+/* The part of a GPUNodeHealth status (comparison form) whose change is
+ * worth a write: without the GPUs' lastSignalTime and the passing probe
+ * results in evidence, which every probe pass renews. They are written
+ * with the next real change or resync. New reference; NULL on ENOMEM. */
+static json_t *material(const json_t *st)
+{
+    json_t *m = json_deep_copy(st);
+    if (!m)
+        return NULL;
+    size_t i;
+    json_t *g;
+    json_array_foreach(json_object_get(m, "gpus"), i, g)
+        json_object_del(g, "lastSignalTime");
+    json_t *ev = json_object_get(m, "evidence");
+    for (i = json_array_size(ev); i-- > 0;)
+        if (routine_evidence(json_array_get(ev, i)))
+            json_array_remove(ev, i);
+    return m;
+}
+
+/* Whether status a and b differ in what is worth a write. */
+static bool gnh_differs(const json_t *a, const json_t *b)
+{
+    json_t *ma = material(a), *mb = material(b);
+    bool d = !ma || !mb || !json_equal(ma, mb);
+    json_decref(ma);
+    json_decref(mb);
+    return d;
+}
+
 /* Renders both payloads and writes what differs from what was written. */
 static void check(struct gh_health_publish *p, int64_t now)
 {
@@ -486,7 +524,7 @@ static void check(struct gh_health_publish *p, int64_t now)
     }
     bool resync = p->resync > 0 && p->last_ok != NEVER && now - p->last_ok >= p->resync;
     bool node_diff = resync || !p->node_acked || !json_equal(core, p->node_acked);
-    bool gnh_diff = resync || !p->gnh_acked || !json_equal(gnh, p->gnh_acked);
+    bool gnh_diff = resync || !p->gnh_acked || gnh_differs(gnh, p->gnh_acked);
     if (!node_diff && !gnh_diff) {
         p->st.unchanged++;
         json_decref(core);
@@ -686,7 +724,7 @@ int gh_health_publish_new(struct gh_kube_client *c, struct gh_health *h,
     snprintf(p->node, sizeof p->node, "%s", opts->node);
     snprintf(p->fm, sizeof p->fm, "%s", fm);
     p->min_interval = opts->min_interval_ns ? opts->min_interval_ns : 10 * GH_NS_PER_S;
-    p->resync = opts->resync_ns ? opts->resync_ns : 15 * 60 * GH_NS_PER_S;
+    p->resync = opts->resync_ns ? opts->resync_ns : 5 * 60 * GH_NS_PER_S;
     p->retry_base = opts->retry_base_ns ? opts->retry_base_ns : GH_NS_PER_S;
     p->retry_max = opts->retry_max_ns ? opts->retry_max_ns : 120 * GH_NS_PER_S;
     if (p->retry_max < p->retry_base)

@@ -31,9 +31,12 @@
  * When
  * - gh_health_publish_update() after feeding the health state asks for a
  *   check. A check renders both payloads and writes only what differs from
- *   what was last written successfully (timestamps aside). Checks start at
- *   most once per opts.min_interval_ns: changes in between are coalesced
- *   into the next write. Time-based changes (gh_health_next_change) and
+ *   what was last written successfully (timestamps aside; also aside the
+ *   GPUs' lastSignalTime and the passing probe results in evidence, which
+ *   every passing probe run renews: they go out with the next real change
+ *   or resync, so an unchanged state is not rewritten per probe pass).
+ *   Checks start at most once per opts.min_interval_ns: changes in
+ *   between are coalesced into the next write. Time-based changes (gh_health_next_change) and
  *   opts.resync_ns (a rewrite even without change, so a condition someone
  *   removed comes back) arm a timer of their own.
  * - A failed write is retried with exponential backoff (opts.retry_*,
@@ -66,7 +69,7 @@ struct gh_health_publish;
 struct gh_health_publish_opts {
     const char *node;          /* copied; required: the Node and GPUNodeHealth name */
     int64_t min_interval_ns;   /* 0 = 10 s between the starts of two writes */
-    int64_t resync_ns;         /* 0 = 15 min; < 0 = never rewrite an unchanged state */
+    int64_t resync_ns;         /* 0 = 5 min; < 0 = never rewrite an unchanged state */
     int64_t retry_base_ns;     /* 0 = 1 s, doubling per failure ... */
     int64_t retry_max_ns;      /* ... up to this; 0 = 2 min */
     int64_t boot_ns;           /* this boot's start (clock ns); > 0 enables the replay */

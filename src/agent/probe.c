@@ -195,7 +195,8 @@ int gh_probe_run_check(const struct gh_probe_check *c, size_t output_max, int st
     posix_spawnattr_setpgroup(&attr, 0);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
                                         POSIX_SPAWN_SETSIGDEF);
-    int e = posix_spawn(&pid, c->argv[0], &fa, &attr, (char *const *)c->argv, environ);
+    int e = posix_spawn(&pid, c->argv[0], &fa, &attr, (char *const *)c->argv,
+                        c->envp ? (char *const *)c->envp : environ);
     close(pfd[1]);
     pfd[1] = -1;
     if (e) {
@@ -375,6 +376,7 @@ int gh_probe_new(const struct gh_probe_opts *opts, struct gh_probe **out, struct
             na++;
         p->n++;
         r->c = *c;
+        r->c.envp = NULL; /* not copied: the agent's environment */
         r->c.name = strdup(c->name);
         r->argv = calloc(na + 1, sizeof *r->argv);
         if (!r->c.name || !r->argv) {
@@ -489,11 +491,12 @@ static void *worker_main(void *arg)
         struct gh_probe_outcome o;
         int rc = gh_probe_run_check(&c, p->output_max, p->stopfd, &o, NULL);
         int64_t ts = gh_clock_now(p->clock);
-        if (rc != GH_EAGAIN && rc != GH_ENOMEM) /* stopped: no result */
-            emit_result(p, r, &o, ts);
+        bool result = rc != GH_EAGAIN && rc != GH_ENOMEM; /* stopped: no result */
 
+        /* the latest result first, so that whoever got the signal finds
+         * gh_probe_last() saying at least as much */
         pthread_mutex_lock(&p->mu);
-        if (rc != GH_EAGAIN && rc != GH_ENOMEM) {
+        if (result) {
             struct gh_probe_last *l = &r->last;
             l->has_run = true;
             l->passed = o.passed;
@@ -505,7 +508,11 @@ static void *worker_main(void *arg)
                 l->failures++;
             snprintf(l->detail, sizeof l->detail, "%s", o.detail ? o.detail : "");
         }
+        pthread_mutex_unlock(&p->mu);
+        if (result)
+            emit_result(p, r, &o, ts);
         gh_probe_outcome_clear(&o);
+        pthread_mutex_lock(&p->mu);
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;

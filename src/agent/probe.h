@@ -46,6 +46,9 @@ struct gh_probe_check {
     int64_t timeout_ns;         /* 0 = 60 s */
     int64_t interval_ns;        /* 0 = on demand only */
     int gpu;                    /* the GPU it checks, -1 = node-level */
+    const char *const *envp;    /* the child's environment, NULL-terminated "K=V";
+                                 * NULL = the agent's. gh_probe_run_check() only:
+                                 * gh_probe_new() ignores it */
 };
 
 struct gh_probe_opts {

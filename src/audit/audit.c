@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "audit/audit_int.h"
 #include "audit/db.h"
 #include "common/timeutil.h"
 
@@ -52,7 +53,19 @@ static const char schema_fmt[] =
     " id TEXT PRIMARY KEY, incident_id TEXT NOT NULL, seq BIGINT NOT NULL, action TEXT NOT NULL,"
     " target TEXT, state TEXT NOT NULL, created_ns BIGINT NOT NULL, updated_ns BIGINT NOT NULL,"
     " attempts BIGINT NOT NULL DEFAULT 1, payload TEXT);"
-    "CREATE INDEX IF NOT EXISTS intents_state ON intents (state, created_ns);";
+    "CREATE INDEX IF NOT EXISTS intents_state ON intents (state, created_ns);"
+    /* training telemetry for the report's step chart: one aggregate per
+     * (job, rank) and time bucket, times in microseconds (telemetry.h) */
+    "CREATE TABLE IF NOT EXISTS telemetry ("
+    " job TEXT NOT NULL, rank_no BIGINT NOT NULL, bucket_ns BIGINT NOT NULL, node TEXT,"
+    " gpu BIGINT, n BIGINT NOT NULL, sum_us BIGINT NOT NULL, min_us BIGINT NOT NULL,"
+    " max_us BIGINT NOT NULL, last_step BIGINT, last_ns BIGINT NOT NULL,"
+    " PRIMARY KEY (job, rank_no, bucket_ns));"
+    "CREATE INDEX IF NOT EXISTS telemetry_bucket ON telemetry (bucket_ns);"
+    /* accepted signals, committed before the ingest answers (journal.h) */
+    "CREATE TABLE IF NOT EXISTS signal_journal (id TEXT PRIMARY KEY, arrival_ns BIGINT NOT NULL,"
+    " seq BIGINT NOT NULL, ts_ns BIGINT NOT NULL, line TEXT NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS signal_journal_arrival ON signal_journal (arrival_ns, seq);";
 
 static int open_store(const char *url, bool create, struct gh_audit **out, struct gh_err *err)
 {
@@ -127,6 +140,8 @@ void gh_audit_close(struct gh_audit *a)
     gh_db_close(a->db);
     free(a);
 }
+
+struct gh_db *gh_audit__db(struct gh_audit *a) { return a->db; }
 
 const char *gh_audit_backend(const struct gh_audit *a)
 {
@@ -764,7 +779,8 @@ int gh_audit_count(struct gh_audit *a, const char *what, long *n, struct gh_err 
                                             {"evidence", "evidence"},
                                             {"guards", "guard_decisions"},
                                             {"actions", "actions"},
-                                            {"intents", "intents"}};
+                                            {"intents", "intents"},
+                                            {"telemetry", "telemetry"}};
     *n = 0;
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
         if (strcmp(what, tables[i][0]) == 0) {

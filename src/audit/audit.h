@@ -177,7 +177,7 @@ int gh_audit_query(struct gh_audit *a, const struct gh_audit_subject *subj, int6
 void gh_audit_recs_free(struct gh_audit_incident_rec *v, size_t n);
 
 /* Counts for tests and reports. what: "incidents", "evidence", "guards",
- * "actions", "intents". */
+ * "actions", "intents", "telemetry" (bucket rows, telemetry.h). */
 int gh_audit_count(struct gh_audit *a, const char *what, long *n, struct gh_err *err);
 
 #endif

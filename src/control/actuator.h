@@ -11,7 +11,8 @@
  *
  * Implemented in node_ops.c (isolate, release, drain, requests to the
  * agent, replace hand-off, validation gate) and job_ops.c (retry in place,
- * restart from checkpoint with the resume ConfigMap). */
+ * restart from checkpoint with the resume ConfigMap; the job kinds in
+ * job_kinds.c). */
 #ifndef GH_CONTROL_ACTUATOR_H
 #define GH_CONTROL_ACTUATOR_H
 
@@ -91,21 +92,25 @@ int gh_act_replace_node(const struct gh_act_ctx *x, const char *node, const char
 bool gh_act_validation_passed(const json_t *gnh, int64_t since_ns);
 
 /* retry_in_place: deletes the failed pods of job ns/name (label
- * batch.kubernetes.io/job-name) and the pods named in pods[0..npods) ("ns/pod")
+ * batch.kubernetes.io/job-name, jobset.sigs.k8s.io/jobset-name or
+ * training.kubeflow.org/job-name) and the pods named in pods[0..npods) ("ns/pod")
  * that are not running well, so the job's controller recreates them. */
 int gh_act_retry_in_place(const struct gh_act_ctx *x, const char *ns, const char *name,
                           const char *const *pods, int npods, struct gh_act_result *r,
                           struct gh_err *err);
 
-/* restart_from_checkpoint of a batch/v1 Job (Indexed or not), in two steps
- * so that it survives a crash between them:
- *   prepare: reads the Job and builds its replacement (same name and spec,
- *     node affinity away from avoid[0..navoid) and the nodes earlier
- *     restarts avoided, annotations naming the incident) into *payload
- *     (new JSON object, stored with the intent before anything changes);
+/* restart_from_checkpoint of the job ns/name: a batch/v1 Job (Indexed or
+ * not; one a JobSet controls restarts that JobSet), else a JobSet
+ * (jobset.x-k8s.io/v1alpha2), else a PyTorchJob (kubeflow.org/v1); in two
+ * steps so that it survives a crash between them:
+ *   prepare: reads the object and builds its replacement (same kind, name
+ *     and spec, node affinity away from avoid[0..navoid) and the nodes
+ *     earlier restarts avoided in every pod template, annotations naming
+ *     the incident) into *payload (new JSON object with its "kind", stored
+ *     with the intent before anything changes);
  *   execute: applies the resume ConfigMap <name>-gpuheal-resume (keys step,
- *     path, incident; docs/resume-contract.md), deletes the old Job (by UID
- *     precondition) and creates the replacement. Run again, it sees the
+ *     path, incident; docs/resume-contract.md), deletes the old object (by
+ *     UID precondition) and creates the replacement. Run again, it sees the
  *     replacement and does nothing. step < 0: no checkpoint (start over). */
 int gh_act_restart_prepare(const struct gh_act_ctx *x, const char *ns, const char *name,
                            const char *const *avoid, int navoid, int64_t step, const char *path,

@@ -4,6 +4,7 @@
 #include "control/controller.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,10 +12,17 @@
 #include <unistd.h>
 
 #include "audit/audit.h"
+#include "audit/journal.h"
+#include "audit/step_writer.h"
 #include "common/log.h"
+#include "common/mono.h"
 #include "control/executor.h"
+#include "control/job_kinds.h"
+#include "control/job_watch.h"
 #include "control/kube_signals.h"
+#include "control/drain_wait.h"
 #include "control/metrics.h"
+#include "control/policy_cr.h"
 #include "engine/detector.h"
 #include "engine/engine.h"
 #include "engine/strmap.h"
@@ -31,6 +39,8 @@
 #define POP_BATCH 256
 #define METRICS_MAX (64 * 1024)
 #define DEFERRED_MAX 4096
+#define EVENT_MAX_AGE (5 * 60 * GH_NS_PER_S) /* Events older at first sight are history */
+#define REPLAY_HOLD_MAX_NS (30 * GH_NS_PER_S) /* replayed signals wait this long for informers */
 
 struct gh_controller {
     struct gh_controller_opts o;
@@ -41,11 +51,14 @@ struct gh_controller {
     struct gh_guard *guard;
     struct gh_ctl_metrics *metrics;
     struct gh_executor *ex;
+    struct gh_step_writer *telemetry; /* step samples into the audit store */
     struct gh_sigqueue *queue;
     struct gh_ingest_server *ingest;
     struct gh_kube_leader *leader;
     struct gh_kube_informer *inf_nodes, *inf_pods, *inf_gnh, *inf_incidents, *inf_policies;
+    struct gh_job_watch *jobs; /* Job, JobSet, PyTorchJob informers: whose pods are whose */
     bool leading;
+    atomic_bool ready; /* = leading, for /readyz on the ingest thread */
     struct gh_strmap *known;    /* incident ids decided (here or before a restart) */
     struct gh_strmap *awaiting; /* id -> json_t* incident waiting for approval (NULL: done) */
     size_t n_awaiting;
@@ -57,6 +70,17 @@ struct gh_controller {
     size_t n_deferred;
     int64_t last_tick;
     struct gh_guard_config base_guards;
+    struct gh_kube_informer *inf_events;      /* Events in the watched namespace(s) */
+    struct gh_kube_informer *inf_node_events; /* Node Events ("default") when not watched */
+    struct gh_policy_crset *crset;            /* RecoveryPolicy rules (policy_cr.h) */
+    struct gh_policy *policy_now;             /* the engine's policy after a reload (owned) */
+    struct gh_kube_informer *inf_namespaces;  /* drain modes (drain_wait.h) */
+    struct gh_drain_waits *waits;             /* drain decisions waiting for a checkpoint */
+    struct gh_journal *journal;               /* accepted signals; the ingest thread's */
+    int64_t replay_hold_until;                /* mono ns: replayed signals wait for the
+                                                 informers (topology, policy); 0: none */
+    struct gh_strmap *decided;                /* decision keys (journal.h) of the stored
+                                                 incidents; NULL without a journal */
 };
 
 void gh_controller_opts_default(struct gh_controller_opts *o)
@@ -83,9 +107,14 @@ static const char *ann(const json_t *o, const char *k)
 
 /* ---- signals into the engine */
 
+static void checkpoint_seen(struct gh_controller *ctl, const struct gh_signal *s);
+
 static void feed(struct gh_controller *ctl, struct gh_signal *s, const char *origin)
 {
     struct gh_err err;
+    if (s->kind == GH_KIND_CHECKPOINT && s->ckpt_state == GH_CKPT_SAVED && s->job)
+        checkpoint_seen(ctl, s);
+    (void)gh_step_writer_note(ctl->telemetry, s); /* memory only; its thread writes */
     int rc = gh_engine_ingest_steal(ctl->engine, s, now(ctl), &err);
     gh_signal_clear(s);
     if (rc == GH_OK)
@@ -107,7 +136,119 @@ static size_t drain_queue(struct gh_controller *ctl)
     return total;
 }
 
+/* ---- the signal journal: durable before the ingest answers 200 */
+
+/* The ingest sink (on the ingest server's thread): the batch is committed
+ * to the journal, then queued; a journal that cannot write answers 503 and
+ * the sender keeps the batch. */
+static int journal_sink(void *ud, struct gh_signal *sigs, size_t n)
+{
+    struct gh_controller *ctl = ud;
+    struct gh_err err;
+    if (ctl->journal && gh_journal_append(ctl->journal, sigs, n, now(ctl), &err) != GH_OK) {
+        GH_LOG(GH_LOG_WARN, "event=journal_write_failed signals=%zu error=\"%s\"", n, err.msg);
+        return GH_EAGAIN;
+    }
+    return gh_sigqueue_push(ctl->queue, sigs, n);
+}
+
+/* The longest window a detector needs to rebuild what it held before a
+ * restart. Not the long histories (flap_lookback, 28 d by default, and
+ * same_gpu_lookback, 24 h): a journal of every signal over those would not
+ * be small; --journal-retention raises it. */
+static int64_t longest_window(const struct gh_policy *p)
+{
+    const struct gh_policy_settings *s = &p->settings;
+    int64_t w[] = {s->hold_ns,          s->episode_ns,    s->hardware_lookback_ns,
+                   s->counter_window_ns, s->nic_window_ns, s->flap_same_failure_ns,
+                   s->node_down_ns};
+    int64_t m = 0;
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+        m = w[i] > m ? w[i] : m;
+    for (int i = 0; i < p->n_rules; i++)
+        m = p->rules[i].window_ns > m ? p->rules[i].window_ns : m;
+    return m;
+}
+
+static int note_decided(void *ud, const char *key)
+{
+    struct gh_controller *ctl = ud;
+    (void)gh_strmap_intern(ctl->decided, key, NULL, NULL);
+    return GH_OK;
+}
+
+static int replay_one(void *ud, struct gh_signal *s, int64_t arrival_ns)
+{
+    struct gh_controller *ctl = ud;
+    if (s->kind == GH_KIND_CHECKPOINT && s->ckpt_state == GH_CKPT_SAVED && s->job)
+        checkpoint_seen(ctl, s);
+    /* not to the step writer: its buckets hold these already */
+    if (gh_engine_ingest_steal(ctl->engine, s, arrival_ns, NULL) == GH_OK)
+        gh_ctl_metrics_signals(ctl->metrics, "ingest", 1);
+    gh_signal_clear(s);
+    return GH_OK;
+}
+
+/* Opens the journal and feeds what it kept within the retention to the
+ * engine, oldest arrival first; incidents already decided are suppressed
+ * by the known set when the engine decides them again. */
+static int journal_start(struct gh_controller *ctl, const struct gh_controller_opts *o,
+                         struct gh_err *err)
+{
+    if (o->journal_retention_ns < 0) {
+        GH_LOG(GH_LOG_WARN, "event=journal_off note=\"a 200 from the ingest is not durable\"");
+        return GH_OK;
+    }
+    int64_t keep = o->journal_retention_ns;
+    if (keep == 0) {
+        keep = longest_window(gh_engine_policy(ctl->engine));
+        keep = keep > GH_JOURNAL_DEFAULT_RETENTION_NS ? keep : GH_JOURNAL_DEFAULT_RETENTION_NS;
+    }
+    struct gh_journal_opts jo = {.db_url = o->db_url, .retention_ns = keep, .clock = ctl->clock};
+    int rc = gh_journal_open(&jo, &ctl->journal, err);
+    if (rc)
+        return rc;
+    int64_t t0 = gh_mono_ns(), since = now(ctl) - keep;
+    struct gh_journal_replay_stats st;
+    if (!(ctl->decided = gh_strmap_new(KNOWN_MAX)))
+        return gh_err_set(err, GH_ENOMEM, "out of memory");
+    /* decisions from before the oldest replayed signal cannot recur */
+    if ((rc = gh_journal_decided(ctl->journal, since, note_decided, ctl, err)) ||
+        (rc = gh_journal_prune(ctl->journal, since, NULL, err)) ||
+        (rc = gh_journal_replay(ctl->journal, since, replay_one, ctl, &st, err)))
+        return rc;
+    GH_LOG(GH_LOG_INFO, "event=journal_replayed signals=%zu unreadable=%zu retention_s=%lld ms=%.1f",
+           st.replayed, st.unreadable, (long long)(keep / GH_NS_PER_S),
+           (double)(gh_mono_ns() - t0) / 1e6);
+    /* decided only once the pods (which job is on which node) and the
+     * RecoveryPolicy rules are known, as they were when the signals came:
+     * the incident ids (class, node, job, first evidence, rule) match */
+    if (st.replayed > 0)
+        ctl->replay_hold_until = gh_mono_ns() + REPLAY_HOLD_MAX_NS;
+    return GH_OK;
+}
+
+/* True while replayed signals wait for the informers' first lists. */
+static bool replay_held(struct gh_controller *ctl)
+{
+    if (!ctl->replay_hold_until)
+        return false;
+    int64_t t = gh_mono_ns();
+    bool synced = gh_kube_informer_synced(ctl->inf_nodes) &&
+                  gh_kube_informer_synced(ctl->inf_pods) &&
+                  gh_kube_informer_synced(ctl->inf_policies);
+    if (!synced && t < ctl->replay_hold_until)
+        return true;
+    GH_LOG(synced ? GH_LOG_INFO : GH_LOG_WARN, "event=journal_replay_released synced=%d waited_ms=%.0f",
+           synced, (double)(t - (ctl->replay_hold_until - REPLAY_HOLD_MAX_NS)) / 1e6);
+    ctl->replay_hold_until = 0;
+    return false;
+}
+
 /* ---- incidents: guards, then the executor */
+
+static bool hold_drain(struct gh_controller *ctl, struct gh_task *t);
+static void drain_timer(void *ud);
 
 static void submit(struct gh_controller *ctl, struct gh_task *t)
 {
@@ -192,12 +333,24 @@ static void decide(struct gh_controller *ctl, json_t *inc, int64_t first_arrival
            jstr(inc, "job") ? jstr(inc, "job") : "-", jstr(inc, "rule") ? jstr(inc, "rule") : "-",
            task.mode);
     task.incident = inc;
+    if (!awaits && hold_drain(ctl, &task))
+        return; /* submitted when the jobs have checkpointed, or at the timeout */
     submit(ctl, &task);
 }
 
 static void on_incident(void *ud, const struct gh_incident *inc)
 {
     struct gh_controller *ctl = ud;
+    if (ctl->decided && gh_strmap_count(ctl->decided) > 0) {
+        /* decided before the restart, maybe with another job on the node */
+        char key[512];
+        gh_journal_decision_key(gh_class_name(inc->cls), inc->node, inc->gpu, inc->first_ts,
+                                inc->rule, key, sizeof key);
+        if (gh_strmap_find(ctl->decided, key) >= 0) {
+            GH_LOG(GH_LOG_DEBUG, "event=incident_known id=%s key=%s", inc->id, key);
+            return;
+        }
+    }
     json_t *j = gh_incident_to_json(inc);
     if (!j) {
         GH_LOG(GH_LOG_ERROR, "event=incident_dropped id=%s error=\"out of memory\"", inc->id);
@@ -253,12 +406,132 @@ static void approve(struct gh_controller *ctl, const char *id, const char *by)
     submit(ctl, &task);
 }
 
+/* ---- drain_node in checkpoint mode (drain_wait.h) */
+
+struct node_jobs {
+    struct gh_controller *ctl;
+    const char *node;
+    char jobs[GH_DRAIN_WAIT_JOBS][320];
+    int n;
+};
+
+static void add_job(struct node_jobs *nj, const char *job)
+{
+    for (int i = 0; i < nj->n; i++)
+        if (!strcmp(nj->jobs[i], job))
+            return;
+    if (nj->n < GH_DRAIN_WAIT_JOBS)
+        snprintf(nj->jobs[nj->n++], sizeof nj->jobs[0], "%s", job);
+}
+
+static int job_on_node(void *ud, const struct gh_kube_obj *o)
+{
+    struct node_jobs *nj = ud;
+    json_t *pod = gh_kube_obj_json(o);
+    const char *node = json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+    const char *phase = json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
+    char job[320];
+    const char *j = node && !strcmp(node, nj->node) &&
+                            !(phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed")))
+                        ? gh_job_of_pod(pod, gh_job_watch_jobs(nj->ctl->jobs), job, sizeof job,
+                                        NULL)
+                        : NULL;
+    if (j)
+        add_job(nj, j);
+    json_decref(pod);
+    return GH_OK;
+}
+
+/* A decision that drains a node running jobs of checkpoint-mode
+ * namespaces waits (stolen into ctl->waits); false: act now. */
+static bool hold_drain(struct gh_controller *ctl, struct gh_task *t)
+{
+    if (!ctl->inf_namespaces || strcmp(t->mode, "act") != 0)
+        return false;
+    bool drains = false;
+    for (int i = 0; i < t->n; i++)
+        drains = drains || (t->v[i].action == GH_ACT_DRAIN_NODE &&
+                            t->v[i].outcome == GH_GUARD_ALLOW);
+    const char *node = jstr(t->incident, "node"), *job = jstr(t->incident, "job");
+    if (!drains || !node)
+        return false;
+    /* the incident's job, else the jobs with pods on the node */
+    struct node_jobs nj = {.ctl = ctl, .node = node};
+    if (job)
+        add_job(&nj, job);
+    else if (ctl->inf_pods)
+        gh_kube_store_foreach(gh_kube_informer_store(ctl->inf_pods), job_on_node, &nj);
+    const char *wait[GH_DRAIN_WAIT_JOBS];
+    int n = 0;
+    int64_t timeout = INT64_MAX;
+    for (int i = 0; i < nj.n; i++) {
+        char ns[254];
+        const char *slash = strchr(nj.jobs[i], '/');
+        if (!slash)
+            continue;
+        snprintf(ns, sizeof ns, "%.*s", (int)(slash - nj.jobs[i]), nj.jobs[i]);
+        const struct gh_kube_obj *no =
+            gh_kube_store_get(gh_kube_informer_store(ctl->inf_namespaces), NULL, ns);
+        json_t *nso = no ? gh_kube_obj_json(no) : NULL;
+        struct gh_drain_mode m;
+        struct gh_err err;
+        if (gh_drain_mode_of(nso, &m, &err))
+            GH_LOG(GH_LOG_WARN, "event=drain_mode_invalid namespace=%s error=\"%s\" (immediate)",
+                   ns, err.msg);
+        json_decref(nso);
+        if (!m.checkpoint)
+            continue;
+        wait[n++] = nj.jobs[i];
+        if (m.timeout_ns < timeout)
+            timeout = m.timeout_ns;
+    }
+    if (n == 0)
+        return false;
+    int64_t t0 = now(ctl);
+    char id[64];
+    snprintf(id, sizeof id, "%s", t->id);
+    t->first_arrival_ns = 0; /* a deliberate wait is no decision latency */
+    struct gh_err err;
+    if (gh_drain_waits_hold(ctl->waits, t, wait, n, t0, t0 + timeout, &err)) {
+        GH_LOG(GH_LOG_WARN, "event=drain_not_held id=%s error=\"%s\" (drains now)", id, err.msg);
+        return false;
+    }
+    if (!gh_kube_timer_add(ctl->c, timeout, drain_timer, ctl))
+        GH_LOG(GH_LOG_WARN, "event=drain_timer_failed id=%s error=\"out of memory\" (released "
+               "by a checkpoint or the next timer only)", id);
+    GH_LOG(GH_LOG_INFO, "event=drain_waiting id=%s node=%s job=%s jobs=%d timeout_s=%.0f", id,
+           node, wait[0], n, (double)timeout / 1e9);
+    return true;
+}
+
+/* Hands the holds that are done to the executor. */
+static void release_drains(struct gh_controller *ctl)
+{
+    struct gh_task t;
+    while (gh_drain_waits_take(ctl->waits, now(ctl), &t)) {
+        json_t *dw = json_object_get(t.incident, "drain_wait");
+        GH_LOG(GH_LOG_INFO, "event=drain_released id=%s outcome=%s waited_s=%.1f", t.id,
+               jstr(dw, "outcome") ? jstr(dw, "outcome") : "-",
+               json_number_value(json_object_get(dw, "waited_s")));
+        submit(ctl, &t);
+    }
+}
+
+static void drain_timer(void *ud) { release_drains(ud); }
+
+static void checkpoint_seen(struct gh_controller *ctl, const struct gh_signal *s)
+{
+    if (ctl->waits && gh_drain_waits_checkpoint(ctl->waits, s->job, s->has_step ? s->step : -1,
+                                                s->path, now(ctl)))
+        release_drains(ctl);
+}
+
 /* ---- informers */
 
 static void pod_topology(struct gh_controller *ctl, const json_t *pod)
 {
     char job[320];
-    const char *j = gh_kube_pod_job(pod, job, sizeof job);
+    const char *j = gh_job_of_pod(pod, gh_job_watch_jobs(ctl->jobs), job, sizeof job, NULL);
     const char *node = json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
     const char *phase = json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
     if (!j || !node || (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
@@ -279,6 +552,12 @@ static void pod_change(void *ud, const json_t *old, const json_t *obj)
     struct gh_controller *ctl = ud;
     struct gh_signal s[GH_KUBE_SIGNALS_MAX];
     size_t n = gh_kube_pod_signals(old, obj, now(ctl), s, GH_KUBE_SIGNALS_MAX);
+    /* the job as the owners say (a JobSet's pod is the JobSet's) */
+    char job[320];
+    const char *j = gh_job_of_pod(obj, gh_job_watch_jobs(ctl->jobs), job, sizeof job, NULL);
+    for (size_t i = 0; j && i < n; i++)
+        if (s[i].job)
+            (void)gh_signal_set_str(&s[i].job, j, strlen(j));
     pod_topology(ctl, obj);
     for (size_t i = 0; i < n; i++)
         feed(ctl, &s[i], "kube");
@@ -308,7 +587,7 @@ static void pod_delete(void *ud, const json_t *obj)
 {
     struct gh_controller *ctl = ud;
     char job[320];
-    const char *j = gh_kube_pod_job(obj, job, sizeof job);
+    const char *j = gh_job_of_pod(obj, gh_job_watch_jobs(ctl->jobs), job, sizeof job, NULL);
     const char *slash = j ? strchr(j, '/') : NULL;
     if (!slash)
         return;
@@ -323,6 +602,47 @@ static void pod_update(void *ud, const json_t *old, const json_t *obj)
 {
     if (old) /* resync replays carry nothing new */
         pod_change(ud, old, obj);
+}
+
+struct pods_of {
+    struct gh_controller *ctl;
+    const char *ns;
+};
+
+static int place_pod(void *ud, const struct gh_kube_obj *o)
+{
+    struct pods_of *p = ud;
+    json_t *pod = gh_kube_obj_json(o);
+    const char *ns = pod ? gh_kube_meta_namespace(pod) : NULL;
+    if (ns && !strcmp(ns, p->ns))
+        pod_topology(p->ctl, pod);
+    json_decref(pod);
+    return GH_OK;
+}
+
+static void place_pods(struct gh_controller *ctl, const char *job)
+{
+    const char *slash = strchr(job, '/');
+    if (!slash || !ctl->inf_pods)
+        return;
+    char ns[64];
+    snprintf(ns, sizeof ns, "%.*s", (int)(slash - job), job);
+    struct pods_of p = {ctl, ns};
+    gh_kube_store_index_foreach(gh_kube_informer_store(ctl->inf_pods), "job", slash + 1,
+                                place_pod, &p);
+}
+
+/* A Job, JobSet or PyTorchJob changed: place its pods again (the owner
+ * may reach its cache after them); a JobSet's child Job is no job of its
+ * own: what was placed under its name moves to the JobSet. */
+static void job_changed(void *ud, const char *job, const char *part)
+{
+    struct gh_controller *ctl = ud;
+    if (part) {
+        gh_engine_forget_job(ctl->engine, part);
+        place_pods(ctl, part);
+    }
+    place_pods(ctl, job);
 }
 
 static bool held_by_gpuheal(const json_t *node)
@@ -475,11 +795,96 @@ static int apply_policy(void *ud, const struct gh_kube_obj *o)
     return GH_OK;
 }
 
+static void status_done(void *ud, int rc, struct gh_kube_resp *resp, const struct gh_err *err)
+{
+    (void)ud;
+    (void)resp;
+    if (rc)
+        GH_LOG(GH_LOG_WARN, "event=policy_status_failed error=\"%s\"", err ? err->msg : "");
+}
+
+/* The verdict on a RecoveryPolicy into its status (condition Accepted,
+ * and Ready for `kubectl get rp`), unless the status says so already. */
+static void policy_status(struct gh_controller *ctl, const json_t *p,
+                          const struct gh_policy_cr_verdict *v)
+{
+    json_t *st = json_object_get(p, "status");
+    int64_t gen = json_integer_value(json_object_get(json_object_get(p, "metadata"), "generation"));
+    const char *want = v->accepted ? "True" : "False";
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(st, "conditions"), i, c) {
+        if (jstr(c, "type") && !strcmp(jstr(c, "type"), "Accepted") && jstr(c, "status") &&
+            !strcmp(jstr(c, "status"), want) && jstr(c, "reason") &&
+            !strcmp(jstr(c, "reason"), v->reason) && jstr(c, "message") &&
+            !strcmp(jstr(c, "message"), v->message) &&
+            json_integer_value(json_object_get(st, "observedGeneration")) == gen)
+            return;
+    }
+    char ts[GH_RFC3339_MAX];
+    gh_time_format_rfc3339(now(ctl), ts, sizeof ts);
+    json_t *patch = json_pack(
+        "{s:{s:I, s:i, s:s, s:[{s:s, s:s, s:s, s:s, s:s, s:I}, {s:s, s:s, s:s, s:s, s:s, s:I}]}}",
+        "status", "observedGeneration", (json_int_t)gen, "ruleCount", v->rules, "lastEvaluated",
+        ts, "conditions", "type", "Accepted", "status", want, "reason", v->reason, "message",
+        v->message, "lastTransitionTime", ts, "observedGeneration", (json_int_t)gen, "type",
+        "Ready", "status", v->rules > 0 ? "True" : "False", "reason", v->reason, "message",
+        v->message, "lastTransitionTime", ts, "observedGeneration", (json_int_t)gen);
+    struct gh_kube_ref ref = {&gh_kube_res_recoverypolicies, NULL, gh_kube_meta_name(p)};
+    struct gh_kube_req req;
+    memset(&req, 0, sizeof req);
+    struct gh_err err;
+    if (!patch || gh_kube_req_patch(&req, &ref, "status", GH_KUBE_PATCH_MERGE, patch, &err) ||
+        gh_kube_submit(ctl->c, &req, status_done, NULL, ctl, NULL, &err))
+        GH_LOG(GH_LOG_WARN, "event=policy_status_failed name=%s error=\"%s\"",
+               gh_kube_meta_name(p) ? gh_kube_meta_name(p) : "-",
+               patch ? err.msg : "out of memory");
+    gh_kube_req_clear(&req);
+    json_decref(patch);
+}
+
+static int offer_policy(void *ud, const struct gh_kube_obj *o)
+{
+    struct gh_controller *ctl = ud;
+    json_t *p = gh_kube_obj_json(o);
+    if (!p)
+        return GH_OK;
+    struct gh_policy_cr_verdict v;
+    gh_policy_crset_offer(ctl->crset, p, &v);
+    const char *name = gh_kube_meta_name(p) ? gh_kube_meta_name(p) : "-";
+    if (v.fresh && !v.accepted)
+        GH_LOG(GH_LOG_WARN, "event=policy_rejected name=%s reason=%s error=\"%s\"", name,
+               v.reason, v.message);
+    else if (v.fresh)
+        GH_LOG(GH_LOG_INFO, "event=policy_accepted name=%s rules=%d", name, v.rules);
+    policy_status(ctl, p, &v);
+    json_decref(p);
+    return GH_OK;
+}
+
+/* The rules of the RecoveryPolicy objects in force replace the engine's
+ * (a valid new version at once; an invalid one keeps the previous). */
+static void policy_rules(struct gh_controller *ctl)
+{
+    gh_policy_crset_begin(ctl->crset);
+    gh_kube_store_foreach(gh_kube_informer_store(ctl->inf_policies), offer_policy, ctl);
+    int from = 0;
+    struct gh_policy *next = gh_policy_crset_end(ctl->crset, &from);
+    if (!next)
+        return;
+    gh_engine_set_policy(ctl->engine, next);
+    free(ctl->policy_now);
+    ctl->policy_now = next;
+    GH_LOG(GH_LOG_INFO, "event=policy_rules rules=%d from=%s objects=%d", next->n_rules,
+           from ? "RecoveryPolicy" : ctl->o.policy ? "--policy" : "built-in", from);
+}
+
 static void policies_changed(struct gh_controller *ctl)
 {
     struct gh_guard_config g = ctl->base_guards;
     gh_kube_store_foreach(gh_kube_informer_store(ctl->inf_policies), apply_policy, &g);
     gh_guard_set_config(ctl->guard, &g);
+    policy_rules(ctl);
     GH_LOG(GH_LOG_INFO,
            "event=guards dry_run=%d approval=%d max_isolated=%d max_isolated_pct=%g "
            "max_actions_per_hour=%d cooldown_s=%.0f",
@@ -500,6 +905,40 @@ static void policy_update(void *ud, const json_t *old, const json_t *obj)
 }
 static void policy_synced(void *ud) { policies_changed(ud); }
 
+/* Events (events.k8s.io/v1) as kube signals (kube_signals.h); gpuheal's
+ * own are skipped there. */
+static void event_change(struct gh_controller *ctl, const json_t *old, const json_t *ev,
+                         bool nodes_only)
+{
+    const json_t *reg = json_object_get(ev, "regarding");
+    const char *kind = jstr(reg, "kind");
+    if (!kind || (nodes_only && strcmp(kind, "Node") != 0))
+        return;
+    json_t *pod = NULL;
+    if (!strcmp(kind, "Pod") && ctl->inf_pods && jstr(reg, "name")) {
+        const struct gh_kube_obj *po = gh_kube_store_get(gh_kube_informer_store(ctl->inf_pods),
+                                                         jstr(reg, "namespace"), jstr(reg, "name"));
+        pod = po ? gh_kube_obj_json(po) : NULL;
+    }
+    struct gh_signal s[1];
+    if (gh_kube_event_signals(old, ev, pod, now(ctl), EVENT_MAX_AGE, s, 1) == 1)
+        feed(ctl, &s[0], "kube");
+    json_decref(pod);
+}
+
+static void event_add(void *ud, const json_t *obj) { event_change(ud, NULL, obj, false); }
+static void event_update(void *ud, const json_t *old, const json_t *obj)
+{
+    if (old) /* resync replays carry nothing new */
+        event_change(ud, old, obj, false);
+}
+static void node_event_add(void *ud, const json_t *obj) { event_change(ud, NULL, obj, true); }
+static void node_event_update(void *ud, const json_t *old, const json_t *obj)
+{
+    if (old)
+        event_change(ud, old, obj, true);
+}
+
 static void inf_error(void *ud, int rc, const struct gh_kube_status *st, const char *msg)
 {
     (void)ud;
@@ -510,9 +949,9 @@ static void inf_error(void *ud, int rc, const struct gh_kube_status *st, const c
 /* Pods by job name (the namespace is compared by the caller). */
 static const struct gh_kube_index_spec pod_indexes[] = {
     {"job",
-     {"/metadata/labels/batch.kubernetes.io~1job-name", "/metadata/labels/job-name",
-      "/metadata/labels/jobset.sigs.k8s.io~1jobset-name",
-      "/metadata/labels/training.kubeflow.org~1job-name"}},
+     {"/metadata/labels/jobset.sigs.k8s.io~1jobset-name",
+      "/metadata/labels/training.kubeflow.org~1job-name",
+      "/metadata/labels/batch.kubernetes.io~1job-name", "/metadata/labels/job-name"}},
 };
 
 static int start_informer(struct gh_controller *ctl, const struct gh_kube_res *res, const char *ns,
@@ -536,9 +975,18 @@ static int start_informer(struct gh_controller *ctl, const struct gh_kube_res *r
 
 /* ---- leadership */
 
+/* /readyz: only the leader is ready, so that the ingest Service routes
+ * agents to it (a standby would hold their incidents until a failover). */
+static bool ready_to_serve(void *ud)
+{
+    struct gh_controller *ctl = ud;
+    return atomic_load(&ctl->ready);
+}
+
 static void lead(struct gh_controller *ctl)
 {
     ctl->leading = true;
+    atomic_store(&ctl->ready, true);
     gh_ctl_metrics_gauge(ctl->metrics, GH_GAUGE_LEADER, 1);
     struct gh_task t;
     memset(&t, 0, sizeof t);
@@ -559,6 +1007,7 @@ static void leader_stopped(void *ud)
 {
     struct gh_controller *ctl = ud;
     ctl->leading = false;
+    atomic_store(&ctl->ready, false);
     gh_ctl_metrics_gauge(ctl->metrics, GH_GAUGE_LEADER, 0);
     GH_LOG(GH_LOG_WARN, "event=not_leading");
 }
@@ -697,10 +1146,18 @@ int gh_controller_new(const struct gh_controller_opts *o, struct gh_controller *
         goto fail;
     struct gh_engine_config ec;
     gh_engine_config_default(&ec);
-    ec.reorder_window_ns = o->reorder_window_ns;
+    ec.reorder_window_ns =
+        o->reorder_window_ns >= 0 ? o->reorder_window_ns : GH_CONTROLLER_REORDER_WINDOW_NS;
     ctl->engine = gh_engine_new(o->policy, NULL, ctl->clock, &ec, on_incident, ctl, err);
     if (!ctl->engine) {
         rc = GH_EINVAL;
+        goto fail;
+    }
+    /* RecoveryPolicy rules, when any object is accepted, replace the rules
+     * of --policy or the built-in policy, whose settings stay */
+    if (!(ctl->crset = gh_policy_crset_new(gh_engine_policy(ctl->engine))) ||
+        !(ctl->waits = gh_drain_waits_new())) {
+        rc = gh_err_set(err, GH_ENOMEM, "out of memory");
         goto fail;
     }
     struct gh_executor_opts xo = {.kube = o->kube,
@@ -710,20 +1167,40 @@ int gh_controller_new(const struct gh_controller_opts *o, struct gh_controller *
                                   .no_execute_taint = o->no_execute_taint,
                                   .drain = o->drain,
                                   .crash_after = o->crash_after,
-                                  .qps = o->qps};
+                                  .qps = o->qps,
+                                  .workers = o->executor_workers};
     if ((rc = gh_executor_new(&xo, &ctl->ex, err)))
+        goto fail;
+    struct gh_step_writer_opts to = {.db_url = o->db_url};
+    if ((rc = gh_step_writer_new(&to, &ctl->telemetry, err)))
+        goto fail;
+    if ((rc = journal_start(ctl, o, err)))
         goto fail;
     struct gh_ingest_server_opts io = {.listen = o->listen,
                                        .token_file = o->token_file,
                                        .allow_anonymous = o->allow_anonymous && !o->token_file,
                                        .tls_cert = o->tls_cert,
                                        .tls_key = o->tls_key,
-                                       .sink = gh_ingest_queue_sink,
-                                       .sink_ctx = ctl->queue,
+                                       .sink = journal_sink,
+                                       .sink_ctx = ctl,
                                        .extra_metrics = metrics_text,
-                                       .metrics_ctx = ctl};
+                                       .metrics_ctx = ctl,
+                                       .ready = ready_to_serve,
+                                       .ready_ctx = ctl};
     if ((rc = gh_ingest_server_new(&io, &ctl->ingest, err)))
         goto fail;
+    /* what this start runs with (never the store URL: it may hold a password) */
+    GH_LOG(GH_LOG_DEBUG,
+           "event=options store=%s tls=%d leader_election=%d watch_namespace=%s "
+           "node_selector=%s reorder_window_ms=%lld executor_workers=%d qps=%g",
+           o->db_url && strncmp(o->db_url, "sqlite:", 7) == 0 ? "sqlite" : "postgres",
+           o->tls_cert != NULL,
+           !o->no_leader_election, o->watch_namespace ? o->watch_namespace : "(all)",
+           o->node_selector ? o->node_selector : "(all)",
+           (long long)((o->reorder_window_ns < 0 ? GH_CONTROLLER_REORDER_WINDOW_NS
+                                                 : o->reorder_window_ns) /
+                       1000000),
+           o->executor_workers > 0 ? o->executor_workers : 8, o->qps > 0 ? o->qps : 50);
     *out = ctl;
     return GH_OK;
 fail:
@@ -739,13 +1216,21 @@ int gh_controller_port(const struct gh_controller *ctl)
 static const char *const node_keep[] = {"/metadata/labels", "/metadata/annotations",
                                         "/spec/unschedulable", "/spec/taints",
                                         "/status/conditions"};
-static const char *const pod_keep[] = {"/metadata/labels", "/spec/nodeName", "/status/phase",
-                                       "/status/reason", "/status/message", "/status/startTime",
+static const char *const pod_keep[] = {"/metadata/labels", "/metadata/ownerReferences",
+                                       "/metadata/deletionTimestamp",
+                                       "/spec/nodeName", "/status/phase", "/status/reason",
+                                       "/status/message", "/status/startTime",
                                        "/status/containerStatuses"};
 static const char *const gnh_keep[] = {"/metadata/annotations", "/status/conditions",
                                        "/status/lastAction"};
 static const char *const incident_keep[] = {"/metadata/annotations", "/status/phase"};
-static const char *const policy_keep[] = {"/spec/dryRun", "/spec/budgets", "/spec/priority"};
+static const char *const policy_keep[] = {"/metadata/generation", "/spec/dryRun",
+                                          "/spec/budgets", "/spec/priority", "/spec/rules",
+                                          "/status/observedGeneration", "/status/conditions"};
+static const char *const event_keep[] = {"/regarding", "/reason", "/note", "/type",
+                                         "/reportingController", "/deprecatedSource",
+                                         "/deprecatedCount", "/series", "/eventTime",
+                                         "/deprecatedLastTimestamp"};
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -770,6 +1255,33 @@ int gh_controller_run(struct gh_controller *ctl, int stop_fd, struct gh_err *err
         (rc = start_informer(ctl, &gh_kube_res_recoverypolicies, NULL, NULL, policy_keep,
                              N(policy_keep), &hpol, &ctl->inf_policies, err)))
         return gh_err_prefix(err, rc, "informers");
+    /* Events: the watched namespace's (all: every namespace's), and the
+     * nodes' (kubelets post them in "default") */
+    struct gh_kube_handlers hev = {event_add, event_update, NULL, NULL, inf_error};
+    struct gh_kube_handlers hnev = {node_event_add, node_event_update, NULL, NULL, inf_error};
+    const char *wns = ctl->o.watch_namespace;
+    if ((rc = start_informer(ctl, &gh_kube_res_events, wns, NULL, event_keep, N(event_keep), &hev,
+                             &ctl->inf_events, err)) ||
+        (wns && strcmp(wns, "default") != 0 &&
+         (rc = start_informer(ctl, &gh_kube_res_events, "default", NULL, event_keep,
+                              N(event_keep), &hnev, &ctl->inf_node_events, err))))
+        return gh_err_prefix(err, rc, "event informers");
+    /* Namespaces: their drain mode (one namespace's when one is watched) */
+    static const char *const ns_keep[] = {"/metadata/annotations"};
+    char nsel[320];
+    snprintf(nsel, sizeof nsel, "metadata.name=%s", wns ? wns : "");
+    struct gh_kube_informer_opts nso = {.res = &gh_kube_res_namespaces,
+                                        .field_selector = wns ? nsel : NULL,
+                                        .keep = ns_keep,
+                                        .nkeep = 1};
+    struct gh_kube_handlers hns = {NULL, NULL, NULL, NULL, inf_error};
+    if ((rc = gh_kube_informer_new(ctl->c, &nso, &hns, ctl, &ctl->inf_namespaces, err)) ||
+        (rc = gh_kube_informer_start(ctl->inf_namespaces, err)))
+        return gh_err_prefix(err, rc, "namespace informer");
+    if ((rc = gh_job_watch_new(ctl->c, ctl->o.watch_namespace, job_changed, ctl, &ctl->jobs,
+                               err)) ||
+        (rc = gh_job_watch_start(ctl->jobs, err)))
+        return gh_err_prefix(err, rc, "job informers");
     if (ctl->o.no_leader_election) {
         lead(ctl);
     } else {
@@ -806,7 +1318,8 @@ int gh_controller_run(struct gh_controller *ctl, int stop_fd, struct gh_err *err
         struct epoll_event evs[8];
         /* until the engine has something to do (a signal leaving the
          * reorder window, a detector deadline), at most one tick */
-        int64_t wait_ns = tick, due = gh_engine_next_deadline(ctl->engine);
+        bool held = replay_held(ctl);
+        int64_t wait_ns = tick, due = held ? INT64_MAX : gh_engine_next_deadline(ctl->engine);
         if (due == INT64_MIN)
             wait_ns = 0;
         else if (due != INT64_MAX && due - now(ctl) < wait_ns)
@@ -828,7 +1341,7 @@ int gh_controller_run(struct gh_controller *ctl, int stop_fd, struct gh_err *err
         /* at once after new signals (a zero reorder window decides now),
          * else every tick */
         int64_t next = gh_engine_next_deadline(ctl->engine);
-        if (fed || t - ctl->last_tick >= tick || (next != INT64_MAX && next <= t)) {
+        if (!held && (fed || t - ctl->last_tick >= tick || (next != INT64_MAX && next <= t))) {
             gh_engine_tick(ctl->engine, t);
             ctl->last_tick = t;
         }
@@ -857,13 +1370,19 @@ void gh_controller_free(struct gh_controller *ctl)
         (void)gh_kube_leader_release(ctl->leader, NULL);
         gh_kube_leader_free(ctl->leader);
     }
+    gh_job_watch_free(ctl->jobs);
     gh_kube_informer_free(ctl->inf_nodes);
     gh_kube_informer_free(ctl->inf_pods);
     gh_kube_informer_free(ctl->inf_gnh);
     gh_kube_informer_free(ctl->inf_incidents);
     gh_kube_informer_free(ctl->inf_policies);
+    gh_kube_informer_free(ctl->inf_events);
+    gh_kube_informer_free(ctl->inf_node_events);
+    gh_kube_informer_free(ctl->inf_namespaces);
     gh_ingest_server_free(ctl->ingest);
+    gh_journal_close(ctl->journal); /* after the ingest thread that writes it */
     gh_executor_free(ctl->ex);
+    gh_step_writer_free(ctl->telemetry);
     gh_engine_free(ctl->engine);
     gh_kube_client_free(ctl->c);
     gh_sigqueue_free(ctl->queue);
@@ -874,8 +1393,12 @@ void gh_controller_free(struct gh_controller *ctl)
     for (size_t i = 0; i < ctl->n_deferred; i++)
         json_decref(ctl->deferred[i].inc);
     gh_strmap_free(ctl->known);
+    gh_strmap_free(ctl->decided);
     gh_strmap_free(ctl->released);
     gh_guard_free(ctl->guard);
     gh_ctl_metrics_free(ctl->metrics);
+    gh_policy_crset_free(ctl->crset);
+    gh_drain_waits_free(ctl->waits);
+    free(ctl->policy_now); /* after the engine, which borrowed it */
     free(ctl);
 }

@@ -1,6 +1,6 @@
 /* controller.h - the controller's event loop: signals from the ingest
- * endpoint and from the informers (Node, Pod, GPUNodeHealth, Incident,
- * RecoveryPolicy) go into the detection engine; its incidents pass the
+ * endpoint and from the informers (Node, Pod, Event, GPUNodeHealth,
+ * Incident, RecoveryPolicy, Namespace) go into the detection engine; its incidents pass the
  * guards and, on the Lease leader only, go to the executor, which records
  * and acts. Also: job topology from the Pod informer, approvals seen on
  * Incident objects, the validation gate that returns nodes to service, and
@@ -22,6 +22,11 @@
 #include "engine/policy.h"
 #include "kube/kubeconfig.h"
 
+/* The controller's reorder window unless set: short enough for the 1 s p99
+ * decision target (docs/controller.md, "Decision latency"). The policy's
+ * settings.reorder_window is for the other drivers (simulate). */
+#define GH_CONTROLLER_REORDER_WINDOW_NS (500 * GH_NS_PER_MS)
+
 struct gh_controller_opts {
     const struct gh_kube_config *kube; /* borrowed (copied by the clients) */
     const char *db_url;                /* audit store: sqlite:PATH or postgres://... */
@@ -30,7 +35,7 @@ struct gh_controller_opts {
     bool allow_anonymous;
     const char *tls_cert, *tls_key;    /* ingest HTTPS (both or neither) */
     const struct gh_policy *policy;    /* borrowed, outlives the controller; NULL: default */
-    int64_t reorder_window_ns;         /* < 0: the policy's */
+    int64_t reorder_window_ns;         /* < 0: GH_CONTROLLER_REORDER_WINDOW_NS */
     struct gh_guard_config guards;     /* base guards; RecoveryPolicy objects tighten them */
     const char *identity;              /* this replica (Lease holder, Event reporter) */
     const char *lease_namespace;       /* NULL: "gpuheal-system" */
@@ -45,14 +50,20 @@ struct gh_controller_opts {
     const struct gh_clock *clock;      /* borrowed; NULL: real */
     int64_t tick_ns;                   /* engine tick; 0: 20 ms (and after new signals) */
     int64_t remember_ns;               /* incidents already decided, looked back; 0: 7 days */
-    double qps;                        /* Kubernetes client QPS of each client; 0: 50 */
+    double qps;                        /* Kubernetes client QPS of each client (the
+                                          executor's workers share one); 0: 50 */
+    int executor_workers;              /* executor threads; 0: 8 */
+    int64_t journal_retention_ns;      /* accepted signals journalled (and replayed on
+                                          start) this long; 0: the policy's longest
+                                          detector window, at least 1 h; < 0: no journal */
 };
 void gh_controller_opts_default(struct gh_controller_opts *o);
 
 struct gh_controller;
 
 /* Opens the audit store (loading what was decided before), starts the
- * ingest server and the executor. Nothing is watched until run. *out:
+ * ingest server and the executor, after replaying the signal journal
+ * (audit/journal.h) into the engine. Nothing is watched until run. *out:
  * caller frees with gh_controller_free. */
 int gh_controller_new(const struct gh_controller_opts *o, struct gh_controller **out,
                       struct gh_err *err);

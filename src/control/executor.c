@@ -1,5 +1,6 @@
-/* executor.c - the controller's worker thread: record, intend, act, record,
- * publish; and the replay of intents a killed process left pending. */
+/* executor.c - the controller's worker pool: record, intend, act, record,
+ * publish; and the replay of intents a killed process left pending. Tasks
+ * sharing a target are serialized; isolations go before slower actions. */
 #include "control/executor.h"
 
 #include <errno.h>
@@ -12,36 +13,79 @@
 #include <unistd.h>
 
 #include "audit/audit.h"
+#include "control/job_kinds.h"
 #include "kube/api.h"
 #include "kube/client.h"
 #include "kube/events.h"
+#include "kube/ratelimit.h"
 
 #define QUEUE_DEFAULT 4096
 #define REPORTS_MAX 4096
 #define EVIDENCE_CR_MAX 100
 #define PODS_MAX 16
 
+#define WORKERS_DEFAULT 8
+#define WORKERS_MAX 64
+#define KEYS_MAX 3
+#define KEY_MAX 320
+#define SCAN_MAX 512 /* queued tasks looked at for one that may start */
+
+/* A task in the executor, with the targets it touches. A stage of a task
+ * runs only when no unfinished task submitted before it shares a target
+ * with that stage: tasks sharing a target run one after the other, in
+ * submission order. A barrier (an approval, whose targets are in the store;
+ * a replay) shares every target. A decision that isolates first (split)
+ * touches only its incident and node in stage 1, its job too in stage 2.
+ * Owned by the queue, then by the in-flight list until its report is out. */
+struct job {
+    struct gh_task t;
+    uint64_t seq;                 /* submission order */
+    char keys[KEYS_MAX][KEY_MAX]; /* "inc/ID", "node/NAME", then "job/NS/NAME" */
+    uint64_t kh[KEYS_MAX];        /* their hashes, compared first */
+    int nkeys, nkeys1;            /* all; stage 1's (a split decision) */
+    bool barrier;
+    bool split;                /* a decision whose first allowed action isolates */
+    bool rest;                 /* stage 1 done: the rest waits in the continuations */
+    struct gh_exec_report rep; /* filled by both stages */
+    struct job *next;          /* in-flight list */
+    struct job *cnext;         /* continuations (FIFO) */
+};
+
+/* One worker thread with what is not shared: its Kubernetes client (a
+ * client belongs to one thread) and its audit store connection. */
+struct worker {
+    struct gh_executor *ex; /* borrowed */
+    struct gh_kube_client *c;
+    struct gh_audit *a;
+    pthread_t thread;
+    bool started;
+};
+
 struct gh_executor {
     struct gh_executor_opts o;
     char identity[128];
     char crash_after[32];
-    struct gh_kube_client *c;
-    struct gh_audit *a;
     const struct gh_clock *clock;
     int efd;
-    pthread_t thread;
-    bool started;
+    struct worker *w;
+    size_t nw;
+    struct gh_kube_ratelimit *limit; /* the --qps budget, shared by the workers' clients */
+    /* everything below under mu */
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_cond_t cv;     /* work may have become runnable; stop */
+    pthread_cond_t stopcv; /* stop (for retry back-offs) */
     bool stop;
-    struct gh_task *q; /* ring */
+    struct job **q; /* ring, submission order */
     size_t qcap, qhead, qn;
-    bool busy;
+    struct job *held;        /* in flight: running, or waiting for its stage 2 */
+    size_t nheld;
+    struct job *ch, *ct;     /* continuations, head and tail */
+    uint64_t seq;            /* the last task's submission number */
     struct gh_exec_report *rep; /* ring */
     size_t rhead, rn;
 };
 
-static int64_t now(const struct gh_executor *ex) { return gh_clock_now(ex->clock); }
+static int64_t now(const struct worker *w) { return gh_clock_now(w->ex->clock); }
 
 /* ---- small helpers */
 
@@ -102,19 +146,19 @@ static void intent_id(char *buf, size_t cap, const char *inc, int seq, enum gh_a
 
 /* ---- reports */
 
-static void report(struct gh_executor *ex, const struct gh_exec_report *r)
+static void report(struct worker *w, const struct gh_exec_report *r)
 {
-    pthread_mutex_lock(&ex->mu);
-    if (ex->rn == REPORTS_MAX) { /* the loop is not reading: drop the oldest */
-        ex->rhead = (ex->rhead + 1) % REPORTS_MAX;
-        ex->rn--;
+    pthread_mutex_lock(&w->ex->mu);
+    if (w->ex->rn == REPORTS_MAX) { /* the loop is not reading: drop the oldest */
+        w->ex->rhead = (w->ex->rhead + 1) % REPORTS_MAX;
+        w->ex->rn--;
     }
-    ex->rep[(ex->rhead + ex->rn) % REPORTS_MAX] = *r;
-    ex->rn++;
-    pthread_mutex_unlock(&ex->mu);
+    w->ex->rep[(w->ex->rhead + w->ex->rn) % REPORTS_MAX] = *r;
+    w->ex->rn++;
+    pthread_mutex_unlock(&w->ex->mu);
     uint64_t one = 1;
-    ssize_t w = write(ex->efd, &one, sizeof one);
-    (void)w;
+    ssize_t wr = write(w->ex->efd, &one, sizeof one);
+    (void)wr;
 }
 
 /* ---- publishing: the Incident object and Events */
@@ -181,9 +225,9 @@ static json_t *incident_spec(const json_t *inc, const char *mode)
     return spec;
 }
 
-static void rfc_now(const struct gh_executor *ex, char *buf)
+static void rfc_now(const struct worker *w, char *buf)
 {
-    int64_t t = now(ex);
+    int64_t t = now(w);
     gh_time_format_rfc3339(t - t % GH_NS_PER_S, buf, GH_RFC3339_MAX);
     char *dot = strchr(buf, '.');
     if (dot)
@@ -193,7 +237,7 @@ static void rfc_now(const struct gh_executor *ex, char *buf)
 /* Creates or updates the Incident object (server-side apply) and its
  * status. Failures are reported in the audit trail's detail, never fatal:
  * the store is the record, the object its view. */
-static void publish_incident(struct gh_executor *ex, const json_t *inc, const char *mode,
+static void publish_incident(struct worker *w, const json_t *inc, const char *mode,
                              const char *phase, const json_t *status_actions, const char *message,
                              struct gh_exec_report *rep)
 {
@@ -210,11 +254,11 @@ static void publish_incident(struct gh_executor *ex, const json_t *inc, const ch
                             "kind", "Incident", "metadata", "name", id, "labels", labels, "spec",
                             incident_spec(inc, mode));
     struct gh_kube_ref ref = {&gh_kube_res_incidents, NULL, id};
-    rc = obj ? gh_kube_patch(ex->c, &ref, NULL, GH_KUBE_PATCH_APPLY, obj, NULL, NULL, &err)
+    rc = obj ? gh_kube_patch(w->c, &ref, NULL, GH_KUBE_PATCH_APPLY, obj, NULL, NULL, &err)
              : gh_err_set(&err, GH_ENOMEM, "out of memory");
     json_decref(obj);
     char ts[GH_RFC3339_MAX];
-    rfc_now(ex, ts);
+    rfc_now(w, ts);
     json_t *st = json_pack("{s:{s:s, s:s}}", "status", "phase", phase, "message",
                            message ? message : "");
     json_t *s = json_object_get(st, "status");
@@ -223,14 +267,14 @@ static void publish_incident(struct gh_executor *ex, const json_t *inc, const ch
     if (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed") || !strcmp(phase, "Skipped"))
         json_object_set_new(s, "completionTime", json_string(ts));
     if (!rc)
-        rc = st ? gh_kube_patch(ex->c, &ref, "status", GH_KUBE_PATCH_MERGE, st, NULL, NULL, &err)
+        rc = st ? gh_kube_patch(w->c, &ref, "status", GH_KUBE_PATCH_MERGE, st, NULL, NULL, &err)
                 : gh_err_set(&err, GH_ENOMEM, "out of memory");
     json_decref(st);
     if (rc && rep && !rep->warning[0])
         snprintf(rep->warning, sizeof rep->warning, "Incident %s: %.250s", id, err.msg);
 }
 
-static void event(struct gh_executor *ex, const char *api, const char *kind, const char *ns,
+static void event(struct worker *w, const char *api, const char *kind, const char *ns,
                   const char *name, const char *type, const char *reason, const char *action,
                   const char *note)
 {
@@ -243,27 +287,27 @@ static void event(struct gh_executor *ex, const char *api, const char *kind, con
         .reason = reason,
         .action = action,
         .note = note,
-        .reporting_instance = ex->identity,
+        .reporting_instance = w->ex->identity,
     };
-    (void)gh_kube_event_post(ex->c, &s, NULL, NULL, NULL);
+    (void)gh_kube_event_post(w->c, &s, NULL, NULL, NULL);
 }
 
 /* Events about a decision on the node, the job and the pods in the
  * evidence, and on the Incident object itself. */
-static void decision_events(struct gh_executor *ex, const json_t *inc, const char *summary)
+static void decision_events(struct worker *w, const json_t *inc, const char *summary)
 {
     const char *id = jstr(inc, "id"), *node = jstr(inc, "node"), *job = jstr(inc, "job");
     char note[1024];
     snprintf(note, sizeof note, "%s: %s", id ? id : "?", summary);
     if (id)
-        event(ex, "gpuheal.io/v1alpha1", "Incident", NULL, id, "Warning", "IncidentDecided",
+        event(w, "gpuheal.io/v1alpha1", "Incident", NULL, id, "Warning", "IncidentDecided",
               "Decide", note);
     if (node)
-        event(ex, "v1", "Node", NULL, node, "Warning", "GPUFault", "Decide", note);
+        event(w, "v1", "Node", NULL, node, "Warning", "GPUFault", "Decide", note);
     if (job) {
         char ns[64], name[254];
         split_job(job, ns, sizeof ns, name, sizeof name);
-        event(ex, "batch/v1", "Job", ns, name, "Warning", "GPUFault", "Decide", note);
+        event(w, "batch/v1", "Job", ns, name, "Warning", "GPUFault", "Decide", note);
     }
     size_t i;
     json_t *e;
@@ -271,7 +315,7 @@ static void decision_events(struct gh_executor *ex, const json_t *inc, const cha
     json_array_foreach(json_object_get(inc, "evidence"), i, e) {
         const char *pns = jstr(e, "namespace"), *pod = jstr(e, "pod");
         if (pns && pod && pods++ < PODS_MAX)
-            event(ex, "v1", "Pod", pns, pod, "Warning", "GPUFaultDiagnosed", "Decide", note);
+            event(w, "v1", "Pod", pns, pod, "Warning", "GPUFaultDiagnosed", "Decide", note);
     }
 }
 
@@ -283,28 +327,117 @@ struct run_ctx {
     int64_t first_issue;
 };
 
-/* Runs one intent's action; records it and finishes the intent. */
-static void run_intent(struct gh_executor *ex, struct run_ctx *rc, struct gh_audit_intent *it,
+/* A failure worth trying again: the API server unreachable (no HTTP
+ * status), throttling or a server-side error (429, 5xx), as while the API
+ * server or etcd restarts. Every action is idempotent, so a retry is safe. */
+static bool transient_failure(const struct gh_act_result *res)
+{
+    return strcmp(res->result, "failed") == 0 &&
+           (res->http == 0 || res->http == 429 || res->http >= 500);
+}
+
+/* Waits ms on the executor's condition variable; true when stopping. */
+static bool wait_or_stop(struct worker *w, long ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&w->ex->mu);
+    while (!w->ex->stop && pthread_cond_timedwait(&w->ex->stopcv, &w->ex->mu, &ts) == 0)
+        ;
+    bool stop = w->ex->stop;
+    pthread_mutex_unlock(&w->ex->mu);
+    return stop;
+}
+
+#define RETRY_ATTEMPTS 12 /* 0.25 s doubling to 5 s: about 40 s in all */
+
+static void act_once(struct worker *w, struct run_ctx *rc, struct gh_audit_intent *it,
+                     struct gh_act_result *res);
+
+/* Runs one intent's action (retrying transient API failures, bounded);
+ * records it and finishes the intent. */
+static void run_intent(struct worker *w, struct run_ctx *rc, struct gh_audit_intent *it,
                        struct gh_act_result *res)
 {
     const json_t *inc = rc->inc;
     enum gh_action a = (enum gh_action)gh_action_from_name(it->action);
-    struct gh_act_ctx x = {ex->c, ex->clock, rc->id};
+    const char *node = jstr(inc, "node"), *job = jstr(inc, "job");
+    char ns[64], name[254];
+    split_job(job, ns, sizeof ns, name, sizeof name);
+    int64_t t0 = now(w);
+    if (!rc->first_issue)
+        rc->first_issue = t0;
+    long backoff_ms = 250;
+    for (int attempt = 1;; attempt++) {
+        act_once(w, rc, it, res);
+        if (!transient_failure(res) || attempt >= RETRY_ATTEMPTS || wait_or_stop(w, backoff_ms))
+            break;
+        backoff_ms = backoff_ms * 2 > 5000 ? 5000 : backoff_ms * 2;
+    }
+    int64_t t1 = now(w);
+    if (w->ex->crash_after[0] && strcmp(w->ex->crash_after, it->action) == 0)
+        raise(SIGKILL); /* test hook: a crash after acting, before recording */
+    struct gh_audit_action rec = {rc->id, it->id, it->action, it->target, t0, t1, res->result,
+                                  res->http, res->api, res->detail};
+    struct gh_err e2;
+    (void)gh_audit_record_action(w->a, &rec, &e2);
+    const char *state = strcmp(res->result, "failed") == 0 ? "failed" : "done";
+    (void)gh_audit_intent_finish(w->a, it->id, state, t1, &e2);
+
+    /* Events about the action */
+    char note[1024];
+    snprintf(note, sizeof note, "%s %s: %s (%s)", it->action, res->result, res->detail, rc->id);
+    bool ok = strcmp(res->result, "failed") != 0;
+    if (node && node_action(a))
+        event(w, "v1", "Node", NULL, node, ok ? "Normal" : "Warning",
+              ok ? "GPUHealAction" : "GPUHealActionFailed", it->action, note);
+    if (job && (a == GH_ACT_RESTART_FROM_CHECKPOINT || a == GH_ACT_RETRY_IN_PLACE)) {
+        /* the restart plan names what was restarted: a Job, a JobSet (also
+         * for a JobSet's child Job) or a PyTorchJob */
+        char api[128] = "batch/v1", kind[32] = "Job", pns[64], pname[254];
+        snprintf(pns, sizeof pns, "%s", ns);
+        snprintf(pname, sizeof pname, "%s", name);
+        json_t *pl = a == GH_ACT_RESTART_FROM_CHECKPOINT && it->payload
+                         ? json_loads(it->payload, 0, NULL)
+                         : NULL;
+        const struct gh_kube_res *r = gh_job_res_of_kind(jstr(pl, "kind") ? jstr(pl, "kind") : "");
+        if (r && jstr(pl, "namespace") && jstr(pl, "name")) {
+            gh_kube_api_version(r, api, sizeof api);
+            snprintf(kind, sizeof kind, "%s", jstr(pl, "kind"));
+            snprintf(pns, sizeof pns, "%s", jstr(pl, "namespace"));
+            snprintf(pname, sizeof pname, "%s", jstr(pl, "name"));
+        }
+        json_decref(pl);
+        event(w, api, kind, pns, pname, ok ? "Normal" : "Warning",
+              ok ? "GPUHealAction" : "GPUHealActionFailed", it->action, note);
+    }
+}
+
+/* One try of an intent's action into res. */
+static void act_once(struct worker *w, struct run_ctx *rc, struct gh_audit_intent *it,
+                     struct gh_act_result *res)
+{
+    const json_t *inc = rc->inc;
+    enum gh_action a = (enum gh_action)gh_action_from_name(it->action);
+    struct gh_act_ctx x = {w->c, w->ex->clock, rc->id};
     struct gh_err err = {{0}};
     const char *node = jstr(inc, "node"), *job = jstr(inc, "job");
     char ns[64], name[254];
     split_job(job, ns, sizeof ns, name, sizeof name);
-    int64_t t0 = now(ex);
-    if (!rc->first_issue)
-        rc->first_issue = t0;
     memset(res, 0, sizeof *res);
     json_t *gpu = json_object_get(inc, "gpu");
     int g = json_is_integer(gpu) ? (int)json_integer_value(gpu) : -1;
     switch (a) {
     case GH_ACT_ISOLATE_NODE:
-        gh_act_isolate_node(&x, node, ex->o.no_execute_taint, res, &err);
+        gh_act_isolate_node(&x, node, w->ex->o.no_execute_taint, res, &err);
         break;
-    case GH_ACT_DRAIN_NODE: gh_act_drain_node(&x, node, &ex->o.drain, res, &err); break;
+    case GH_ACT_DRAIN_NODE: gh_act_drain_node(&x, node, &w->ex->o.drain, res, &err); break;
     case GH_ACT_RESET_GPU:
     case GH_ACT_REBOOT_NODE:
     case GH_ACT_RUN_DIAGNOSTICS:
@@ -345,8 +478,13 @@ static void run_intent(struct gh_executor *ex, struct run_ctx *rc, struct gh_aud
             /* durable before anything changes: a crash from here on
              * resumes with the same replacement */
             char *text = json_dumps(pl, JSON_COMPACT);
-            int src = text ? gh_audit_intent_set_payload(ex->a, it->id, text, &err) : GH_ENOMEM;
-            free(text);
+            int src = text ? gh_audit_intent_set_payload(w->a, it->id, text, &err) : GH_ENOMEM;
+            if (src == GH_OK) { /* a retry (transient failure) resumes with this plan */
+                free(it->payload);
+                it->payload = text;
+            } else {
+                free(text);
+            }
             if (src) {
                 json_decref(pl);
                 gh_act_result_set(res, "failed", "could not store the restart plan: %s", err.msg);
@@ -359,26 +497,6 @@ static void run_intent(struct gh_executor *ex, struct run_ctx *rc, struct gh_aud
     }
     default: gh_act_result_set(res, "skipped", "nothing to do"); break;
     }
-    int64_t t1 = now(ex);
-    if (ex->crash_after[0] && strcmp(ex->crash_after, it->action) == 0)
-        raise(SIGKILL); /* test hook: a crash after acting, before recording */
-    struct gh_audit_action rec = {rc->id, it->id, it->action, it->target, t0, t1, res->result,
-                                  res->http, res->api, res->detail};
-    struct gh_err e2;
-    (void)gh_audit_record_action(ex->a, &rec, &e2);
-    const char *state = strcmp(res->result, "failed") == 0 ? "failed" : "done";
-    (void)gh_audit_intent_finish(ex->a, it->id, state, t1, &e2);
-
-    /* Events about the action */
-    char note[1024];
-    snprintf(note, sizeof note, "%s %s: %s (%s)", it->action, res->result, res->detail, rc->id);
-    bool ok = strcmp(res->result, "failed") != 0;
-    if (node && node_action(a))
-        event(ex, "v1", "Node", NULL, node, ok ? "Normal" : "Warning",
-              ok ? "GPUHealAction" : "GPUHealActionFailed", it->action, note);
-    if (job && (a == GH_ACT_RESTART_FROM_CHECKPOINT || a == GH_ACT_RETRY_IN_PLACE))
-        event(ex, "batch/v1", "Job", ns, name, ok ? "Normal" : "Warning",
-              ok ? "GPUHealAction" : "GPUHealActionFailed", it->action, note);
 }
 
 /* Runs the pending intents of incident id (in order) and publishes the
@@ -418,7 +536,7 @@ static void free_list(struct pending_list *l)
 }
 
 /* The whole recorded history of one incident: phase from its actions. */
-static void finish_incident(struct gh_executor *ex, const json_t *inc, const char *mode,
+static void finish_incident(struct worker *w, const json_t *inc, const char *mode,
                             struct gh_exec_report *rep)
 {
     const char *id = jstr(inc, "id");
@@ -432,7 +550,7 @@ static void finish_incident(struct gh_executor *ex, const json_t *inc, const cha
     bool any = false, pending = false;
     char msg[1024] = "";
     size_t used = 0;
-    if (gh_audit_query(ex->a, &s, 0, 1, &recs, &n, &err) == GH_OK && n == 1) {
+    if (gh_audit_query(w->a, &s, 0, 1, &recs, &n, &err) == GH_OK && n == 1) {
         /* the guards' verdicts, then the results of what was done */
         for (size_t i = 0; i < recs[0].n_guards; i++) {
             const struct gh_audit_guard_rec *g = &recs[0].guards[i];
@@ -467,16 +585,16 @@ static void finish_incident(struct gh_executor *ex, const json_t *inc, const cha
             if (x->result && !strcmp(x->result, "failed"))
                 phase = "Failed";
             if (used < sizeof msg) {
-                int w = snprintf(msg + used, sizeof msg - used, "%s%s %s", used ? "; " : "",
-                                 x->action, x->result);
-                used += w > 0 ? (size_t)w : 0;
+                int wn = snprintf(msg + used, sizeof msg - used, "%s%s %s", used ? "; " : "",
+                                  x->action, x->result);
+                used += wn > 0 ? (size_t)wn : 0;
             }
         }
     }
     gh_audit_recs_free(recs, n);
     /* open intents: still acting */
     struct pending_list l = {.only = id};
-    (void)gh_audit_intents_pending(ex->a, collect_intent, &l, &err);
+    (void)gh_audit_intents_pending(w->a, collect_intent, &l, &err);
     if (l.n)
         phase = "Acting";
     free_list(&l);
@@ -494,25 +612,36 @@ static void finish_incident(struct gh_executor *ex, const json_t *inc, const cha
                                       : nothing    ? "nothing to do"
                                                    : "not acted: see the guards' verdicts");
     }
-    (void)gh_audit_set_phase(ex->a, id, phase, &err);
-    publish_incident(ex, inc, mode, phase, acts, msg, rep);
+    (void)gh_audit_set_phase(w->a, id, phase, &err);
+    publish_incident(w, inc, mode, phase, acts, msg, rep);
     json_decref(acts);
     if (rep)
         snprintf(rep->phase, sizeof rep->phase, "%s", phase);
 }
 
-static void run_pending(struct gh_executor *ex, const json_t *inc, const char *id,
-                        struct gh_exec_report *rep)
+/* Runs the pending intents of incident id in order. isolate_first: when
+ * the first of them isolates the node, only the leading isolations run and
+ * true is returned while others remain (stage 2 runs them), so that a
+ * burst of incidents gets its nodes isolated before anything slower. */
+static bool run_pending(struct worker *w, const json_t *inc, const char *id,
+                        struct gh_exec_report *rep, bool isolate_first)
 {
     struct pending_list l = {.only = id};
     struct gh_err err;
-    (void)gh_audit_intents_pending(ex->a, collect_intent, &l, &err);
+    (void)gh_audit_intents_pending(w->a, collect_intent, &l, &err);
     struct run_ctx rc = {inc, id, 0};
+    bool split = isolate_first && l.n > 0 &&
+                 gh_action_from_name(l.v[0].action) == (int)GH_ACT_ISOLATE_NODE;
+    bool rest = false;
     for (size_t i = 0; i < l.n; i++) {
+        enum gh_action a = (enum gh_action)gh_action_from_name(l.v[i].action);
+        if (split && a != GH_ACT_ISOLATE_NODE) {
+            rest = true;
+            break;
+        }
         struct gh_act_result res;
-        run_intent(ex, &rc, &l.v[i], &res);
+        run_intent(w, &rc, &l.v[i], &res);
         if (rep && rep->n < GH_TASK_MAX_ACTIONS) {
-            enum gh_action a = (enum gh_action)gh_action_from_name(l.v[i].action);
             rep->acts[rep->n].action = a;
             snprintf(rep->acts[rep->n].result, sizeof rep->acts[rep->n].result, "%s", res.result);
             rep->n++;
@@ -520,14 +649,15 @@ static void run_pending(struct gh_executor *ex, const json_t *inc, const char *i
                 rep->isolation_failed = true;
         }
     }
-    if (rep)
+    if (rep && !rep->first_issue_ns)
         rep->first_issue_ns = rc.first_issue;
     free_list(&l);
+    return rest;
 }
 
 /* Records guards and intents of the allowed actions in the current
  * transaction. */
-static int record_verdicts(struct gh_executor *ex, const json_t *inc, const struct gh_task *t,
+static int record_verdicts(struct worker *w, const json_t *inc, const struct gh_task *t,
                            int64_t ts, struct gh_err *err)
 {
     const char *id = jstr(inc, "id");
@@ -535,7 +665,7 @@ static int record_verdicts(struct gh_executor *ex, const json_t *inc, const stru
     if (t->kind == GH_TASK_APPROVED) {
         struct gh_audit_guard g = {id, ts, NULL, NULL, "approval", "approved",
                                    t->approver[0] ? t->approver : "approved"};
-        rc = gh_audit_record_guard(ex->a, &g, err);
+        rc = gh_audit_record_guard(w->a, &g, err);
     }
     for (int i = 0; i < t->n && !rc; i++) {
         char target[GH_AUDIT_ID_MAX];
@@ -547,7 +677,7 @@ static int record_verdicts(struct gh_executor *ex, const json_t *inc, const stru
                                    t->v[i].guard,
                                    verdict_name(t->v[i].outcome),
                                    t->v[i].detail};
-        rc = gh_audit_record_guard(ex->a, &g, err);
+        rc = gh_audit_record_guard(w->a, &g, err);
         if (rc || t->v[i].outcome != GH_GUARD_ALLOW || t->v[i].action == GH_ACT_NONE)
             continue;
         struct gh_audit_intent it;
@@ -558,13 +688,13 @@ static int record_verdicts(struct gh_executor *ex, const json_t *inc, const stru
         snprintf(it.action, sizeof it.action, "%s", gh_action_name(t->v[i].action));
         snprintf(it.target, sizeof it.target, "%s", target);
         it.created_ns = ts;
-        rc = gh_audit_intent_begin(ex->a, &it, NULL, err);
+        rc = gh_audit_intent_begin(w->a, &it, NULL, err);
         gh_audit_intent_clear(&it);
     }
     return rc;
 }
 
-static json_t *load_incident_json(struct gh_executor *ex, const char *id, char *mode, size_t cap)
+static json_t *load_incident_json(struct worker *w, const char *id, char *mode, size_t cap)
 {
     struct gh_audit_subject s = {GH_AUDIT_INCIDENT, ""};
     snprintf(s.name, sizeof s.name, "%s", id);
@@ -572,7 +702,7 @@ static json_t *load_incident_json(struct gh_executor *ex, const char *id, char *
     size_t n = 0;
     struct gh_err err;
     json_t *inc = NULL;
-    if (gh_audit_query(ex->a, &s, 0, 1, &recs, &n, &err) == GH_OK && n == 1 && recs[0].json) {
+    if (gh_audit_query(w->a, &s, 0, 1, &recs, &n, &err) == GH_OK && n == 1 && recs[0].json) {
         inc = json_loads(recs[0].json, 0, NULL);
         if (mode)
             snprintf(mode, cap, "%s", recs[0].mode ? recs[0].mode : "act");
@@ -581,14 +711,27 @@ static json_t *load_incident_json(struct gh_executor *ex, const char *id, char *
     return inc;
 }
 
-static void do_decision(struct gh_executor *ex, struct gh_task *t, struct gh_exec_report *rep)
+/* Stage 2 of a decision: the remaining actions, the Events, the outcome. */
+static void do_decision_rest(struct worker *w, struct gh_task *t, struct gh_exec_report *rep)
+{
+    json_t *inc = t->incident;
+    const char *id = jstr(inc, "id");
+    (void)run_pending(w, inc, id, rep, false);
+    decision_events(w, inc, jstr(inc, "reason") ? jstr(inc, "reason") : "");
+    finish_incident(w, inc, t->mode, rep);
+}
+
+/* Stage 1: record, intend and, when split, only the leading isolations.
+ * True when stage 2 is to follow. */
+static bool do_decision(struct worker *w, struct gh_task *t, bool split,
+                        struct gh_exec_report *rep)
 {
     json_t *inc = t->incident;
     const char *id = jstr(inc, "id");
     snprintf(rep->id, sizeof rep->id, "%s", id ? id : "");
     snprintf(rep->node, sizeof rep->node, "%s", jstr(inc, "node") ? jstr(inc, "node") : "");
     struct gh_err err = {{0}};
-    int64_t ts = now(ex);
+    int64_t ts = now(w);
     bool allowed = false, awaiting = false;
     for (int i = 0; i < t->n; i++) {
         allowed = allowed || (t->v[i].outcome == GH_GUARD_ALLOW && t->v[i].action != GH_ACT_NONE);
@@ -596,73 +739,75 @@ static void do_decision(struct gh_executor *ex, struct gh_task *t, struct gh_exe
     }
     const char *phase = allowed ? "Acting" : awaiting ? "AwaitingApproval" : "Pending";
     bool inserted = false;
-    int rc = gh_audit_begin(ex->a, &err);
+    int rc = gh_audit_begin(w->a, &err);
     if (!rc)
-        rc = gh_audit_record_incident(ex->a, inc, t->mode, phase, ex->identity, ts, &inserted,
+        rc = gh_audit_record_incident(w->a, inc, t->mode, phase, w->ex->identity, ts, &inserted,
                                       &err);
     if (!rc && !inserted) {
         /* decided and recorded before (by a process since restarted) */
-        gh_audit_rollback(ex->a);
+        gh_audit_rollback(w->a);
         snprintf(rep->phase, sizeof rep->phase, "Duplicate");
-        return;
+        return false;
     }
     if (!rc)
-        rc = record_verdicts(ex, inc, t, ts, &err);
+        rc = record_verdicts(w, inc, t, ts, &err);
     if (!rc)
-        rc = gh_audit_commit(ex->a, &err);
+        rc = gh_audit_commit(w->a, &err);
     else
-        gh_audit_rollback(ex->a);
+        gh_audit_rollback(w->a);
     if (rc) {
         /* no record, no action: the store is the precondition of acting */
         rep->store_failed = true;
         snprintf(rep->phase, sizeof rep->phase, "Failed");
-        return;
+        return false;
     }
-    run_pending(ex, inc, id, rep);
-    decision_events(ex, inc, jstr(inc, "reason") ? jstr(inc, "reason") : "");
-    finish_incident(ex, inc, t->mode, rep);
+    if (run_pending(w, inc, id, rep, split))
+        return true;
+    decision_events(w, inc, jstr(inc, "reason") ? jstr(inc, "reason") : "");
+    finish_incident(w, inc, t->mode, rep);
+    return false;
 }
 
-static void do_approved(struct gh_executor *ex, struct gh_task *t, struct gh_exec_report *rep)
+static void do_approved(struct worker *w, struct gh_task *t, struct gh_exec_report *rep)
 {
     snprintf(rep->id, sizeof rep->id, "%s", t->id);
     char mode[16] = "approval";
-    json_t *inc = load_incident_json(ex, t->id, mode, sizeof mode);
+    json_t *inc = load_incident_json(w, t->id, mode, sizeof mode);
     if (!inc) {
         snprintf(rep->phase, sizeof rep->phase, "Unknown");
         return;
     }
     snprintf(rep->node, sizeof rep->node, "%s", jstr(inc, "node") ? jstr(inc, "node") : "");
     struct gh_err err = {{0}};
-    int rc = gh_audit_begin(ex->a, &err);
+    int rc = gh_audit_begin(w->a, &err);
     if (!rc)
-        rc = record_verdicts(ex, inc, t, now(ex), &err);
+        rc = record_verdicts(w, inc, t, now(w), &err);
     if (!rc)
-        rc = gh_audit_set_phase(ex->a, t->id, "Acting", &err);
+        rc = gh_audit_set_phase(w->a, t->id, "Acting", &err);
     if (!rc)
-        rc = gh_audit_commit(ex->a, &err);
+        rc = gh_audit_commit(w->a, &err);
     else
-        gh_audit_rollback(ex->a);
+        gh_audit_rollback(w->a);
     if (rc) {
         rep->store_failed = true;
         json_decref(inc);
         return;
     }
-    run_pending(ex, inc, t->id, rep);
-    finish_incident(ex, inc, mode, rep);
+    (void)run_pending(w, inc, t->id, rep, false);
+    finish_incident(w, inc, mode, rep);
     json_decref(inc);
 }
 
-static void do_release(struct gh_executor *ex, struct gh_task *t, struct gh_exec_report *rep)
+static void do_release(struct worker *w, struct gh_task *t, struct gh_exec_report *rep)
 {
     snprintf(rep->node, sizeof rep->node, "%s", t->node);
     snprintf(rep->id, sizeof rep->id, "%s", t->id);
-    struct gh_act_ctx x = {ex->c, ex->clock, t->id[0] ? t->id : "release"};
+    struct gh_act_ctx x = {w->c, w->ex->clock, t->id[0] ? t->id : "release"};
     struct gh_act_result res;
     struct gh_err err = {{0}};
-    int64_t t0 = now(ex);
+    int64_t t0 = now(w);
     gh_act_release_node(&x, t->node, &res, &err);
-    int64_t t1 = now(ex);
+    int64_t t1 = now(w);
     rep->n = 1;
     rep->acts[0].action = GH_ACT_NONE;
     snprintf(rep->acts[0].result, sizeof rep->acts[0].result, "%s", res.result);
@@ -675,19 +820,19 @@ static void do_release(struct gh_executor *ex, struct gh_task *t, struct gh_exec
                                    "blocked"};
         struct gh_audit_action rec = {t->id, NULL, "release_node", target, t0, t1, res.result,
                                       res.http, res.api, res.detail};
-        if (gh_audit_record_guard(ex->a, &g, &err) == GH_OK)
-            (void)gh_audit_record_action(ex->a, &rec, &err);
+        if (gh_audit_record_guard(w->a, &g, &err) == GH_OK)
+            (void)gh_audit_record_action(w->a, &rec, &err);
     }
     char note[1024];
     snprintf(note, sizeof note, "validation passed: %s", res.detail);
-    event(ex, "v1", "Node", NULL, t->node, "Normal", "NodeReturnedToService", "Uncordon", note);
+    event(w, "v1", "Node", NULL, t->node, "Normal", "NodeReturnedToService", "Uncordon", note);
 }
 
-static void do_replay(struct gh_executor *ex, struct gh_exec_report *rep)
+static void do_replay(struct worker *w, struct gh_exec_report *rep)
 {
     struct pending_list l = {0};
     struct gh_err err;
-    (void)gh_audit_intents_pending(ex->a, collect_intent, &l, &err);
+    (void)gh_audit_intents_pending(w->a, collect_intent, &l, &err);
     /* one incident at a time, in the order their intents were written */
     for (size_t i = 0; i < l.n; i++) {
         bool seen = false;
@@ -696,9 +841,9 @@ static void do_replay(struct gh_executor *ex, struct gh_exec_report *rep)
         if (seen)
             continue;
         char mode[16] = "act";
-        json_t *inc = load_incident_json(ex, l.v[i].incident_id, mode, sizeof mode);
+        json_t *inc = load_incident_json(w, l.v[i].incident_id, mode, sizeof mode);
         if (!inc) {
-            (void)gh_audit_intent_finish(ex->a, l.v[i].id, "cancelled", now(ex), &err);
+            (void)gh_audit_intent_finish(w->a, l.v[i].id, "cancelled", now(w), &err);
             continue;
         }
         struct gh_exec_report r;
@@ -706,48 +851,157 @@ static void do_replay(struct gh_executor *ex, struct gh_exec_report *rep)
         r.kind = GH_TASK_REPLAY;
         snprintf(r.id, sizeof r.id, "%s", l.v[i].incident_id);
         snprintf(r.node, sizeof r.node, "%s", jstr(inc, "node") ? jstr(inc, "node") : "");
-        run_pending(ex, inc, l.v[i].incident_id, &r);
-        finish_incident(ex, inc, mode, &r);
+        (void)run_pending(w, inc, l.v[i].incident_id, &r, false);
+        finish_incident(w, inc, mode, &r);
         json_decref(inc);
-        report(ex, &r);
+        report(w, &r);
         rep->n++;
     }
     free_list(&l);
     snprintf(rep->phase, sizeof rep->phase, "Replayed");
 }
 
+/* ---- the pool */
+
+/* Whether unfinished task y (all its targets) is in the way of x's stage
+ * with targets x->keys[0..nk). */
+static bool in_way(const struct job *y, const struct job *x, int nk)
+{
+    if (y == x || y->seq > x->seq)
+        return false;
+    if (y->barrier || x->barrier)
+        return true;
+    for (int i = 0; i < y->nkeys; i++)
+        for (int k = 0; k < nk; k++)
+            if (y->kh[i] == x->kh[k] && !strcmp(y->keys[i], x->keys[k]))
+                return true;
+    return false;
+}
+
+static struct job *queued(const struct gh_executor *ex, size_t i)
+{
+    return ex->q[(ex->qhead + i) % ex->qcap];
+}
+
+/* Under mu: whether x's next stage may start now. */
+static bool may_run(const struct gh_executor *ex, const struct job *x)
+{
+    int nk = x->split && !x->rest ? x->nkeys1 : x->nkeys;
+    for (const struct job *h = ex->held; h; h = h->next)
+        if (in_way(h, x, nk))
+            return false;
+    for (size_t k = 0; k < ex->qn; k++) {
+        const struct job *y = queued(ex, k);
+        if (y->seq > x->seq)
+            break; /* the queue is in submission order */
+        if (in_way(y, x, nk))
+            return false;
+    }
+    return true;
+}
+
+/* Under mu: the next job to run, now in flight, or NULL. New tasks first
+ * (their stage 1 isolates), then the continuations; the oldest that may
+ * run. */
+static struct job *pick(struct gh_executor *ex)
+{
+    for (size_t i = 0; i < ex->qn && i < SCAN_MAX; i++) {
+        struct job *j = queued(ex, i);
+        if (may_run(ex, j)) {
+            for (size_t k = i; k + 1 < ex->qn; k++)
+                ex->q[(ex->qhead + k) % ex->qcap] = ex->q[(ex->qhead + k + 1) % ex->qcap];
+            ex->qn--;
+            j->next = ex->held;
+            ex->held = j;
+            ex->nheld++;
+            return j;
+        }
+        if (j->barrier)
+            break; /* nothing passes a barrier */
+    }
+    size_t scanned = 0;
+    for (struct job **p = &ex->ch; *p && scanned < SCAN_MAX; p = &(*p)->cnext, scanned++) {
+        struct job *c = *p;
+        if (!may_run(ex, c))
+            continue;
+        *p = c->cnext;
+        if (ex->ct == c) { /* the tail: its predecessor is the new tail */
+            ex->ct = NULL;
+            for (struct job *t = ex->ch; t; t = t->cnext)
+                ex->ct = t;
+        }
+        c->cnext = NULL;
+        return c;
+    }
+    return NULL;
+}
+
+/* Under mu: j leaves the in-flight list. */
+static void unhold(struct gh_executor *ex, struct job *j)
+{
+    for (struct job **p = &ex->held; *p; p = &(*p)->next) {
+        if (*p == j) {
+            *p = j->next;
+            ex->nheld--;
+            return;
+        }
+    }
+}
+
+/* Runs one stage of j; true when its stage 2 is to follow. */
+static bool run_job(struct worker *w, struct job *j)
+{
+    if (j->rest) {
+        do_decision_rest(w, &j->t, &j->rep);
+        return false;
+    }
+    switch (j->t.kind) {
+    case GH_TASK_DECISION: return do_decision(w, &j->t, j->split, &j->rep);
+    case GH_TASK_APPROVED: do_approved(w, &j->t, &j->rep); break;
+    case GH_TASK_RELEASE: do_release(w, &j->t, &j->rep); break;
+    case GH_TASK_REPLAY: do_replay(w, &j->rep); break;
+    }
+    return false;
+}
+
+static void job_free(struct job *j)
+{
+    if (j) {
+        json_decref(j->t.incident);
+        free(j);
+    }
+}
+
 static void *worker(void *arg)
 {
-    struct gh_executor *ex = arg;
+    struct worker *w = arg;
+    struct gh_executor *ex = w->ex;
     for (;;) {
         pthread_mutex_lock(&ex->mu);
-        while (!ex->stop && ex->qn == 0)
+        struct job *j = NULL;
+        while (!ex->stop && !(j = pick(ex)))
             pthread_cond_wait(&ex->cv, &ex->mu);
-        if (ex->stop) {
-            pthread_mutex_unlock(&ex->mu);
-            break;
-        }
-        struct gh_task t = ex->q[ex->qhead];
-        ex->qhead = (ex->qhead + 1) % ex->qcap;
-        ex->qn--;
-        ex->busy = true;
         pthread_mutex_unlock(&ex->mu);
-
-        struct gh_exec_report rep;
-        memset(&rep, 0, sizeof rep);
-        rep.kind = t.kind;
-        rep.first_arrival_ns = t.first_arrival_ns;
-        switch (t.kind) {
-        case GH_TASK_DECISION: do_decision(ex, &t, &rep); break;
-        case GH_TASK_APPROVED: do_approved(ex, &t, &rep); break;
-        case GH_TASK_RELEASE: do_release(ex, &t, &rep); break;
-        case GH_TASK_REPLAY: do_replay(ex, &rep); break;
-        }
-        json_decref(t.incident);
-        report(ex, &rep);
+        if (!j)
+            break; /* stopping */
+        bool more = run_job(w, j);
+        if (!more)
+            report(w, &j->rep); /* before its targets are free */
         pthread_mutex_lock(&ex->mu);
-        ex->busy = false;
+        if (more) {
+            j->rest = true;
+            if (ex->ct)
+                ex->ct->cnext = j;
+            else
+                ex->ch = j;
+            ex->ct = j;
+        } else {
+            unhold(ex, j);
+        }
+        pthread_cond_broadcast(&ex->cv);
         pthread_mutex_unlock(&ex->mu);
+        if (!more)
+            job_free(j);
     }
     return NULL;
 }
@@ -770,12 +1024,17 @@ int gh_executor_new(const struct gh_executor_opts *o, struct gh_executor **out,
     ex->o.kube = NULL;
     ex->o.db_url = NULL;
     ex->qcap = o->queue_cap ? o->queue_cap : QUEUE_DEFAULT;
+    ex->nw = o->workers > 0 ? (size_t)o->workers : WORKERS_DEFAULT;
+    if (ex->nw > WORKERS_MAX)
+        ex->nw = WORKERS_MAX;
     pthread_mutex_init(&ex->mu, NULL);
     pthread_cond_init(&ex->cv, NULL);
+    pthread_cond_init(&ex->stopcv, NULL);
     int rc = GH_OK;
     ex->q = calloc(ex->qcap, sizeof *ex->q);
     ex->rep = calloc(REPORTS_MAX, sizeof *ex->rep);
-    if (!ex->q || !ex->rep) {
+    ex->w = calloc(ex->nw, sizeof *ex->w);
+    if (!ex->q || !ex->rep || !ex->w) {
         rc = gh_err_set(err, GH_ENOMEM, "out of memory");
         goto fail;
     }
@@ -784,17 +1043,29 @@ int gh_executor_new(const struct gh_executor_opts *o, struct gh_executor **out,
         rc = gh_err_set(err, GH_EIO, "eventfd: %s", strerror(errno));
         goto fail;
     }
-    if ((rc = gh_audit_open(o->db_url, &ex->a, err)))
+    /* the QPS budget is the executor's: one bucket that the workers'
+     * clients share, so a lone incident may use all of it */
+    double qps = o->qps > 0 ? o->qps : o->qps < 0 ? -1 : 50;
+    if (qps > 0 && (rc = gh_kube_ratelimit_new(qps, 100, &ex->limit, err)))
         goto fail;
-    struct gh_kube_client_opts co = {.clock = ex->clock, .qps = o->qps, .user_agent =
-                                     "gpuheal-controller/executor"};
-    if ((rc = gh_kube_client_new(o->kube, &co, &ex->c, err)))
-        goto fail;
-    if (pthread_create(&ex->thread, NULL, worker, ex) != 0) {
-        rc = gh_err_set(err, GH_EIO, "pthread_create failed");
-        goto fail;
+    struct gh_kube_client_opts co = {.clock = ex->clock,
+                                     .qps = -1,
+                                     .shared_limit = ex->limit,
+                                     .user_agent = "gpuheal-controller/executor"};
+    for (size_t i = 0; i < ex->nw; i++) {
+        ex->w[i].ex = ex;
+        if ((rc = gh_audit_open(o->db_url, &ex->w[i].a, err)))
+            goto fail;
+        if ((rc = gh_kube_client_new(o->kube, &co, &ex->w[i].c, err)))
+            goto fail;
     }
-    ex->started = true;
+    for (size_t i = 0; i < ex->nw; i++) {
+        if (pthread_create(&ex->w[i].thread, NULL, worker, &ex->w[i]) != 0) {
+            rc = gh_err_set(err, GH_EIO, "pthread_create failed");
+            goto fail;
+        }
+        ex->w[i].started = true;
+    }
     *out = ex;
     return GH_OK;
 fail:
@@ -806,36 +1077,98 @@ void gh_executor_free(struct gh_executor *ex)
 {
     if (!ex)
         return;
-    if (ex->started) {
-        pthread_mutex_lock(&ex->mu);
-        ex->stop = true;
-        pthread_cond_signal(&ex->cv);
-        pthread_mutex_unlock(&ex->mu);
-        pthread_join(ex->thread, NULL);
-    }
+    pthread_mutex_lock(&ex->mu);
+    ex->stop = true;
+    pthread_cond_broadcast(&ex->cv);
+    pthread_cond_broadcast(&ex->stopcv);
+    pthread_mutex_unlock(&ex->mu);
+    for (size_t i = 0; ex->w && i < ex->nw; i++)
+        if (ex->w[i].started)
+            pthread_join(ex->w[i].thread, NULL);
+    /* what did not run keeps its intents in the store: replayed later */
     for (size_t i = 0; ex->q && i < ex->qn; i++)
-        json_decref(ex->q[(ex->qhead + i) % ex->qcap].incident);
+        job_free(queued(ex, i));
+    while (ex->held) {
+        struct job *j = ex->held;
+        ex->held = j->next;
+        job_free(j);
+    }
+    for (size_t i = 0; ex->w && i < ex->nw; i++) {
+        gh_audit_close(ex->w[i].a);
+        gh_kube_client_free(ex->w[i].c);
+    }
+    gh_kube_ratelimit_free(ex->limit);
+    free(ex->w);
     free(ex->q);
     free(ex->rep);
     if (ex->efd >= 0)
         close(ex->efd);
-    gh_audit_close(ex->a);
-    gh_kube_client_free(ex->c);
     pthread_mutex_destroy(&ex->mu);
     pthread_cond_destroy(&ex->cv);
+    pthread_cond_destroy(&ex->stopcv);
     free(ex);
 }
 
 int gh_executor_fd(const struct gh_executor *ex) { return ex->efd; }
 
+static uint64_t key_hash(const char *k)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (; *k; k++)
+        h = (h ^ (unsigned char)*k) * 1099511628211ULL;
+    return h;
+}
+
+/* The targets a task touches; approvals (targets in the store) and replays
+ * (every pending incident) are barriers. A decision whose first allowed
+ * action isolates its node is split (see struct job). */
+static void job_keys(struct job *j)
+{
+    const struct gh_task *t = &j->t;
+    j->nkeys = 0;
+    j->barrier = t->kind == GH_TASK_APPROVED || t->kind == GH_TASK_REPLAY;
+    if (t->kind == GH_TASK_RELEASE)
+        snprintf(j->keys[j->nkeys++], KEY_MAX, "node/%s", t->node);
+    if (t->kind == GH_TASK_DECISION) {
+        const char *id = jstr(t->incident, "id"), *node = jstr(t->incident, "node"),
+                   *jb = jstr(t->incident, "job");
+        snprintf(j->keys[j->nkeys++], KEY_MAX, "inc/%.300s", id ? id : t->id);
+        if (node)
+            snprintf(j->keys[j->nkeys++], KEY_MAX, "node/%.300s", node);
+        j->nkeys1 = j->nkeys;
+        if (jb) {
+            char ns[64], name[254];
+            split_job(jb, ns, sizeof ns, name, sizeof name);
+            snprintf(j->keys[j->nkeys++], KEY_MAX, "job/%.63s/%.250s", ns, name);
+        }
+        for (int i = 0; i < t->n; i++) {
+            if (t->v[i].outcome == GH_GUARD_ALLOW && t->v[i].action != GH_ACT_NONE) {
+                j->split = node && t->v[i].action == GH_ACT_ISOLATE_NODE;
+                break;
+            }
+        }
+    }
+    for (int i = 0; i < j->nkeys; i++)
+        j->kh[i] = key_hash(j->keys[i]);
+}
+
 int gh_executor_submit(struct gh_executor *ex, struct gh_task *t, struct gh_err *err)
 {
+    struct job *j = calloc(1, sizeof *j);
+    if (!j)
+        return gh_err_set(err, GH_ENOMEM, "out of memory");
+    j->t = *t;
+    j->rep.kind = t->kind;
+    j->rep.first_arrival_ns = t->first_arrival_ns;
+    job_keys(j);
     pthread_mutex_lock(&ex->mu);
     if (ex->qn == ex->qcap) {
         pthread_mutex_unlock(&ex->mu);
+        free(j);
         return gh_err_set(err, GH_ELIMIT, "executor queue full (%zu tasks)", ex->qcap);
     }
-    ex->q[(ex->qhead + ex->qn) % ex->qcap] = *t;
+    j->seq = ++ex->seq;
+    ex->q[(ex->qhead + ex->qn) % ex->qcap] = j;
     ex->qn++;
     t->incident = NULL;
     pthread_cond_signal(&ex->cv);
@@ -868,7 +1201,7 @@ size_t gh_executor_poll(struct gh_executor *ex, struct gh_exec_report *out, size
 size_t gh_executor_depth(struct gh_executor *ex)
 {
     pthread_mutex_lock(&ex->mu);
-    size_t n = ex->qn + (ex->busy ? 1 : 0);
+    size_t n = ex->qn + ex->nheld;
     pthread_mutex_unlock(&ex->mu);
     return n;
 }

@@ -1,4 +1,4 @@
-/* executor.h - the controller's worker thread, where everything that
+/* executor.h - the controller's worker threads, where everything that
  * blocks happens: it records each decision in the audit store (incident,
  * evidence, guard verdicts and one intent per action, in one commit) before
  * acting, runs the actuator's API calls, records each result and finishes
@@ -7,8 +7,14 @@
  * action is lost and, the actions being idempotent, none is done twice.
  *
  * The event loop submits tasks (never blocking: a full queue is refused)
- * and reads reports when gh_executor_fd() is readable. One thread runs the
- * tasks in order; it owns its own Kubernetes client and audit connection. */
+ * and reads reports when gh_executor_fd() is readable. A pool of worker
+ * threads runs them, each with its own Kubernetes client and audit
+ * connection. Tasks that share a target (incident, node, job) run one
+ * after the other in submission order; an approval or a replay runs alone.
+ * A decision whose first action isolates its node runs in two stages: the
+ * record and the isolation first, and the rest of its actions only when no
+ * new task is waiting, so a burst of faults gets its nodes isolated first
+ * (its targets stay held between the stages). */
 #ifndef GH_CONTROL_EXECUTOR_H
 #define GH_CONTROL_EXECUTOR_H
 
@@ -76,7 +82,10 @@ struct gh_executor_opts {
     /* Test hook: after this action's API call succeeds and before it is
      * recorded, the process kills itself (SIGKILL) - a crash mid-action. */
     const char *crash_after;
-    double qps;                        /* the executor client's QPS; 0: 50 */
+    double qps;                        /* the executor's QPS budget, split evenly between
+                                          the workers' clients (burst 100 likewise); 0: 50;
+                                          < 0: unlimited */
+    int workers;                       /* worker threads; 0: 8 (at most 64) */
 };
 
 struct gh_executor;
@@ -85,7 +94,7 @@ struct gh_executor;
  * frees with gh_executor_free. */
 int gh_executor_new(const struct gh_executor_opts *o, struct gh_executor **out,
                     struct gh_err *err);
-/* Lets the running task finish, drops the queued ones (their intents stay
+/* Lets the running tasks finish their stage, drops the queued ones (their intents stay
  * in the store: the next leader replays them), joins. Accepts NULL. */
 void gh_executor_free(struct gh_executor *ex);
 

@@ -1,15 +1,17 @@
 /* job_ops.c - the job actions: retry in place (delete failed pods for the
- * job's controller to recreate) and restart from checkpoint (a batch/v1 Job
- * recreated away from blamed nodes, told where to resume by the ConfigMap
- * <job>-gpuheal-resume; docs/resume-contract.md). */
+ * job's controller to recreate) and restart from checkpoint (a batch/v1
+ * Job, JobSet or PyTorchJob recreated away from blamed nodes, told where to
+ * resume by the ConfigMap <job>-gpuheal-resume; docs/resume-contract.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "control/actuator.h"
+#include "control/job_kinds.h"
 #include "kube/api.h"
 
 #define AVOID_MAX 64
+#define TEMPLATES_MAX 32
 
 static const char *nz(const char *s) { return s ? s : ""; }
 
@@ -61,9 +63,14 @@ int gh_act_retry_in_place(const struct gh_act_ctx *x, const char *ns, const char
     struct retry rt = {.x = x, .err = err};
     gh_kube_status_reset(&rt.st);
     int rc = GH_OK;
-    if (ns && name) {
+    /* the job's pods, by the label its controller sets: a Job's, a
+     * JobSet's, a Kubeflow training job's */
+    static const char *const keys[] = {"batch.kubernetes.io/job-name",
+                                       "jobset.sigs.k8s.io/jobset-name",
+                                       "training.kubeflow.org/job-name"};
+    for (size_t k = 0; ns && name && k < sizeof keys / sizeof keys[0]; k++) {
         char sel[320];
-        snprintf(sel, sizeof sel, "batch.kubernetes.io/job-name=%s", name);
+        snprintf(sel, sizeof sel, "%s=%s", keys[k], name);
         struct gh_kube_list_opts lo = {.label_selector = sel};
         struct gh_kube_ref ref = {&gh_kube_res_pods, ns, NULL};
         rc = gh_kube_list_all(x->c, &ref, &lo, retry_item, &rt, NULL, 0, &rt.st, err);
@@ -177,25 +184,98 @@ static int avoid_nodes(json_t *tspec, json_t *avoid)
     return GH_OK;
 }
 
-int gh_act_restart_prepare(const struct gh_act_ctx *x, const char *ns, const char *name,
+/* Finds what to restart under the job name ns/name: a batch/v1 Job (or
+ * the JobSet that controls it), else a JobSet, else a PyTorchJob. On GH_OK
+ * sets *res, *obj (new reference) and top (the object's name). */
+static int find_workload(const struct gh_act_ctx *x, const char *ns, const char *name,
+                         const struct gh_kube_res **res, json_t **obj, char *top, size_t cap,
+                         struct gh_kube_status *st, struct gh_err *err)
+{
+    static const struct gh_kube_res *const kinds[] = {&gh_kube_res_jobs, &gh_job_res_jobsets,
+                                                      &gh_job_res_pytorchjobs};
+    *obj = NULL;
+    snprintf(top, cap, "%s", name);
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        struct gh_kube_ref ref = {kinds[i], ns, name};
+        gh_kube_status_reset(st);
+        /* a kind whose resource is not served answers 404 as well */
+        int rc = gh_kube_get(x->c, &ref, obj, st, err);
+        if (rc == GH_ENOTFOUND)
+            continue;
+        if (rc)
+            return rc;
+        *res = kinds[i];
+        const json_t *up = kinds[i] == &gh_kube_res_jobs
+                               ? gh_job_controller_ref(*obj, "jobset.x-k8s.io", "JobSet")
+                               : NULL;
+        if (!up)
+            return GH_OK;
+        /* a JobSet's child Job: the JobSet is what restarts */
+        snprintf(top, cap, "%s", json_string_value(json_object_get(up, "name")));
+        json_decref(*obj);
+        *obj = NULL;
+        struct gh_kube_ref jr = {&gh_job_res_jobsets, ns, top};
+        gh_kube_status_reset(st);
+        rc = gh_kube_get(x->c, &jr, obj, st, err);
+        if (rc == GH_OK)
+            *res = &gh_job_res_jobsets;
+        return rc;
+    }
+    return gh_err_set(err, GH_ENOTFOUND, "no Job, JobSet or PyTorchJob %s/%s", ns, name);
+}
+
+/* Sets the resume annotations and the node affinity away from avoid on one
+ * pod template (PodTemplateSpec, borrowed). */
+static int prepare_template(json_t *tmpl, int64_t step, const char *path, json_t *avoid)
+{
+    json_t *tspec = json_object_get(tmpl, "spec");
+    if (!json_is_object(tspec))
+        return GH_EINVAL;
+    json_t *tmeta = json_object_get(tmpl, "metadata");
+    if (!json_is_object(tmeta)) {
+        tmeta = json_object();
+        json_object_set_new(tmpl, "metadata", tmeta);
+    }
+    json_t *tann = json_object_get(tmeta, "annotations");
+    if (!json_is_object(tann)) {
+        tann = json_object();
+        json_object_set_new(tmeta, "annotations", tann);
+    }
+    if (!tmeta || !tann)
+        return GH_ENOMEM;
+    if (step >= 0) {
+        char s[24];
+        snprintf(s, sizeof s, "%lld", (long long)step);
+        json_object_set_new(tann, "gpuheal.io/resume-step", json_string(s));
+        json_object_set_new(tann, "gpuheal.io/resume-path", json_string(path ? path : ""));
+    } else {
+        json_object_del(tann, "gpuheal.io/resume-step");
+        json_object_del(tann, "gpuheal.io/resume-path");
+    }
+    return json_array_size(avoid) > 0 ? avoid_nodes(tspec, avoid) : GH_OK;
+}
+
+int gh_act_restart_prepare(const struct gh_act_ctx *x, const char *ns, const char *jname,
                            const char *const *avoid, int navoid, int64_t step, const char *path,
                            json_t **payload, struct gh_act_result *r, struct gh_err *err)
 {
     memset(r, 0, sizeof *r);
     *payload = NULL;
-    struct gh_kube_ref ref = {&gh_kube_res_jobs, ns, name};
     struct gh_kube_status st;
     gh_kube_status_reset(&st);
     json_t *job = NULL;
-    int rc = gh_kube_get(x->c, &ref, &job, &st, err);
+    const struct gh_kube_res *res = &gh_kube_res_jobs;
+    char name[254];
+    int rc = find_workload(x, ns, jname, &res, &job, name, sizeof name, &st, err);
     if (rc) {
         gh_act_result_api_fail(r, &st, err);
         gh_act_result_set(r, "failed", rc == GH_ENOTFOUND
-                                           ? "no batch/v1 Job %s/%s (only Jobs are restarted)"
-                                           : "could not read Job %s/%s",
+                                           ? "no Job, JobSet or PyTorchJob %s/%s to restart"
+                                           : "could not read the job %s/%s",
                           ns, name);
         return rc;
     }
+    const char *kind = res->kind;
     json_t *meta = json_object_get(job, "metadata");
     json_t *ann = json_object_get(meta, "annotations");
     const char *uid = gh_kube_meta_uid(job);
@@ -248,46 +328,37 @@ int gh_act_restart_prepare(const struct gh_act_ctx *x, const char *ns, const cha
     json_object_set_new(nann, "gpuheal.io/resume-configmap", json_string(cmname));
     json_object_set_new(nmeta, "annotations", nann);
     nann = NULL;
-    if (!json_is_true(json_object_get(spec, "manualSelector")))
-        json_object_del(spec, "selector");
-    json_t *tmpl = json_object_get(spec, "template");
-    json_t *tmeta = json_object_get(tmpl, "metadata");
-    json_t *tlabels = json_object_get(tmeta, "labels");
-    json_object_del(tlabels, "controller-uid");
-    json_object_del(tlabels, "batch.kubernetes.io/controller-uid");
-    json_t *tspec = json_object_get(tmpl, "spec");
-    if (!json_is_object(tspec)) {
-        rc = gh_err_set(err, GH_EINVAL, "Job %s/%s has no pod template", ns, name);
+    if (res == &gh_kube_res_jobs) {
+        /* what the Job controller generated for the old Job */
+        if (!json_is_true(json_object_get(spec, "manualSelector")))
+            json_object_del(spec, "selector");
+        json_t *tlabels = json_object_get(
+            json_object_get(json_object_get(spec, "template"), "metadata"), "labels");
+        json_object_del(tlabels, "controller-uid");
+        json_object_del(tlabels, "batch.kubernetes.io/controller-uid");
+    }
+    json_t *tmpls[TEMPLATES_MAX];
+    size_t nt = gh_job_pod_templates(res, spec, tmpls, TEMPLATES_MAX);
+    if (nt == 0) {
+        rc = gh_err_set(err, GH_EINVAL, "%s %s/%s has no pod template", kind, ns, name);
         goto out;
     }
-    if (!json_is_object(tmeta)) {
-        tmeta = json_object();
-        json_object_set_new(tmpl, "metadata", tmeta);
+    for (size_t i = 0; i < nt; i++) {
+        if ((rc = prepare_template(tmpls[i], step, path, avoid_arr))) {
+            gh_err_set(err, rc, rc == GH_ENOMEM ? "out of memory"
+                                                : "%s %s/%s: a pod template without spec",
+                       kind, ns, name);
+            goto out;
+        }
     }
-    json_t *tann = json_object_get(tmeta, "annotations");
-    if (!json_is_object(tann)) {
-        tann = json_object();
-        json_object_set_new(tmeta, "annotations", tann);
-    }
-    if (step >= 0) {
-        char s[24];
-        snprintf(s, sizeof s, "%lld", (long long)step);
-        json_object_set_new(tann, "gpuheal.io/resume-step", json_string(s));
-        json_object_set_new(tann, "gpuheal.io/resume-path", json_string(path ? path : ""));
-    } else {
-        json_object_del(tann, "gpuheal.io/resume-step");
-        json_object_del(tann, "gpuheal.io/resume-path");
-    }
-    if (n > 0 && (rc = avoid_nodes(tspec, avoid_arr))) {
-        gh_err_set(err, rc, "out of memory");
-        goto out;
-    }
-    json_t *repl = json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", "batch/v1", "kind", "Job",
+    char apiv[128];
+    json_t *repl = json_pack("{s:s, s:s, s:o, s:o}", "apiVersion",
+                             gh_kube_api_version(res, apiv, sizeof apiv), "kind", kind,
                              "metadata", nmeta, "spec", spec);
     nmeta = spec = NULL;
-    json_t *pl = repl ? json_pack("{s:s, s:s, s:s, s:s, s:o, s:O}", "namespace", ns, "name", name,
-                                  "uid", uid ? uid : "", "incident", x->incident, "job", repl,
-                                  "avoid", avoid_arr)
+    json_t *pl = repl ? json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:O}", "namespace", ns, "name",
+                                  name, "kind", kind, "uid", uid ? uid : "", "incident",
+                                  x->incident, "job", repl, "avoid", avoid_arr)
                       : NULL;
     if (!pl) {
         rc = gh_err_set(err, GH_ENOMEM, "out of memory");
@@ -300,7 +371,7 @@ int gh_act_restart_prepare(const struct gh_act_ctx *x, const char *ns, const cha
     json_object_set_new(pl, "restart_count", json_integer(count + 1));
     *payload = pl;
     gh_act_result_api_ok(r, 200);
-    gh_act_result_set(r, "succeeded", "prepared the restart of %s/%s", ns, name);
+    gh_act_result_set(r, "succeeded", "prepared the restart of %s %s/%s", kind, ns, name);
 out:
     json_decref(job);
     json_decref(spec);
@@ -309,7 +380,8 @@ out:
     json_decref(avoid_arr);
     if (rc && !r->result[0]) {
         gh_act_result_api_fail(r, &st, err);
-        gh_act_result_set(r, "failed", "could not prepare the restart of %s/%s", ns, name);
+        gh_act_result_set(r, "failed", "could not prepare the restart of %s %s/%s", kind, ns,
+                          name);
     }
     return rc;
 }
@@ -354,8 +426,13 @@ int gh_act_restart_execute(const struct gh_act_ctx *x, const json_t *pl, struct 
     const char *uid = json_string_value(json_object_get(pl, "uid"));
     const char *inc = json_string_value(json_object_get(pl, "incident"));
     json_t *repl = json_object_get(pl, "job");
-    if (!ns || !name || !uid || !inc || !json_is_object(repl)) {
-        gh_act_result_set(r, "failed", "restart intent without its prepared Job");
+    /* plans stored before JobSets and PyTorchJobs were supported: Jobs */
+    const char *kind = json_string_value(json_object_get(pl, "kind"));
+    if (!kind)
+        kind = "Job";
+    const struct gh_kube_res *res = gh_job_res_of_kind(kind);
+    if (!ns || !name || !uid || !inc || !json_is_object(repl) || !res) {
+        gh_act_result_set(r, "failed", "restart intent without its prepared job");
         return gh_err_set(err, GH_EINVAL, "restart payload incomplete");
     }
     struct gh_kube_status st;
@@ -386,12 +463,12 @@ int gh_act_restart_execute(const struct gh_act_ctx *x, const json_t *pl, struct 
         }
     }
 
-    struct gh_kube_ref ref = {&gh_kube_res_jobs, ns, name};
+    struct gh_kube_ref ref = {res, ns, name};
     json_t *cur = NULL;
     rc = gh_kube_get(x->c, &ref, &cur, &st, err);
     if (rc && rc != GH_ENOTFOUND) {
         gh_act_result_api_fail(r, &st, err);
-        gh_act_result_set(r, "failed", "could not read Job %s/%s", ns, name);
+        gh_act_result_set(r, "failed", "could not read %s %s/%s", kind, ns, name);
         return rc;
     }
     if (rc == GH_OK) {
@@ -403,14 +480,14 @@ int gh_act_restart_execute(const struct gh_act_ctx *x, const json_t *pl, struct 
         json_decref(cur);
         if (ours) {
             gh_act_result_api_ok(r, 200);
-            gh_act_result_set(r, "noop", "Job %s/%s already restarted for this incident (%s)",
-                              ns, name, where);
+            gh_act_result_set(r, "noop", "%s %s/%s already restarted for this incident (%s)",
+                              kind, ns, name, where);
             return GH_OK;
         }
         if (!old) {
             gh_act_result_api_ok(r, 200);
-            gh_act_result_set(r, "skipped", "Job %s/%s was replaced by someone else since the "
-                              "decision; left alone", ns, name);
+            gh_act_result_set(r, "skipped", "%s %s/%s was replaced by someone else since the "
+                              "decision; left alone", kind, ns, name);
             return GH_OK;
         }
         struct gh_kube_delete_opts d = {.uid = uid, .grace_period_s = -1,
@@ -418,12 +495,12 @@ int gh_act_restart_execute(const struct gh_act_ctx *x, const json_t *pl, struct 
         rc = gh_kube_delete(x->c, &ref, &d, &st, err);
         if (rc && rc != GH_ENOTFOUND) {
             gh_act_result_api_fail(r, &st, err);
-            gh_act_result_set(r, "failed", "could not delete the old Job %s/%s", ns, name);
+            gh_act_result_set(r, "failed", "could not delete the old %s %s/%s", kind, ns, name);
             return rc;
         }
     }
     /* create the replacement; the old object may take a moment to go */
-    struct gh_kube_ref coll = {&gh_kube_res_jobs, ns, NULL};
+    struct gh_kube_ref coll = {res, ns, NULL};
     const struct gh_clock *clk = x->clock ? x->clock : gh_clock_real();
     int64_t deadline = gh_clock_now(clk) + 60 * GH_NS_PER_S;
     for (;;) {
@@ -434,12 +511,13 @@ int gh_act_restart_execute(const struct gh_act_ctx *x, const json_t *pl, struct 
     }
     if (rc) {
         gh_act_result_api_fail(r, &st, err);
-        gh_act_result_set(r, "failed", "old Job %s/%s deleted but its replacement could not be "
-                          "created", ns, name);
+        gh_act_result_set(r, "failed", "old %s %s/%s deleted but its replacement could not be "
+                          "created", kind, ns, name);
         return rc;
     }
     gh_act_result_api_ok(r, 201);
-    gh_act_result_set(r, "succeeded", "restarted Job %s/%s%s%s; %s (ConfigMap %s/%s%s)", ns, name,
-                      avoid[0] ? " away from " : "", avoid, where, ns, name, GH_RESUME_SUFFIX);
+    gh_act_result_set(r, "succeeded", "restarted %s %s/%s%s%s; %s (ConfigMap %s/%s%s)", kind, ns,
+                      name, avoid[0] ? " away from " : "", avoid, where, ns, name,
+                      GH_RESUME_SUFFIX);
     return GH_OK;
 }

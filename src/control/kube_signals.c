@@ -1,4 +1,4 @@
-/* kube_signals.c - turns Pod and Node changes seen by the informers into
+/* kube_signals.c - turns Pod, Node and Event changes seen by the informers into
  * kube signals for the engine. */
 #include "control/kube_signals.h"
 
@@ -98,8 +98,13 @@ size_t gh_kube_pod_signals(const json_t *old, const json_t *pod, int64_t now,
     char id[300];
     if (!uid || !phase)
         return 0;
+    /* A pod being deleted fails because it is deleted (a namespace going,
+     * a drain, a job restarted, scale-down): no application fault. */
+    bool deleting = json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp") != NULL;
     bool failed_now = !strcmp(phase, "Failed") && !(ophase && !strcmp(ophase, "Failed"));
     /* a failed pod: one signal, from its failing container when known */
+    if (failed_now && deleting)
+        return 0;
     if (failed_now && n < max) {
         const json_t *term = NULL;
         size_t i;
@@ -137,7 +142,7 @@ size_t gh_kube_pod_signals(const json_t *old, const json_t *pod, int64_t now,
         const char *cname = jstr(cs, "name");
         long rc = (long)json_integer_value(json_object_get(cs, "restartCount"));
         long orc = old ? restart_count(old, cname) : -1;
-        if (!old || rc <= orc || rc <= 0)
+        if (!old || rc <= orc || rc <= 0 || deleting)
             continue;
         const json_t *t = jget2(cs, "lastState", "terminated");
         if (!json_is_object(t) || json_integer_value(json_object_get(t, "exitCode")) == 0)
@@ -209,6 +214,103 @@ size_t gh_kube_node_signals(const json_t *old, const json_t *node, int64_t now,
     set(&s->id, id);
     char msg[200];
     snprintf(msg, sizeof msg, "node condition Ready=%s", r);
+    set(&s->msg, msg);
+    return 1;
+}
+
+/* ---- Events */
+
+bool gh_kube_event_is_own(const json_t *ev)
+{
+    const char *rc = jstr(ev, "reportingController");
+    const char *comp = jstr(json_object_get(ev, "deprecatedSource"), "component");
+    return (rc && !strncmp(rc, "gpuheal", 7)) || (comp && !strncmp(comp, "gpuheal", 7));
+}
+
+/* How many times the Event was seen: series.count, else deprecatedCount,
+ * else 1. */
+static long event_count(const json_t *ev)
+{
+    json_t *c = jget2(ev, "series", "count");
+    if (!json_is_integer(c))
+        c = json_object_get(ev, "deprecatedCount");
+    return json_is_integer(c) && json_integer_value(c) > 0 ? (long)json_integer_value(c) : 1;
+}
+
+/* When the Event was last observed: series.lastObservedTime, eventTime,
+ * deprecatedLastTimestamp, else dflt. */
+static int64_t event_time(const json_t *ev, int64_t dflt)
+{
+    const char *s = jstr(json_object_get(ev, "series"), "lastObservedTime");
+    if (!s)
+        s = jstr(ev, "deprecatedLastTimestamp");
+    if (!s)
+        s = jstr(ev, "eventTime");
+    return ts_of(s, dflt);
+}
+
+size_t gh_kube_event_signals(const json_t *old, const json_t *ev, const json_t *pod, int64_t now,
+                             int64_t max_age_ns, struct gh_signal *out, size_t max)
+{
+    if (max == 0 || !ev || gh_kube_event_is_own(ev))
+        return 0;
+    long count = event_count(ev);
+    if (old && event_count(old) >= count)
+        return 0; /* a resync, or a change that is not a new occurrence */
+    const json_t *reg = json_object_get(ev, "regarding");
+    const char *kind = jstr(reg, "kind"), *name = jstr(reg, "name"), *reason = jstr(ev, "reason");
+    const char *uid = json_string_value(jget2(ev, "metadata", "uid"));
+    if (!kind || !name || !reason || !uid)
+        return 0;
+    int64_t ts = event_time(ev, now);
+    if (max_age_ns > 0 && ts < now - max_age_ns)
+        return 0; /* history from before this controller looked */
+    enum gh_kind k;
+    bool on_pod = false;
+    if (!strcmp(kind, "Node") && !strcmp(reason, "NodeNotReady"))
+        k = GH_KIND_NODE_NOT_READY;
+    else if (!strcmp(kind, "Node") && (!strcmp(reason, "NodeReady") || !strcmp(reason, "Rebooted")))
+        k = GH_KIND_NODE_READY;
+    else if ((on_pod = !strcmp(kind, "Pod") && !strcmp(reason, "Evicted")))
+        k = GH_KIND_POD_FAILED;
+    else
+        return 0;
+    struct gh_signal *s = &out[0];
+    char id[400];
+    const char *note = jstr(ev, "note");
+    char msg[600];
+    snprintf(msg, sizeof msg, "Event %s: %s", reason, note ? note : "");
+    if (on_pod) {
+        /* the pod informer sees the same failure (phase Failed, reason
+         * Evicted) under this id: one signal, whichever comes first */
+        const char *puid = jstr(reg, "uid");
+        if (!puid && pod)
+            puid = json_string_value(jget2(pod, "metadata", "uid"));
+        if (puid)
+            snprintf(id, sizeof id, "kube:pod:%s:failed", puid);
+        else
+            snprintf(id, sizeof id, "kube:event:%s:%ld", uid, count);
+        if (pod) {
+            common(s, pod, k, ts, id);
+        } else {
+            gh_signal_init(s);
+            s->ts_ns = ts;
+            s->source = GH_SRC_KUBE;
+            s->kind = k;
+            set(&s->namespace_, jstr(reg, "namespace"));
+            set(&s->pod, name);
+            set(&s->id, id);
+        }
+        set(&s->reason, reason);
+    } else {
+        snprintf(id, sizeof id, "kube:event:%s:%ld", uid, count);
+        gh_signal_init(s);
+        s->ts_ns = ts;
+        s->source = GH_SRC_KUBE;
+        s->kind = k;
+        set(&s->node, name);
+        set(&s->id, id);
+    }
     set(&s->msg, msg);
     return 1;
 }

@@ -2,12 +2,15 @@
  * timeline (spec/signals.md section 1, source "kube"): a pod that failed
  * or whose container exited with an error (pod_failed), a pod that started
  * running (pod_started), a node whose Ready condition went False/Unknown
- * (node_not_ready) or back to True (node_ready). Pure functions of the old
- * and new object; ids make repeats (resyncs, relists) duplicates. */
+ * (node_not_ready) or back to True (node_ready); and Kubernetes Events
+ * (events.k8s.io/v1): a Node's NodeNotReady (node_not_ready), NodeReady or
+ * Rebooted (node_ready), a Pod's Evicted (pod_failed). Pure functions of
+ * the old and new object; ids make repeats (resyncs, relists) duplicates. */
 #ifndef GH_CONTROL_KUBE_SIGNALS_H
 #define GH_CONTROL_KUBE_SIGNALS_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,5 +30,20 @@ size_t gh_kube_pod_signals(const json_t *old, const json_t *pod, int64_t now,
                            struct gh_signal *out, size_t max);
 size_t gh_kube_node_signals(const json_t *old, const json_t *node, int64_t now,
                             struct gh_signal *out, size_t max);
+
+/* True when ev (an events.k8s.io/v1 Event, borrowed) was reported by
+ * gpuheal itself (reportingController or deprecatedSource.component
+ * starting with "gpuheal"): never fed back as a signal. */
+bool gh_kube_event_is_own(const json_t *ev);
+
+/* At most one signal (max >= 1) for the Event change old -> ev (old NULL:
+ * first sight): only for a new occurrence (series.count / deprecatedCount
+ * grew, or first sight), not gpuheal's own, no older than max_age_ns
+ * before now (0: any age). pod: the Pod the Event regards when the
+ * informers know it (borrowed, may be NULL; gives node and job). Ids:
+ * "kube:event:<event uid>:<count>", and for Evicted the pod informer's
+ * "kube:pod:<pod uid>:failed" (the same failure seen twice is one signal). */
+size_t gh_kube_event_signals(const json_t *old, const json_t *ev, const json_t *pod, int64_t now,
+                             int64_t max_age_ns, struct gh_signal *out, size_t max);
 
 #endif

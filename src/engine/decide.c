@@ -585,6 +585,31 @@ void gh_decider_expire(struct gh_decider *d, int64_t now)
     gh_strmap_remove_if(d->hists, drop_hist, &x);
 }
 
+static bool drop_any_occ(const char *key, void *value, void *ctx)
+{
+    (void)key;
+    (void)ctx;
+    if (value)
+        occ_clear(value);
+    free(value);
+    return true;
+}
+
+static bool drop_any(const char *key, void *value, void *ctx)
+{
+    (void)key;
+    (void)ctx;
+    free(value);
+    return true;
+}
+
+void gh_decider_set_policy(struct gh_decider *d, const struct gh_policy *policy)
+{
+    d->policy = policy;
+    gh_strmap_remove_if(d->occs, drop_any_occ, NULL);
+    gh_strmap_remove_if(d->hists, drop_any, NULL);
+}
+
 void gh_decider_stats(const struct gh_decider *d, struct gh_decider_stats *out) { *out = d->st; }
 
 size_t gh_decider_memory(const struct gh_decider *d)

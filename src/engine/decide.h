@@ -35,6 +35,11 @@ int64_t gh_decider_last_hardware(const struct gh_decider *d);
  * window, incident histories older than every escalation window. */
 void gh_decider_expire(struct gh_decider *d, int64_t now);
 
+/* Decides by policy (borrowed, must outlive the decider) from now on.
+ * Repetition counts and escalation histories are kept per rule position,
+ * so they are dropped; episodes (what was decided) are kept. */
+void gh_decider_set_policy(struct gh_decider *d, const struct gh_policy *policy);
+
 struct gh_decider_stats {
     uint64_t findings, decided, absorbed, pending, grace, unmatched;
 };

@@ -447,6 +447,14 @@ int64_t gh_engine_stream_time(const struct gh_engine *e) { return e->now; }
 const struct gh_topology *gh_engine_topology(const struct gh_engine *e) { return e->topo; }
 const struct gh_policy *gh_engine_policy(const struct gh_engine *e) { return e->policy; }
 
+void gh_engine_set_policy(struct gh_engine *e, const struct gh_policy *policy)
+{
+    if (!policy || policy == e->policy)
+        return;
+    e->policy = policy;
+    gh_decider_set_policy(e->decider, policy);
+}
+
 void gh_engine_stats(const struct gh_engine *e, struct gh_engine_stats *out)
 {
     memset(out, 0, sizeof *out);

@@ -108,6 +108,14 @@ int64_t gh_engine_stream_time(const struct gh_engine *e);
 const struct gh_topology *gh_engine_topology(const struct gh_engine *e);
 const struct gh_policy *gh_engine_policy(const struct gh_engine *e);
 
+/* Decides by policy (borrowed, must outlive the engine or the next call)
+ * from now on: a live policy reload. Its rules take effect at once; its
+ * settings only where read per decision (the reorder window and the expiry
+ * period stay those the engine was created with). Repetition counts and
+ * escalation histories restart; what was already decided stays. Not from
+ * inside the incident callback. */
+void gh_engine_set_policy(struct gh_engine *e, const struct gh_policy *policy);
+
 struct gh_engine_stats {
     struct gh_timeline_stats timeline;
     uint64_t findings, incidents, absorbed, pending, grace, unmatched;

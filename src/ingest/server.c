@@ -1,4 +1,4 @@
-/* server.c - the ingest HTTP endpoint (POST /v1/signals, /healthz,
+/* server.c - the ingest HTTP endpoint (POST /v1/signals, /healthz, /readyz,
  * /metrics) on libmicrohttpd's internal thread, with token checks, body
  * bounds and duplicate drop, handing accepted signals to the owner's sink. */
 #include "ingest/server.h"
@@ -23,6 +23,9 @@
 #define TLS_FILE_MAX     (1024 * 1024)
 #define METRICS_MAX      (64 * 1024)
 #define DISCARD_MAX      (64u * 1024 * 1024)
+/* GnuTLS priorities: its defaults, but TLS 1.2 and 1.3 only (the Debian 12
+ * defaults still let a client negotiate TLS 1.0 and 1.1). */
+#define TLS_PRIORITIES   "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
 
 struct gh_ingest_server {
     struct MHD_Daemon *mhd;
@@ -34,6 +37,8 @@ struct gh_ingest_server {
     void *sink_ctx;
     gh_ingest_metrics_fn extra_metrics;
     void *metrics_ctx;
+    bool (*ready)(void *ctx); /* optional; NULL: always ready */
+    void *ready_ctx;
     char *tls_cert, *tls_key;     /* PEM text, kept while the daemon runs */
 
     pthread_mutex_t mu;           /* guards everything below */
@@ -80,8 +85,12 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
     if (status == MHD_HTTP_UNAUTHORIZED)
         MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
-    if (retry_after)
+    if (retry_after) {
         MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+        /* the retry comes on a new connection, which a Service may send
+         * to another replica (the leader, when this one is a standby) */
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    }
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ret;
@@ -242,7 +251,7 @@ static enum MHD_Result handle_body(struct gh_ingest_server *srv, struct MHD_Conn
     } else if (rc == GH_ELIMIT) {
         ret = reply_error(c, MHD_HTTP_CONTENT_TOO_LARGE, err.msg);
     } else if (rc == GH_EAGAIN) {
-        ret = reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "receiver queue full; retry later");
+        ret = reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "receiver cannot take the batch now (queue full or journal write failed); retry later");
     } else {
         ret = reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
     }
@@ -319,7 +328,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         count(srv, &srv->st.requests);
         bool is_get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
                       strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
-        if (strcmp(url, "/healthz") == 0 || strcmp(url, "/metrics") == 0) {
+        if (strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0 ||
+            strcmp(url, "/metrics") == 0) {
             if (!is_get)
                 rq->refuse = MHD_HTTP_METHOD_NOT_ALLOWED;
             return MHD_YES;
@@ -337,6 +347,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             /* Answer before the body is read: an unauthorised client
              * does not get to make us read megabytes. */
             return reply_error(c, MHD_HTTP_UNAUTHORIZED, "missing or wrong bearer token");
+        }
+        if (srv->ready && !srv->ready(srv->ready_ctx)) {
+            /* A standby would only hold the incidents until a failover:
+             * the sender keeps the batch and retries (on the leader). */
+            count(srv, &srv->st.unavailable);
+            return reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE,
+                               "not the leader; retry (a new connection may reach it)");
         }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -417,6 +434,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         memcpy(ok, "ok\n", 4);
         return reply(c, MHD_HTTP_OK, "text/plain", ok, false);
     }
+    if (strcmp(url, "/readyz") == 0) {
+        if (srv->ready && !srv->ready(srv->ready_ctx))
+            return reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "not ready (a standby)");
+        char *ok = malloc(4);
+        if (!ok)
+            return MHD_NO;
+        memcpy(ok, "ok\n", 4);
+        return reply(c, MHD_HTTP_OK, "text/plain", ok, false);
+    }
     if (strcmp(url, "/metrics") == 0)
         return handle_metrics(srv, c);
     if (!rq->ingest)
@@ -485,6 +511,8 @@ int gh_ingest_server_new(const struct gh_ingest_server_opts *opts,
     srv->sink_ctx = opts->sink_ctx;
     srv->extra_metrics = opts->extra_metrics;
     srv->metrics_ctx = opts->metrics_ctx;
+    srv->ready = opts->ready;
+    srv->ready_ctx = opts->ready_ctx;
     srv->dedup = gh_dedup_new(opts->dedup_capacity ? opts->dedup_capacity : (1u << 20));
     if (!srv->dedup) {
         rc = gh_err_set(err, GH_ENOMEM, "ingest server: dedup set: out of memory");
@@ -518,6 +546,7 @@ int gh_ingest_server_new(const struct gh_ingest_server_opts *opts,
     struct MHD_OptionItem tls[] = {
         {MHD_OPTION_HTTPS_MEM_CERT, 0, srv->tls_cert},
         {MHD_OPTION_HTTPS_MEM_KEY, 0, srv->tls_key},
+        {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)TLS_PRIORITIES},
         {MHD_OPTION_END, 0, NULL},
     };
     srv->mhd = MHD_start_daemon(

@@ -20,7 +20,8 @@
  * changes (checked at most once a second), as a mounted Kubernetes Secret
  * is updated in place. The request body is bounded (opts.body_max; a
  * declared Content-Length over it is refused before the body is read), as
- * are the line length and count (opts.limits) and the connections. */
+ * are the line length and count (opts.limits) and the connections. With
+ * TLS only TLS 1.2 and 1.3 are offered (GnuTLS "NORMAL" otherwise). */
 #ifndef GH_INGEST_SERVER_H
 #define GH_INGEST_SERVER_H
 
@@ -63,6 +64,14 @@ struct gh_ingest_server_opts {
     void *sink_ctx;              /* borrowed */
     gh_ingest_metrics_fn extra_metrics; /* optional */
     void *metrics_ctx;
+    /* Optional: while ready(ready_ctx) is false, POST /v1/signals answers
+     * 503 with Retry-After and Connection: close, and GET /readyz 503
+     * (without it: always ready). The controller is ready only while it
+     * leads: a standby would hold the incidents until a failover, so the
+     * sender retries, on a new connection that a Service may send to the
+     * leader. Called on the server's thread: cheap and thread-safe. */
+    bool (*ready)(void *ctx);
+    void *ready_ctx;
     /* Optional: called once before the socket is opened, to preload the ids
      * the owner already stored (gh_ingest_server_remember). Preloading after
      * the server listens would let a sender's retry slip in as new. */

@@ -15,6 +15,8 @@
 
 #include <curl/curl.h>
 
+#include "kube/ratelimit.h"
+
 #define WATCH_ERRBODY_MAX (64u << 10) /* error body of a failed watch */
 
 enum call_state { CALL_QUEUED, CALL_ACTIVE, CALL_COMPLETED };
@@ -227,6 +229,8 @@ static void refresh_token(struct gh_kube_client *c, int64_t now)
 
 static bool rl_take(struct gh_kube_client *c, int64_t now, int64_t *wait_ns)
 {
+    if (c->o.shared_limit)
+        return gh_kube_ratelimit_take(c->o.shared_limit, now, wait_ns);
     if (c->o.qps < 0)
         return true;
     int64_t dt = now - c->tokens_at;

@@ -32,11 +32,15 @@
 
 struct gh_kube_client;
 struct gh_kube_call;
+struct gh_kube_ratelimit; /* kube/ratelimit.h */
 
 struct gh_kube_client_opts {
     const struct gh_clock *clock; /* borrowed, outlives the client; NULL: real clock */
     double qps;                   /* request starts per second; 0: 50; <0: unlimited */
     int burst;                    /* token bucket size; 0: 100 */
+    struct gh_kube_ratelimit *shared_limit; /* borrowed, outlives the client; set: this
+                                               bucket (shared with other clients)
+                                               instead of qps/burst */
     int max_inflight;             /* non-watch requests on the wire; 0: 32 */
     int max_queued;               /* requests waiting for a token or slot; 0: 10000 */
     size_t max_body;              /* largest reply body kept; 0: 64 MiB */

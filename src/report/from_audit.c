@@ -1,13 +1,36 @@
 /* from_audit.c - loads incidents from the audit store into a report: each
  * record's decision, evidence (as timeline markers and evidence rows), guard
- * verdicts and actions. */
+ * verdicts and actions, and the store's step-time telemetry (one point per
+ * rank and bucket) for the step charts. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit/telemetry.h"
 #include "report/from_audit.h"
 #include "signal/signal_json.h"
 
 #define MAX_ACTIONS 16
+#define MAX_TELEMETRY_JOBS 64
+
+/* The jobs whose step chart came from telemetry: their evidence steps are
+ * not drawn again (they would go back in time on the chart). */
+struct tjobs {
+    char name[MAX_TELEMETRY_JOBS][GH_AUDIT_ID_MAX];
+    size_t n;
+    bool all; /* more jobs than remembered */
+};
+
+static bool tjobs_has(const struct tjobs *t, const char *job)
+{
+    if (!t || !job)
+        return false;
+    if (t->all)
+        return true;
+    for (size_t i = 0; i < t->n; i++)
+        if (strcmp(t->name[i], job) == 0)
+            return true;
+    return false;
+}
 
 /* The evidence row's signal: its stored JSON, or (when that no longer
  * decodes) what the row's columns say. */
@@ -34,8 +57,8 @@ static int ev_signal(const struct gh_audit_ev_rec *e, struct gh_signal *s)
     return GH_OK;
 }
 
-int gh_report_add_audit_rec(struct gh_report *r, const struct gh_audit_incident_rec *rec,
-                            struct gh_err *err)
+static int add_rec(struct gh_report *r, const struct gh_audit_incident_rec *rec,
+                   const struct tjobs *tj, struct gh_err *err)
 {
     /* "isolate_node,restart_from_checkpoint" */
     char buf[512];
@@ -69,7 +92,8 @@ int gh_report_add_audit_rec(struct gh_report *r, const struct gh_audit_incident_
         struct gh_signal s;
         if (ev_signal(&rec->ev[i], &s))
             return gh_err_set(err, GH_ENOMEM, "report: out of memory");
-        rc = gh_report_add_signal(r, &s, err);
+        if (s.kind != GH_KIND_STEP || !tjobs_has(tj, s.job))
+            rc = gh_report_add_signal(r, &s, err);
         if (!rc && idx >= 0)
             rc = gh_report_add_evidence(r, idx, &s, rec->ev[i].json, err);
         gh_signal_clear(&s);
@@ -85,6 +109,52 @@ int gh_report_add_audit_rec(struct gh_report *r, const struct gh_audit_incident_
         struct gh_report_action ra = {a->started_ns, a->finished_ns, a->action, a->target,
                                       a->result,     a->api_result,  a->detail, a->http};
         rc = gh_report_add_action(r, idx, &ra, err);
+    }
+    return rc;
+}
+
+int gh_report_add_audit_rec(struct gh_report *r, const struct gh_audit_incident_rec *rec,
+                            struct gh_err *err)
+{
+    return add_rec(r, rec, NULL, err);
+}
+
+struct steps_ctx {
+    struct gh_report *r;
+    struct tjobs *tj;
+    struct gh_err *err;
+};
+
+/* One stored bucket: a step signal at its newest sample, with the bucket's
+ * mean step time. */
+static int add_steps(void *ud, const struct gh_audit_steps *b)
+{
+    struct steps_ctx *c = ud;
+    if (b->n <= 0)
+        return GH_OK;
+    struct gh_signal s;
+    gh_signal_init(&s);
+    s.ts_ns = b->last_ns;
+    s.source = GH_SRC_TELEMETRY;
+    s.kind = GH_KIND_STEP;
+    s.gpu = b->gpu;
+    s.has_rank = true;
+    s.rank = b->rank;
+    s.has_step = b->last_step >= 0;
+    s.step = b->last_step;
+    s.step_ms = (double)b->sum_us / (double)b->n / 1000.0;
+    if (gh_signal_set_str(&s.job, b->job, strlen(b->job)) ||
+        (b->node[0] && gh_signal_set_str(&s.node, b->node, strlen(b->node)))) {
+        gh_signal_clear(&s);
+        return gh_err_set(c->err, GH_ENOMEM, "report: out of memory");
+    }
+    int rc = gh_report_add_signal(c->r, &s, c->err);
+    gh_signal_clear(&s);
+    if (!rc && !tjobs_has(c->tj, b->job)) {
+        if (c->tj->n < MAX_TELEMETRY_JOBS)
+            snprintf(c->tj->name[c->tj->n++], GH_AUDIT_ID_MAX, "%s", b->job);
+        else
+            c->tj->all = true;
     }
     return rc;
 }
@@ -109,11 +179,11 @@ static int take_id(void *ud, const char *id, const char *phase)
 }
 
 static int add_recs(struct gh_report *r, struct gh_audit_incident_rec *recs, size_t n,
-                    struct gh_err *err)
+                    const struct tjobs *tj, struct gh_err *err)
 {
     int rc = GH_OK;
     for (size_t i = 0; !rc && i < n; i++)
-        rc = gh_report_add_audit_rec(r, &recs[i], err);
+        rc = add_rec(r, &recs[i], tj, err);
     gh_audit_recs_free(recs, n);
     return rc;
 }
@@ -126,15 +196,31 @@ int gh_report_load_audit(struct gh_report *r, struct gh_audit *a,
     size_t n = 0;
     if (!max || max > GH_AUDIT_QUERY_MAX)
         max = GH_AUDIT_QUERY_MAX;
-    if (subj) {
-        int rc = gh_audit_query(a, subj, since_ns, max, &recs, &n, err);
-        return rc ? rc : add_recs(r, recs, n, err);
+    /* the step charts first, in time order; then the incidents */
+    struct tjobs *tj = calloc(1, sizeof *tj);
+    if (!tj)
+        return gh_err_set(err, GH_ENOMEM, "report: out of memory");
+    int rc = GH_OK;
+    if (!subj || subj->kind == GH_AUDIT_JOB || subj->kind == GH_AUDIT_NODE) {
+        struct steps_ctx sc = {r, tj, err};
+        rc = gh_audit_steps_read(a, subj && subj->kind == GH_AUDIT_JOB ? subj->name : NULL,
+                                 since_ns, 0, add_steps, &sc, err);
+    }
+    if (rc || subj) {
+        if (!rc)
+            rc = gh_audit_query(a, subj, since_ns, max, &recs, &n, err);
+        if (!rc)
+            rc = add_recs(r, recs, n, tj, err);
+        free(tj);
+        return rc;
     }
     struct ids w = {.cap = max};
     w.id = calloc(max, sizeof *w.id);
-    if (!w.id)
+    if (!w.id) {
+        free(tj);
         return gh_err_set(err, GH_ENOMEM, "report: out of memory");
-    int rc = gh_audit_incident_ids(a, since_ns, take_id, &w, err);
+    }
+    rc = gh_audit_incident_ids(a, since_ns, take_id, &w, err);
     for (size_t i = 0; !rc && i < w.n; i++) {
         struct gh_audit_subject one = {.kind = GH_AUDIT_INCIDENT};
         snprintf(one.name, sizeof one.name, "%s", w.id[(w.head + i) % w.cap]);
@@ -142,10 +228,11 @@ int gh_report_load_audit(struct gh_report *r, struct gh_audit *a,
         n = 0;
         rc = gh_audit_query(a, &one, since_ns, 1, &recs, &n, err);
         if (!rc)
-            rc = add_recs(r, recs, n, err);
+            rc = add_recs(r, recs, n, tj, err);
         else
             gh_audit_recs_free(recs, n);
     }
     free(w.id);
+    free(tj);
     return rc;
 }

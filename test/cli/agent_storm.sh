@@ -44,6 +44,12 @@ echo "6c3f0a54-0000-4000-8000-00000000b007" > "$tmp/boot_id"
 run_agent 1
 wait_for 60 all_read || bad "not all $N records read: $(metric gpuheal_agent_kmsg_records_total)"
 wait_for 30 drained || bad "summaries not shipped"
+# acknowledged is not yet written by the receiver: wait for its file to hold them all
+in_file() { local f s n
+  f=$(grep -c '"kind":"xid"' "$tmp/out.jsonl"); s=$(grep -c 'coalesced [0-9]*\]' "$tmp/out.jsonl")
+  n=$(grep -o 'coalesced [0-9]*\]' "$tmp/out.jsonl" | awk '{s += $2} END {print s + 0}')
+  [ $((f - s + n)) = $N ]; }
+wait_for 30 in_file
 coalesced=$(metric gpuheal_agent_coalesced_total)
 shipped=$(grep -c '"kind":"xid"' "$tmp/out.jsonl")
 summaries=$(grep -c 'coalesced [0-9]*\]' "$tmp/out.jsonl")

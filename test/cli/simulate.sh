@@ -24,7 +24,7 @@ check "advise --json" python3 -c "
 import json; d=json.load(open('$tmp/adv.json'))
 assert abs(d['young_s']-1155.9) < 1 and abs(d['daly_s']-1116) < 1, d"
 "$gh" advise checkpoint --job ml/llm --db x.db > /dev/null 2> "$tmp/err"; rc=$?
-check "advise --job/--db: not yet, exit 2" test $rc -eq 2
+check "advise --job/--db without --stall: exit 2" test $rc -eq 2
 check "advise --job/--db says why" grep -q 'audit store' "$tmp/err"
 "$gh" advise checkpoint --mtbf 1h > /dev/null 2>&1; rc=$?
 check "advise without --stall: exit 2" test $rc -eq 2

@@ -382,11 +382,17 @@ start_replica ha-b; PID_B=$!
 wait_for 20 grep -q "holder=ha-a" "$TMP/ha-b.log" || bad "ha: standby sees the leader"
 G=$(for n in g1 g2 g3 g4; do uncordoned "$NS-$n" && echo "$NS-$n"; done | head -1)
 PORT=$(port_of ha-b)
-xid79 "$G" 6 | inject
-check "ha: the standby does not act" wait_for 10 grep -q "event=incident_not_leader" "$TMP/ha-b.log"
+# only the leader takes signals: a standby refuses them (503) so that the
+# agent's retry reaches the leader instead of waiting for a failover there
+code=$(xid79 "$G" 6 | curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $(cat "$TMP/token")" \
+         --data-binary @- "http://127.0.0.1:$PORT/v1/signals")
+check "ha: the standby refuses signals ($code)" [ "$code" = 503 ]
+check "ha: /readyz 503 on the standby" [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/readyz")" = 503 ]
+check "ha: /readyz 200 on the leader" [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$(port_of ha-a)/readyz")" = 200 ]
 check "ha: $G not cordoned by the standby" uncordoned "$G"
 kill -9 "$PID_A"; wait "$PID_A" 2>/dev/null
 check "ha: the standby takes over (lease 4 s)" wait_for 20 grep -q "event=leading" "$TMP/ha-b.log"
+# what the agent does: it retries the refused batch, now on the leader
 xid79 "$G" 7 | inject
 check "ha: the new leader acts: $G cordoned" wait_for 20 cordoned "$G"
 kill "$PID_B" 2>/dev/null; wait "$PID_B" 2>/dev/null

@@ -208,10 +208,17 @@ can "$AGENT" no patch recoverypolicies.gpuheal.io
 can "$AGENT" no create events.events.k8s.io -n kube-system
 can "$AGENT" no update configmaps -n default
 can "$AGENT" no create leases.coordination.k8s.io -n "$NS"
+# escalation paths (docs/reliability.md, "Security")
+can "$AGENT" no get nodes --subresource=proxy
+can "$AGENT" no create serviceaccounts --subresource=token -n "$NS"
+can "$AGENT" no impersonate serviceaccounts -A
+can "$AGENT" no create pods --subresource=exec -n default
 can "$AGENT" no '*' '*'
 
 echo "# controller: what it needs"
-for v in get list watch patch; do can "$CTRL" yes "$v" nodes; done
+# update: isolate_node writes the node back with its resourceVersion (a
+# 403 here once refused every cordon of the shipped controller)
+for v in get list watch patch update; do can "$CTRL" yes "$v" nodes; done
 for v in get list watch delete; do can "$CTRL" yes "$v" pods -A; done
 can "$CTRL" yes create pods --subresource=eviction -n default
 can "$CTRL" yes create events.events.k8s.io -n default
@@ -238,7 +245,6 @@ can "$CTRL" no list secrets -A
 can "$CTRL" no get secrets -n "$NS"
 can "$CTRL" no delete nodes
 can "$CTRL" no create nodes
-can "$CTRL" no update nodes
 can "$CTRL" no create pods -n default
 can "$CTRL" no create pods --subresource=exec -n default
 can "$CTRL" no list configmaps -A
@@ -249,6 +255,15 @@ can "$CTRL" no delete recoverypolicies.gpuheal.io
 can "$CTRL" no create clusterrolebindings.rbac.authorization.k8s.io
 can "$CTRL" no patch daemonsets.apps -n "$NS"
 can "$CTRL" no delete namespaces
+# escalation paths (docs/reliability.md, "Security")
+can "$CTRL" no get nodes --subresource=proxy
+can "$CTRL" no create serviceaccounts --subresource=token -n "$NS"
+can "$CTRL" no impersonate serviceaccounts -A
+can "$CTRL" no impersonate users
+can "$CTRL" no escalate clusterroles.rbac.authorization.k8s.io
+can "$CTRL" no bind clusterroles.rbac.authorization.k8s.io
+can "$CTRL" no update certificatesigningrequests.certificates.k8s.io --subresource=approval
+can "$CTRL" no create mutatingwebhookconfigurations.admissionregistration.k8s.io
 can "$CTRL" no '*' '*'
 
 # ------------------------------------------------------------------ 3. own-node admission policy

@@ -4,7 +4,8 @@
  * evidence; XID 79 on GPU 3 turns both unhealthy, a passing probe turns them
  * back; many changes make few requests (rate limit, coalescing); an agent
  * restart replays the evidence of this boot and forgets that of an earlier
- * one. The agent never cordons or taints. */
+ * one; passing probes over an unchanged state are not rewritten until the
+ * resync (injected clock). The agent never cordons or taints. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,6 +27,9 @@ struct env {
     char node[96];
     struct gh_health *h;
     struct gh_health_publish *p;
+    struct gh_kube_client *c2;  /* test_unchanged_not_rewritten: the other client */
+    int64_t offset;             /* and its injected clock: real time + offset */
+    struct gh_clock clk;
 };
 
 static json_t *get_obj(struct env *e, const struct gh_kube_res *res)
@@ -112,6 +116,7 @@ static int teardown(void **state)
 {
     struct env *e = *state;
     drop_publisher(e);
+    gh_kube_client_free(e->c2);
     struct gh_kube_ref g = {&gh_kube_res_gpunodehealths, NULL, e->node};
     gh_kube_delete(e->c, &g, NULL, NULL, NULL);
     struct gh_kube_ref ref = {&gh_kube_res_nodes, NULL, e->node};
@@ -409,6 +414,88 @@ static void test_restart_replays_this_boot(void **state)
     json_decref(g);
 }
 
+/* The injected clock of test_unchanged_not_rewritten: real time plus an
+ * offset the test moves forward. */
+static int64_t offset_now(void *ctx)
+{
+    return gh_clock_now(gh_clock_real()) + *(int64_t *)ctx;
+}
+
+static void test_unchanged_not_rewritten(void **state)
+{
+    struct env *e = *state;
+    e->clk = (struct gh_clock){offset_now, &e->offset};
+    struct gh_kube_client_opts co = {.clock = &e->clk};
+    struct gh_kube_client *c = NULL;
+    struct gh_err err;
+    assert_int_equal(gh_kube_testenv_client(&co, &c, &err), GH_OK);
+    e->c2 = e->c; /* teardown frees both */
+    e->c = c;
+    int64_t *offset = &e->offset;
+    struct gh_health_opts ho = {.clock = &e->clk};
+    assert_int_equal(gh_health_new(&ho, &e->h, &err), GH_OK);
+    struct gh_health_publish_opts po = {.node = e->node, .min_interval_ns = GH_NS_PER_S,
+                                        .resync_ns = 300 * GH_NS_PER_S};
+    assert_int_equal(gh_health_publish_new(e->c, e->h, &po, &e->p, &err), GH_OK);
+    eight_gpus(e);
+    feed(e, GH_KIND_XID, 5, 13, false); /* evidence that stays (GPU 5's own ring) */
+    gh_health_publish_update(e->p);
+    flush(e);
+    /* the first passes are a change (they are GPU 2's and the node's first) */
+    feed(e, GH_KIND_PROBE_RESULT, 2, 0, true);
+    feed(e, GH_KIND_PROBE_RESULT, -1, 0, true);
+    gh_health_publish_update(e->p);
+    flush(e);
+    struct gh_health_publish_stats st0, st;
+    gh_health_publish_stats(e->p, &st0);
+
+    /* 20 probe passes, GPU-level and node-level, 2 s apart on the clock:
+     * nothing changes but the probes' own timestamps */
+    for (int i = 0; i < 20; i++) {
+        *offset += 2 * GH_NS_PER_S;
+        feed(e, GH_KIND_PROBE_RESULT, 2, 0, true);
+        feed(e, GH_KIND_PROBE_RESULT, -1, 0, true);
+        gh_health_publish_update(e->p);
+        gh_kube_testenv_until(e->c, never, NULL, 20);
+    }
+    gh_health_publish_stats(e->p, &st);
+    fprintf(stderr, "# 40 probe passes -> %llu node patches, %llu status applies, %llu checks "
+            "(%llu unchanged)\n", (unsigned long long)(st.node_patches - st0.node_patches),
+            (unsigned long long)(st.gnh_applies - st0.gnh_applies),
+            (unsigned long long)(st.checks - st0.checks),
+            (unsigned long long)(st.unchanged - st0.unchanged));
+    assert_int_equal(st.node_patches, st0.node_patches);
+    assert_int_equal(st.gnh_applies, st0.gnh_applies);
+    assert_true(st.unchanged - st0.unchanged >= 10);
+    json_t *g = get_obj(e, &gh_kube_res_gpunodehealths);
+    size_t ev0 = json_array_size(json_object_get(json_object_get(g, "status"), "evidence"));
+    json_decref(g);
+
+    /* the resync (5 min on the injected clock) writes it all, passes included */
+    *offset += 301 * GH_NS_PER_S;
+    gh_kube_testenv_until(e->c, never, NULL, 300);
+    gh_health_publish_stats(e->p, &st);
+    assert_int_equal(st.gnh_applies, st0.gnh_applies + 1);
+    assert_int_equal(st.node_patches, st0.node_patches + 1);
+    g = get_obj(e, &gh_kube_res_gpunodehealths);
+    size_t ev1 = json_array_size(json_object_get(json_object_get(g, "status"), "evidence"));
+    json_decref(g);
+    fprintf(stderr, "# resync: evidence %zu -> %zu entries\n", ev0, ev1);
+    assert_true(ev1 > ev0);
+
+    /* a real change is written at once (the interval has long passed) */
+    *offset += 2 * GH_NS_PER_S;
+    feed(e, GH_KIND_XID, 2, 79, false);
+    gh_health_publish_update(e->p);
+    gh_kube_testenv_until(e->c, never, NULL, 300);
+    gh_health_publish_stats(e->p, &st);
+    assert_int_equal(st.gnh_applies, st0.gnh_applies + 2);
+    assert_int_equal(st.node_patches, st0.node_patches + 2);
+    assert_int_equal(st.failures, 0);
+
+    drop_publisher(e);
+}
+
 static void test_missing_node_is_an_error(void **state)
 {
     struct env *e = *state;
@@ -437,6 +524,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_xid79_and_recovery, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rate_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_replays_this_boot, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unchanged_not_rewritten, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_node_is_an_error, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -79,6 +79,18 @@ static void test_pod_lifecycle(void **st)
     /* first sight of a failed pod (a relist) */
     assert_int_equal(gh_kube_pod_signals(NULL, failed, 1, s, 8), 1);
     gh_signal_clear(&s[0]);
+    /* killed because it is being deleted (namespace deleted, drain, job
+     * restarted): no failure, neither for good nor as a restart */
+    json_t *deleting = pod("Failed", 1, 143);
+    json_object_set_new(json_object_get(deleting, "metadata"), "deletionTimestamp",
+                        json_string("2026-11-29T07:06:00Z"));
+    assert_int_equal(gh_kube_pod_signals(running, deleting, 1, s, 8), 0);
+    json_t *deleting_restart = pod("Running", 1, 143);
+    json_object_set_new(json_object_get(deleting_restart, "metadata"), "deletionTimestamp",
+                        json_string("2026-11-29T07:06:00Z"));
+    assert_int_equal(gh_kube_pod_signals(running, deleting_restart, 1, s, 8), 0);
+    json_decref(deleting);
+    json_decref(deleting_restart);
     json_decref(pending);
     json_decref(running);
     json_decref(restarted);

@@ -393,6 +393,49 @@ static void test_health_metrics_and_errors(void **state)
     drain(f, NULL, 0);
 }
 
+static bool flag_ready(void *ctx) { return *(bool *)ctx; }
+
+/* A standby (ready() false) refuses signals with 503 and remembers none of
+ * them; /readyz follows ready(); the leader takes the same batch later. */
+static void test_standby_refuses(void **state)
+{
+    struct fixture *f = *state;
+    gh_ingest_server_free(f->srv);
+    gh_sigqueue_free(f->q);
+    f->q = gh_sigqueue_new(100);
+    assert_non_null(f->q);
+    bool leading = false;
+    struct gh_ingest_server_opts o = {0};
+    struct gh_err err = {{0}};
+    o.listen = "127.0.0.1:0";
+    o.token_file = f->token_file;
+    o.sink = gh_ingest_queue_sink;
+    o.sink_ctx = f->q;
+    o.ready = flag_ready;
+    o.ready_ctx = &leading;
+    assert_int_equal(gh_ingest_server_new(&o, &f->srv, &err), GH_OK);
+    snprintf(f->url, sizeof f->url, "http://127.0.0.1:%d", gh_ingest_server_port(f->srv));
+    struct reply r;
+    post(f, TOKEN, SIG("s1") "\n" SIG("s2"), &r);
+    assert_int_equal(r.status, 503);
+    assert_string_equal(r.retry_after, "1");
+    assert_non_null(strstr(r.body, "not the leader"));
+    request(f->url, "/readyz", NULL, NULL, 0, false, NULL, &r);
+    assert_int_equal(r.status, 503);
+    request(f->url, "/healthz", NULL, NULL, 0, false, NULL, &r);
+    assert_int_equal(r.status, 200);
+    post(f, NULL, SIG("s1"), &r); /* the token is still checked first */
+    assert_int_equal(r.status, 401);
+    assert_int_equal(drain(f, NULL, 0), 0);
+    leading = true;
+    request(f->url, "/readyz", NULL, NULL, 0, false, NULL, &r);
+    assert_int_equal(r.status, 200);
+    post(f, TOKEN, SIG("s1") "\n" SIG("s2"), &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(summary(&r).accepted, 2);
+    assert_int_equal(drain(f, NULL, 0), 2);
+}
+
 /* A self-signed certificate for 127.0.0.1, written as PEM files. */
 static void make_cert(const char *cert_path, const char *key_path)
 {
@@ -609,6 +652,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_duplicates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queue_full_is_503, setup, teardown),
         cmocka_unit_test_setup_teardown(test_health_metrics_and_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_standby_refuses, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tls, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_options, setup, teardown),
         cmocka_unit_test(test_dedup_set),

@@ -20,6 +20,7 @@
 #include "agent/nvml.h"
 #include "agent/probe.h"
 #include "agent/publisher.h"
+#include "agent/requests.h"
 #include "agent/spool.h"
 #include "agent/telemetry.h"
 #include "common/timeutil.h"
@@ -75,6 +76,9 @@ struct agent_config {
     char *listen;             /* NULL = off */
     int log_level;
     char *boot_id_path;
+    char *request_cmd[GH_REQ__COUNT]; /* NULL = not configured (agent/requests.h) */
+    char *validate_cmd;       /* NULL = not configured */
+    int64_t request_timeout_ns;
 };
 
 /* Parses one --probe value ("NAME=COMMAND[,timeout=D][,every=D][,gpu=N]")
@@ -119,6 +123,7 @@ struct agent {
     struct gh_health *health;
     struct gh_kube_client *kube;
     struct gh_health_publish *hpub;
+    struct gh_requests *requests;  /* the controller's requests (with Kubernetes) */
     uint64_t health_gen;           /* generation last handed to the publisher */
     uint64_t nvml_polls_seen;      /* NVML polls whose snapshots health has seen */
     enum gh_gpu_state health_logged_state;
@@ -162,6 +167,8 @@ void agent_health_feed(struct agent *a, const struct gh_signal *s);
 void agent_health_tick(struct agent *a, int64_t now);
 /* The kube client's pending work (never blocks). */
 void agent_health_run(struct agent *a);
+/* Stops carrying out the controller's requests (before the inbox drains). */
+void agent_requests_stop(struct agent *a);
 /* Shutdown: writes the current state (bounded wait) and frees. */
 void agent_health_stop(struct agent *a);
 

@@ -24,7 +24,8 @@ enum opt {
     O_IB_SYSFS_ROOT, O_NIC_POLL_INTERVAL, O_PROBE, O_KUBECONFIG, O_KUBE_CONTEXT,
     O_HEALTH_INTERVAL, O_CONTROLLER, O_TOKEN_FILE, O_CA_FILE, O_SPOOL_DIR, O_SPOOL_MAX_BYTES,
     O_SPOOL_SYNC_INTERVAL, O_BATCH_RECORDS, O_BATCH_LINGER, O_LISTEN, O_LOG_LEVEL,
-    O_BOOT_ID_FILE, O__COUNT
+    O_BOOT_ID_FILE, O_RESET_GPU_CMD, O_REBOOT_CMD, O_DIAGNOSTICS_CMD, O_VALIDATE_CMD,
+    O_REQUEST_TIMEOUT, O__COUNT
 };
 
 struct opt_def {
@@ -103,7 +104,23 @@ static const struct opt_def defs[O__COUNT] = {
     [O_LISTEN] = {"listen", "HOST:PORT|off", ":9401", "where /healthz and /metrics are served"},
     [O_LOG_LEVEL] = {"log-level", "LEVEL", "info", "debug, info, warn, error or off"},
     [O_BOOT_ID_FILE] = {"boot-id-file", "PATH", GH_KMSG_SRC_DEFAULT_BOOT_ID,
-        "the kernel's boot id (part of every signal id the agent gives)"},
+        "the kernel's boot id (part of every signal id the agent gives; a new\n"
+        "one completes a reboot_node request)"},
+    [O_RESET_GPU_CMD] = {"reset-gpu-cmd", "PATH [ARG...]", "",
+        "command for the controller's reset_gpu request (words split at spaces,\n"
+        "no shell; env GPUHEAL_ACTION, GPUHEAL_REQUEST_ID, GPUHEAL_INCIDENT,\n"
+        "GPUHEAL_GPU, GPUHEAL_NODE); unset: the request fails NotConfigured"},
+    [O_REBOOT_CMD] = {"reboot-cmd", "PATH [ARG...]", "",
+        "command for a reboot_node request; done when the agent starts with a new\n"
+        "boot id"},
+    [O_DIAGNOSTICS_CMD] = {"diagnostics-cmd", "PATH [ARG...]", "",
+        "command for a run_diagnostics request"},
+    [O_VALIDATE_CMD] = {"validate-cmd", "PATH [ARG...]", "",
+        "validation probe run after a request succeeded: its exit status sets\n"
+        "GPUNodeHealth condition Validated (the controller's gate to uncordon)"},
+    [O_REQUEST_TIMEOUT] = {"request-timeout", "DURATION", "10m",
+        "deadline of each request and validation command (then its process group\n"
+        "is killed)"},
 };
 
 /* Older names still accepted as flag, config key and environment variable. */
@@ -487,6 +504,9 @@ void agent_config_free(struct agent_config *c)
     free(c->spool_dir);
     free(c->listen);
     free(c->boot_id_path);
+    for (int i = 0; i < GH_REQ__COUNT; i++)
+        free(c->request_cmd[i]);
+    free(c->validate_cmd);
     memset(c, 0, sizeof *c);
 }
 
@@ -593,6 +613,23 @@ static int convert(char **v, const struct strlist *probes, struct agent_config *
         opt_path(v[O_BOOT_ID_FILE], &c->boot_id_path) ||
         !(c->spool_dir = strdup(v[O_SPOOL_DIR])) || !c->node)
         return fail(err, cap, "out of memory");
+    static const int cmd_opts[GH_REQ__COUNT] = {O_RESET_GPU_CMD, O_REBOOT_CMD,
+                                                O_DIAGNOSTICS_CMD};
+    if ((rc = duration_opt(v, O_REQUEST_TIMEOUT, GH_NS_PER_MS, &c->request_timeout_ns, err, cap)))
+        return rc;
+    for (int i = 0; i <= GH_REQ__COUNT; i++) {
+        int o = i < GH_REQ__COUNT ? cmd_opts[i] : O_VALIDATE_CMD;
+        char **dst = i < GH_REQ__COUNT ? &c->request_cmd[i] : &c->validate_cmd;
+        if (!v[o][0])
+            continue;
+        char **argv;
+        struct gh_err e;
+        if (gh_requests_parse_cmd(v[o], &argv, &e) != GH_OK)
+            return fail(err, cap, "--%s: %s", defs[o].name, e.msg);
+        gh_requests_argv_free(argv);
+        if (!(*dst = strdup(v[o])))
+            return fail(err, cap, "out of memory");
+    }
     return convert_probes(probes, c, err, cap);
 }
 

@@ -540,6 +540,7 @@ static void start_sources(struct agent *a)
 static void stop_sources(struct agent *a)
 {
     /* Threads first, so nothing more arrives in the inbox. */
+    agent_requests_stop(a);
     gh_nvml_source_free(a->nvml);
     gh_dcgm_health_free(a->dcgm);
     gh_dcgm_exporter_free(a->dcgmx);

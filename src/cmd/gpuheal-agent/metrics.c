@@ -187,6 +187,29 @@ static void health_metrics(struct out *o, struct agent *a)
     counter(o, "gpuheal_agent_health_publish_restored_total",
             "Evidence signals of this boot replayed from the GPUNodeHealth at start.",
             ps.restored);
+    if (!a->requests)
+        return;
+    struct gh_requests_stats rs;
+    gh_requests_stats(a->requests, &rs);
+    head(o, "gpuheal_agent_requests_total", "counter",
+         "The controller's requests carried out, by action and result.");
+    for (int i = 0; i < GH_REQ__COUNT; i++) {
+        const char *act = gh_request_action_name((enum gh_request_action)i);
+        put(o, "gpuheal_agent_requests_total{action=\"%s\",result=\"received\"} %llu\n", act,
+            (unsigned long long)rs.received[i]);
+        put(o, "gpuheal_agent_requests_total{action=\"%s\",result=\"succeeded\"} %llu\n", act,
+            (unsigned long long)rs.succeeded[i]);
+        put(o, "gpuheal_agent_requests_total{action=\"%s\",result=\"failed\"} %llu\n", act,
+            (unsigned long long)rs.failed[i]);
+    }
+    head(o, "gpuheal_agent_validations_total", "counter",
+         "Validation probe runs after requests, by result.");
+    put(o, "gpuheal_agent_validations_total{result=\"passed\"} %llu\n",
+        (unsigned long long)rs.validations_passed);
+    put(o, "gpuheal_agent_validations_total{result=\"failed\"} %llu\n",
+        (unsigned long long)rs.validations_failed);
+    counter(o, "gpuheal_agent_requests_status_errors_total",
+            "Failed writes of request results to GPUNodeHealth (retried).", rs.write_failures);
 }
 
 static void probe_metrics(struct out *o, struct agent *a)

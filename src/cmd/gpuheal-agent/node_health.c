@@ -2,7 +2,9 @@
  * and its publishing to the Kubernetes API (agent/health_publish.h): where
  * the API server is (--kubeconfig, else in-cluster, else off), the kube
  * client on the agent's epoll loop, feeding the health state with what the
- * agent ships and with NVML snapshots, and the flush at shutdown.
+ * agent ships and with NVML snapshots, and the flush at shutdown; with
+ * Kubernetes also the controller's requests (agent/requests.h, a thread and
+ * client of their own) whose results come back through the inbox.
  *
  * What is fed: every signal the agent spools (after the storm coalescer:
  * a storm's first sample and its "[coalesced N]" summary, so that a storm
@@ -70,6 +72,54 @@ static int load_kube_config(struct agent *a, struct gh_kube_config *kc, const ch
     return 0;
 }
 
+/* emit of the requests' worker thread: into the inbox like other sources. */
+static void emit_request_result(void *ctx, const struct gh_signal *s)
+{
+    struct agent *a = ctx;
+    if (gh_sigqueue_push_copy(a->inbox, s) != GH_OK)
+        atomic_fetch_add(&a->inbox_dropped, 1);
+}
+
+/* The controller's requests (agent/requests.h) on a client of their own:
+ * their commands block, so they run on their own thread, not the loop.
+ * Without it the agent runs on, saying why. */
+static void start_requests(struct agent *a, const struct gh_kube_config *kc,
+                           const struct gh_kube_client_opts *co)
+{
+    struct gh_err err;
+    struct gh_kube_client *c = NULL;
+    char state[4096];
+    snprintf(state, sizeof state, "%s/requests.state", a->cfg.spool_dir);
+    struct gh_requests_opts ro = {.node = a->cfg.node, .state_path = state,
+                                  .boot_id = a->boot_id, .validate_cmd = a->cfg.validate_cmd,
+                                  .timeout_ns = a->cfg.request_timeout_ns,
+                                  .emit = emit_request_result, .emit_ctx = a};
+    for (int i = 0; i < GH_REQ__COUNT; i++)
+        ro.cmd[i] = a->cfg.request_cmd[i];
+    /* a write that hangs must not hold up the agent's stop for long */
+    struct gh_kube_client_opts rco = *co;
+    rco.request_timeout_ms = 10000;
+    if (gh_kube_client_new(kc, &rco, &c, &err) != GH_OK ||
+        gh_requests_new(c, &ro, &a->requests, &err) != GH_OK ||
+        gh_requests_start(a->requests, &err) != GH_OK) {
+        GH_LOG(GH_LOG_ERROR, "msg=\"requests from the controller will not be carried out\" "
+               "error=\"%s\"", err.msg);
+        gh_requests_free(a->requests);
+        a->requests = NULL;
+        return;
+    }
+    GH_LOG(GH_LOG_INFO, "msg=\"watching GPUNodeHealth for requests\" node=%s reset_gpu=%s "
+           "reboot_node=%s run_diagnostics=%s validate=%s state=%s", a->cfg.node,
+           ro.cmd[0] ? "configured" : "none", ro.cmd[1] ? "configured" : "none",
+           ro.cmd[2] ? "configured" : "none", ro.validate_cmd ? "configured" : "none", state);
+}
+
+void agent_requests_stop(struct agent *a)
+{
+    gh_requests_free(a->requests); /* kills a running command */
+    a->requests = NULL;
+}
+
 int agent_health_start(struct agent *a)
 {
     struct gh_err err;
@@ -117,6 +167,7 @@ int agent_health_start(struct agent *a)
     /* The first check: reads the Node (and replays this boot's evidence);
      * writes "no GPU observed yet" until NVML's first poll is seen. */
     gh_health_publish_update(a->hpub);
+    start_requests(a, &kc, &co);
 out:
     gh_kube_config_clear(&kc);
     return rc;

@@ -33,7 +33,10 @@ static const struct setting {
     {"tls-key", false, "PEM key for HTTPS on the ingest endpoint"},
     {"db", false, "audit store: sqlite:PATH or postgres://... (sqlite:/var/lib/gpuheal/audit.db)"},
     {"policy", false, "recovery policy YAML (default: the built-in policy)"},
-    {"reorder-window", false, "hold live signals this long to sort late arrivals (policy's)"},
+    {"reorder-window", false, "hold live signals this long to sort late arrivals (500ms)"},
+    {"journal-retention", false, "keep accepted signals journalled this long for replay on "
+                                 "start (the policy's detector windows, at least 1h; "
+                                 "off: no journal, a 200 is not durable)"},
     {"dry-run", true, "decide and record, never act"},
     {"require-approval", true, "act only on incidents approved with `gpuheal approve ID`"},
     {"max-unavailable", false, "nodes gpuheal may hold out of service: N or P% (10, 10%)"},
@@ -55,6 +58,7 @@ static const struct setting {
     {"watch-namespace", false, "only pods and jobs of this namespace (default: all)"},
     {"node-selector", false, "only nodes with these labels (label selector; default: all)"},
     {"qps", false, "Kubernetes API requests per second per client (50)"},
+    {"executor-workers", false, "threads acting on incidents; they share one --qps budget (8)"},
     {"log-level", false, "debug, info, warn or error (info)"},
     {"config", false, "a file of NAME = VALUE lines with any of these settings"},
 };
@@ -300,10 +304,15 @@ int main(int argc, char **argv)
             o.guards.max_isolated_pct = 0;
         }
     }
-    long rate = o.guards.max_actions_per_hour, storm = o.guards.storm_nodes, conc = 4;
+    long rate = o.guards.max_actions_per_hour, storm = o.guards.storm_nodes, conc = 4, workers = 8;
     if (!integer(&v, "max-actions-per-hour", &rate) || !integer(&v, "storm-nodes", &storm) ||
-        !integer(&v, "drain-concurrency", &conc))
+        !integer(&v, "drain-concurrency", &conc) || !integer(&v, "executor-workers", &workers))
         goto out;
+    if (workers < 1 || workers > 64) {
+        fprintf(stderr, "gpuheal-controller: --executor-workers: 1 to 64\n");
+        goto out;
+    }
+    o.executor_workers = (int)workers;
     o.guards.max_actions_per_hour = (int)rate;
     o.guards.storm_nodes = (int)storm;
     o.drain.concurrency = (int)conc;
@@ -329,6 +338,11 @@ int main(int argc, char **argv)
     o.node_selector = get(&v, "node-selector");
     if (get(&v, "qps"))
         o.qps = strtod(get(&v, "qps"), NULL);
+    const char *jr = get(&v, "journal-retention");
+    if (jr && !strcmp(jr, "off"))
+        o.journal_retention_ns = -1;
+    else if (!duration(&v, "journal-retention", &o.journal_retention_ns))
+        goto out;
     o.crash_after = getenv("GPUHEAL_TEST_CRASH_AFTER");
 
     if (get(&v, "policy") && !(policy = load_policy(get(&v, "policy")))) {

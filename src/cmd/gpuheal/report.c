@@ -38,11 +38,13 @@ static void help(void)
            "the blamed node highlighted; the incidents with their evidence (raw lines),\n"
            "guard verdicts and actions. OUT \"-\" is standard output.\n"
            "--db URL: the audit store (sqlite:PATH or postgres://...; default $GPUHEAL_DB,\n"
-           "  else %s). Its timeline shows the recorded evidence.\n"
+           "  else %s). Its timeline shows the recorded evidence; its step chart the\n"
+           "  step-time telemetry the controller kept (per rank, 5 s means).\n"
            "--scenario FILE: replay a scenario (spec sections 1-2) through the engine, as\n"
            "  `gpuheal diagnose` does, and draw all its signals and incidents; subjects\n"
            "  job/... and node/... only. --policy FILE: the policy to replay with.\n"
-           "--since: audit store only, decisions from then on (\"24h\" or RFC 3339).\n"
+           "--since: audit store only, decisions and telemetry from then on (\"24h\" or\n"
+           "  RFC 3339).\n"
            "--limit N: at most N incidents from the audit store (newest kept).\n",
            DEFAULT_DB);
 }

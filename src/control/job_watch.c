@@ -1,0 +1,193 @@
+/* job_watch.c - discovery-gated informers on Jobs, JobSets and PyTorchJobs
+ * reporting which job changed (see job_watch.h). */
+#include "control/job_watch.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "control/job_kinds.h"
+#include "kube/informer.h"
+
+#define NKINDS 3
+#define REDISCOVER_NS (30 * GH_NS_PER_S)
+
+struct kind {
+    struct gh_job_watch *w;
+    const struct gh_kube_res *res;
+    struct gh_kube_informer *inf;
+    struct gh_kube_call *call; /* discovery in flight */
+    uint64_t timer;            /* next discovery */
+};
+
+struct gh_job_watch {
+    struct gh_kube_client *c;
+    char *ns;
+    gh_job_changed_fn fn;
+    void *ud;
+    struct kind k[NKINDS];
+};
+
+static const char *const keep[] = {"/metadata/labels", "/metadata/ownerReferences"};
+
+static void discover(void *ud);
+
+/* The job an object of kind k concerns: a Job a JobSet controls -> the JobSet. */
+static void report(struct kind *k, const json_t *obj)
+{
+    const char *ns = gh_kube_meta_namespace(obj), *name = gh_kube_meta_name(obj);
+    const char *top = name;
+    if (k->res == &gh_kube_res_jobs) {
+        const json_t *up = gh_job_controller_ref(obj, "jobset.x-k8s.io", "JobSet");
+        if (up)
+            top = json_string_value(json_object_get(up, "name"));
+    }
+    if (!ns || !name || !top)
+        return;
+    char job[320], part[320];
+    snprintf(job, sizeof job, "%s/%s", ns, top);
+    snprintf(part, sizeof part, "%s/%s", ns, name);
+    k->w->fn(k->w->ud, job, top != name ? part : NULL);
+}
+
+static void on_add(void *ud, const json_t *obj) { report(ud, obj); }
+
+static void on_update(void *ud, const json_t *old, const json_t *obj)
+{
+    if (old) /* resync replays carry nothing new */
+        report(ud, obj);
+}
+
+static void on_error(void *ud, int rc, const struct gh_kube_status *st, const char *msg)
+{
+    struct kind *k = ud;
+    (void)st;
+    GH_LOG(GH_LOG_WARN, "event=informer_error kind=%s rc=%s error=\"%s\"", k->res->kind,
+           gh_rc_str(rc), msg ? msg : "");
+}
+
+static bool lists(const json_t *body, const char *plural)
+{
+    size_t i;
+    json_t *r;
+    json_array_foreach(json_object_get(body, "resources"), i, r) {
+        const char *n = json_string_value(json_object_get(r, "name"));
+        if (n && !strcmp(n, plural))
+            return true;
+    }
+    return false;
+}
+
+static void start_informer(struct kind *k)
+{
+    struct gh_kube_informer_opts o = {
+        .res = k->res, .ns = k->w->ns, .keep = keep, .nkeep = sizeof keep / sizeof keep[0]};
+    struct gh_kube_handlers h = {on_add, on_update, on_add, NULL, on_error};
+    struct gh_err err;
+    if (gh_kube_informer_new(k->w->c, &o, &h, k, &k->inf, &err) ||
+        gh_kube_informer_start(k->inf, &err)) {
+        GH_LOG(GH_LOG_ERROR, "event=job_informer kind=%s error=\"%s\"", k->res->kind, err.msg);
+        gh_kube_informer_free(k->inf);
+        k->inf = NULL;
+        k->timer = gh_kube_timer_add(k->w->c, REDISCOVER_NS, discover, k);
+        return;
+    }
+    GH_LOG(GH_LOG_INFO, "event=job_informer kind=%s group=%s version=%s", k->res->kind,
+           *k->res->group ? k->res->group : "core", k->res->version);
+}
+
+static void discovered(void *ud, int rc, struct gh_kube_resp *resp, const struct gh_err *err)
+{
+    struct kind *k = ud;
+    k->call = NULL;
+    if (rc == GH_OK && lists(resp->body, k->res->resource)) {
+        start_informer(k);
+        return;
+    }
+    if (rc != GH_OK && rc != GH_ENOTFOUND)
+        GH_LOG(GH_LOG_WARN, "event=discovery_failed kind=%s error=\"%s\"", k->res->kind,
+               err ? err->msg : "");
+    else
+        GH_LOG(GH_LOG_DEBUG, "event=not_served kind=%s", k->res->kind);
+    k->timer = gh_kube_timer_add(k->w->c, REDISCOVER_NS, discover, k);
+}
+
+static void discover(void *ud)
+{
+    struct kind *k = ud;
+    k->timer = 0;
+    struct gh_kube_req req;
+    memset(&req, 0, sizeof req);
+    req.method = GH_KUBE_GET;
+    int w = *k->res->group
+                ? snprintf(req.path, sizeof req.path, "/apis/%s/%s", k->res->group,
+                           k->res->version)
+                : snprintf(req.path, sizeof req.path, "/api/%s", k->res->version);
+    struct gh_err err;
+    if (w <= 0 || (size_t)w >= sizeof req.path ||
+        gh_kube_submit(k->w->c, &req, discovered, NULL, k, &k->call, &err)) {
+        k->call = NULL;
+        k->timer = gh_kube_timer_add(k->w->c, REDISCOVER_NS, discover, k);
+    }
+}
+
+int gh_job_watch_new(struct gh_kube_client *c, const char *ns, gh_job_changed_fn fn, void *ud,
+                     struct gh_job_watch **out, struct gh_err *err)
+{
+    *out = NULL;
+    struct gh_job_watch *w = calloc(1, sizeof *w);
+    if (!w || (ns && !(w->ns = strdup(ns)))) {
+        free(w);
+        return gh_err_set(err, GH_ENOMEM, "out of memory");
+    }
+    w->c = c;
+    w->fn = fn;
+    w->ud = ud;
+    const struct gh_kube_res *res[NKINDS] = {&gh_kube_res_jobs, &gh_job_res_jobsets,
+                                             &gh_job_res_pytorchjobs};
+    for (int i = 0; i < NKINDS; i++) {
+        w->k[i].w = w;
+        w->k[i].res = res[i];
+    }
+    *out = w;
+    return GH_OK;
+}
+
+int gh_job_watch_start(struct gh_job_watch *w, struct gh_err *err)
+{
+    (void)err;
+    for (int i = 0; i < NKINDS; i++)
+        if (!w->k[i].inf && !w->k[i].call && !w->k[i].timer)
+            discover(&w->k[i]);
+    return GH_OK;
+}
+
+void gh_job_watch_free(struct gh_job_watch *w)
+{
+    if (!w)
+        return;
+    for (int i = 0; i < NKINDS; i++) {
+        if (w->k[i].call)
+            gh_kube_cancel(w->c, w->k[i].call);
+        if (w->k[i].timer)
+            gh_kube_timer_cancel(w->c, w->k[i].timer);
+        gh_kube_informer_free(w->k[i].inf);
+    }
+    free(w->ns);
+    free(w);
+}
+
+static const struct kind *find(const struct gh_job_watch *w, const struct gh_kube_res *res)
+{
+    for (int i = 0; w && i < NKINDS; i++)
+        if (w->k[i].res == res)
+            return &w->k[i];
+    return NULL;
+}
+
+const struct gh_kube_store *gh_job_watch_jobs(const struct gh_job_watch *w)
+{
+    const struct kind *k = find(w, &gh_kube_res_jobs);
+    return k && k->inf ? gh_kube_informer_store(k->inf) : NULL;
+}

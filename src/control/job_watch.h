@@ -1,0 +1,37 @@
+/* job_watch.h - informers on the training-job kinds (batch/v1 Job, JobSet
+ * jobset.x-k8s.io/v1alpha2, PyTorchJob kubeflow.org/v1), each started only
+ * once API discovery (GET /apis/<group>/<version>) lists its resource, and
+ * discovery retried every 30 s until it does, so a CRD installed after
+ * the controller started is picked up. Every change to one of these
+ * objects is reported as the job it concerns ("namespace/name"; a Job a
+ * JobSet controls reports the JobSet), so the controller re-reads the
+ * placement of that job's pods. Everything runs on the client's loop. */
+#ifndef GH_CONTROL_JOB_WATCH_H
+#define GH_CONTROL_JOB_WATCH_H
+
+#include "common/err.h"
+#include "kube/api.h"
+#include "kube/client.h"
+#include "kube/store.h"
+
+struct gh_job_watch;
+
+/* job: "namespace/name", borrowed for the call; part: the child Job
+ * ("namespace/name") that changed when it is part of job (a JobSet's), so
+ * that what was placed under the child's name moves to job; else NULL. */
+typedef void (*gh_job_changed_fn)(void *ud, const char *job, const char *part);
+
+/* c is borrowed and must outlive the watch; ns NULL: all namespaces
+ * (copied). fn runs on the loop with ud. */
+int gh_job_watch_new(struct gh_kube_client *c, const char *ns, gh_job_changed_fn fn, void *ud,
+                     struct gh_job_watch **out, struct gh_err *err);
+/* Starts discovery (asynchronous). */
+int gh_job_watch_start(struct gh_job_watch *w, struct gh_err *err);
+/* Cancels requests, timers and informers, frees. Accepts NULL. */
+void gh_job_watch_free(struct gh_job_watch *w);
+
+/* The batch/v1 Job informer's cache (objects keep labels and
+ * ownerReferences; borrowed), NULL while it does not run. */
+const struct gh_kube_store *gh_job_watch_jobs(const struct gh_job_watch *w);
+
+#endif

@@ -1,0 +1,411 @@
+/* policy_cr.c - converts RecoveryPolicy objects' rules into the engine's
+ * policy rules and merges the objects in force into one policy. */
+#include "control/policy_cr.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "signal/signal.h"
+#include "signal/taxonomy.h"
+
+#define CRSET_MAX 64
+
+/* "90s", "1h30m", "500ms", "7d": a sum of number+unit terms. */
+static bool cr_duration(const char *s, int64_t *ns)
+{
+    double total = 0;
+    if (!s || !*s)
+        return false;
+    while (*s) {
+        char *end;
+        double v = strtod(s, &end);
+        if (end == s || v < 0)
+            return false;
+        static const struct {
+            const char *unit;
+            double ns;
+        } units[] = {{"ms", 1e6}, {"s", 1e9}, {"m", 60e9}, {"h", 3600e9}, {"d", 86400e9}};
+        size_t u = 0;
+        while (u < sizeof units / sizeof units[0] &&
+               strncmp(end, units[u].unit, strlen(units[u].unit)) != 0)
+            u++;
+        if (u == sizeof units / sizeof units[0])
+            return false;
+        total += v * units[u].ns;
+        s = end + strlen(units[u].unit);
+    }
+    if (total > 9.2e18)
+        return false;
+    *ns = (int64_t)total;
+    return true;
+}
+
+/* The "engine: min_severity high, debounce 10m, boot_grace 5m" note. */
+static int engine_note(const char *desc, struct gh_rule *r, const char *field, struct gh_err *err)
+{
+    const char *p = desc ? strstr(desc, "engine:") : NULL;
+    if (!p)
+        return GH_OK;
+    p += 7;
+    while (*p) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        char key[32], val[32];
+        size_t k = strcspn(p, " ,;");
+        if (k == 0 || k >= sizeof key)
+            break;
+        memcpy(key, p, k);
+        key[k] = '\0';
+        p += k;
+        while (*p == ' ')
+            p++;
+        size_t n = strcspn(p, " ,;");
+        if (n >= sizeof val)
+            break;
+        memcpy(val, p, n);
+        val[n] = '\0';
+        p += n;
+        if (!strcmp(key, "min_severity")) {
+            int sv = gh_severity_from_name(val);
+            if (sv < 0)
+                return gh_err_set(err, GH_EINVAL, "%s.description: engine: unknown severity \"%s\"",
+                                  field, val);
+            r->min_severity = (enum gh_severity)sv;
+        } else if (!strcmp(key, "debounce") || !strcmp(key, "boot_grace")) {
+            int64_t d;
+            if (!cr_duration(val, &d))
+                return gh_err_set(err, GH_EINVAL, "%s.description: engine: %s: \"%s\" is not a "
+                                  "duration", field, key, val);
+            if (key[0] == 'd')
+                r->debounce_ns = d;
+            else
+                r->boot_grace_ns = d;
+        } else {
+            break; /* free text after the note */
+        }
+        if (*p == ';')
+            break;
+    }
+    return GH_OK;
+}
+
+static int cr_action(const json_t *a, const char *field, size_t i, enum gh_action *out,
+                     struct gh_err *err)
+{
+    const char *name = json_string_value(json_object_get(a, "action"));
+    int x = name ? gh_action_from_name(name) : -1;
+    if (x < 0)
+        return gh_err_set(err, GH_EINVAL, "%s.actions[%zu].action: unknown action \"%s\"", field, i,
+                          name ? name : "");
+    *out = (enum gh_action)x;
+    return GH_OK;
+}
+
+static int cr_actions(const json_t *acts, struct gh_rule *r, const char *field, struct gh_err *err)
+{
+    size_t n = json_array_size(acts);
+    if (!json_is_array(acts) || n == 0)
+        return gh_err_set(err, GH_EINVAL, "%s.actions: a non-empty list is needed", field);
+    if (n > GH_POLICY_MAX_ACTIONS * 2)
+        return gh_err_set(err, GH_EINVAL, "%s.actions: more than %d entries", field,
+                          GH_POLICY_MAX_ACTIONS * 2);
+    long esc_at = -1;
+    int64_t within = 0;
+    long retries = 0;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *a = json_array_get(acts, i);
+        enum gh_action x;
+        int rc = cr_action(a, field, i, &x, err);
+        if (rc)
+            return rc;
+        const json_t *ea = json_object_get(a, "escalateAfter");
+        if (ea && esc_at < 0) {
+            if (!cr_duration(json_string_value(ea), &within))
+                return gh_err_set(err, GH_EINVAL, "%s.actions[%zu].escalateAfter: not a duration",
+                                  field, i);
+            const json_t *mr = json_object_get(a, "maxRetries");
+            if (mr && (!json_is_integer(mr) || json_integer_value(mr) < 0 ||
+                       json_integer_value(mr) > 100))
+                return gh_err_set(err, GH_EINVAL, "%s.actions[%zu].maxRetries: 0 to 100", field, i);
+            retries = mr ? (long)json_integer_value(mr) : 0;
+            esc_at = (long)i;
+        }
+    }
+    size_t n_base = esc_at >= 0 ? (size_t)esc_at + 1 : n;
+    if (n_base > GH_POLICY_MAX_ACTIONS)
+        return gh_err_set(err, GH_EINVAL, "%s.actions: more than %d base actions", field,
+                          GH_POLICY_MAX_ACTIONS);
+    for (size_t i = 0; i < n_base; i++)
+        cr_action(json_array_get(acts, i), field, i, &r->actions[r->n_actions++], NULL);
+    if (esc_at < 0 || n_base == n)
+        return GH_OK; /* nothing to escalate to */
+    struct gh_policy_escalation *e = &r->escalations[0];
+    e->after = (int)retries + 2;
+    e->within_ns = within;
+    for (size_t i = 0; i + 1 < n_base; i++)
+        e->actions[e->n_actions++] = r->actions[i];
+    for (size_t i = n_base; i < n; i++) {
+        if (e->n_actions >= GH_POLICY_MAX_ACTIONS)
+            return gh_err_set(err, GH_EINVAL, "%s.actions: the escalation has more than %d actions",
+                              field, GH_POLICY_MAX_ACTIONS);
+        cr_action(json_array_get(acts, i), field, i, &e->actions[e->n_actions++], NULL);
+    }
+    r->n_escalations = 1;
+    return GH_OK;
+}
+
+static int cr_match(const json_t *m, struct gh_rule *r, const char *field, struct gh_err *err)
+{
+    if (!json_is_object(m))
+        return gh_err_set(err, GH_EINVAL, "%s.match: an object is needed", field);
+    const char *cls = json_string_value(json_object_get(m, "class"));
+    int c = cls ? gh_class_from_name(cls) : -1;
+    if (c < 0)
+        return gh_err_set(err, GH_EINVAL, "%s.match.class: unknown class \"%s\"", field,
+                          cls ? cls : "");
+    r->classes = 1u << c;
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(m, "kinds"), i, v) {
+        int k = json_string_value(v) ? gh_kind_from_name(json_string_value(v)) : -1;
+        if (k < 0)
+            return gh_err_set(err, GH_EINVAL, "%s.match.kinds[%zu]: unknown signal kind \"%s\"",
+                              field, i, json_string_value(v) ? json_string_value(v) : "");
+        r->kinds |= 1u << k;
+    }
+    const json_t *codes = json_object_get(m, "codes");
+    if (json_array_size(codes) > GH_POLICY_MAX_CODES)
+        return gh_err_set(err, GH_EINVAL, "%s.match.codes: more than %d codes", field,
+                          GH_POLICY_MAX_CODES);
+    json_array_foreach(codes, i, v) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 65535)
+            return gh_err_set(err, GH_EINVAL, "%s.match.codes[%zu]: an integer 0-65535", field, i);
+        r->codes[r->n_codes++] = (int)json_integer_value(v);
+    }
+    const json_t *th = json_object_get(m, "threshold");
+    if (th) {
+        if (!json_is_number(th) || json_number_value(th) < 0)
+            return gh_err_set(err, GH_EINVAL, "%s.match.threshold: a number >= 0", field);
+        r->has_threshold = true;
+        r->threshold = json_number_value(th);
+    }
+    const json_t *rep = json_object_get(m, "repetitions");
+    if (rep) {
+        if (!json_is_integer(rep) || json_integer_value(rep) < 1 || json_integer_value(rep) > 1000)
+            return gh_err_set(err, GH_EINVAL, "%s.match.repetitions: an integer 1-1000", field);
+        r->repetitions = (int)json_integer_value(rep);
+    }
+    const json_t *w = json_object_get(m, "window");
+    if (w && !cr_duration(json_string_value(w), &r->window_ns))
+        return gh_err_set(err, GH_EINVAL, "%s.match.window: \"%s\" is not a duration", field,
+                          json_string_value(w) ? json_string_value(w) : "");
+    return GH_OK;
+}
+
+int gh_policy_cr_rules(const json_t *spec, struct gh_policy *out, struct gh_err *err)
+{
+    const json_t *rules = json_object_get(spec, "rules");
+    if (!json_is_array(rules) || json_array_size(rules) == 0)
+        return gh_err_set(err, GH_EINVAL, "spec.rules: a non-empty list is needed");
+    if (out->n_rules + (int)json_array_size(rules) > GH_POLICY_MAX_RULES)
+        return gh_err_set(err, GH_ELIMIT, "spec.rules: more than %d rules in all",
+                          GH_POLICY_MAX_RULES);
+    int first = out->n_rules;
+    size_t i;
+    json_t *jr;
+    json_array_foreach(rules, i, jr) {
+        char field[48];
+        snprintf(field, sizeof field, "spec.rules[%zu]", i);
+        struct gh_rule *r = &out->rules[out->n_rules];
+        memset(r, 0, sizeof *r);
+        r->repetitions = 1;
+        r->line = (int)i + 1;
+        const char *name = json_string_value(json_object_get(jr, "name"));
+        int rc = GH_OK;
+        if (!name || !*name || strlen(name) >= sizeof r->name)
+            rc = gh_err_set(err, GH_EINVAL, "%s.name: 1 to %zu characters", field,
+                            sizeof r->name - 1);
+        else
+            snprintf(r->name, sizeof r->name, "%s", name);
+        if (!rc)
+            rc = cr_match(json_object_get(jr, "match"), r, field, err);
+        if (!rc)
+            rc = engine_note(json_string_value(json_object_get(jr, "description")), r, field, err);
+        if (!rc)
+            rc = cr_actions(json_object_get(jr, "actions"), r, field, err);
+        if (rc) {
+            out->n_rules = first;
+            return rc;
+        }
+        out->n_rules++;
+    }
+    return GH_OK;
+}
+
+/* ---- the set of objects */
+
+struct crobj {
+    char name[254];
+    int64_t generation;
+    int priority;
+    bool seen;
+    struct gh_policy *rules; /* the accepted version's rules (owned), NULL: none yet */
+    struct gh_policy_cr_verdict last;
+};
+
+struct gh_policy_crset {
+    const struct gh_policy *base;
+    struct crobj o[CRSET_MAX];
+    size_t n;
+    bool built;
+    struct gh_policy *in_force; /* the last merged result (owned), for comparison */
+};
+
+struct gh_policy_crset *gh_policy_crset_new(const struct gh_policy *base)
+{
+    struct gh_policy_crset *s = calloc(1, sizeof *s);
+    if (s)
+        s->base = base;
+    return s;
+}
+
+void gh_policy_crset_free(struct gh_policy_crset *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n; i++)
+        free(s->o[i].rules);
+    free(s->in_force);
+    free(s);
+}
+
+void gh_policy_crset_begin(struct gh_policy_crset *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        s->o[i].seen = false;
+}
+
+void gh_policy_crset_offer(struct gh_policy_crset *s, const json_t *obj,
+                           struct gh_policy_cr_verdict *v)
+{
+    memset(v, 0, sizeof *v);
+    const json_t *meta = json_object_get(obj, "metadata");
+    const char *name = json_string_value(json_object_get(meta, "name"));
+    int64_t gen = json_integer_value(json_object_get(meta, "generation"));
+    if (!name) {
+        snprintf(v->reason, sizeof v->reason, "InvalidObject");
+        snprintf(v->message, sizeof v->message, "metadata.name missing");
+        return;
+    }
+    struct crobj *o = NULL;
+    for (size_t i = 0; i < s->n && !o; i++)
+        if (!strcmp(s->o[i].name, name))
+            o = &s->o[i];
+    if (!o) {
+        if (s->n == CRSET_MAX) {
+            snprintf(v->reason, sizeof v->reason, "TooManyPolicies");
+            snprintf(v->message, sizeof v->message,
+                     "more than %d RecoveryPolicy objects: this one is not read", CRSET_MAX);
+            return;
+        }
+        o = &s->o[s->n++];
+        memset(o, 0, sizeof *o);
+        snprintf(o->name, sizeof o->name, "%s", name);
+        o->generation = -1;
+    }
+    o->seen = true;
+    const json_t *spec = json_object_get(obj, "spec");
+    const json_t *prio = json_object_get(spec, "priority");
+    if (o->generation == gen && gen > 0) {
+        *v = o->last; /* already judged */
+        v->changed = false;
+        v->fresh = false;
+        return;
+    }
+    struct gh_policy *p = calloc(1, sizeof *p);
+    struct gh_err err = {{0}};
+    int rc = p ? gh_policy_cr_rules(spec, p, &err) : gh_err_set(&err, GH_ENOMEM, "out of memory");
+    o->generation = gen;
+    v->fresh = true;
+    if (rc) {
+        free(p);
+        const char *why = rc == GH_ELIMIT   ? "TooManyRules"
+                          : rc == GH_ENOMEM ? "OutOfMemory"
+                                            : "InvalidRule";
+        snprintf(v->reason, sizeof v->reason, "%s", why);
+        snprintf(v->message, sizeof v->message, "%s%s", err.msg,
+                 o->rules ? "; the previously accepted version stays in force"
+                          : "; this policy's rules are not used");
+        v->rules = o->rules ? o->rules->n_rules : 0;
+    } else {
+        v->accepted = true;
+        v->changed = !o->rules || o->rules->n_rules != p->n_rules ||
+                     memcmp(o->rules->rules, p->rules, (size_t)p->n_rules * sizeof p->rules[0]) ||
+                     o->priority != (int)json_integer_value(prio);
+        free(o->rules);
+        o->rules = p;
+        o->priority = (int)json_integer_value(prio);
+        v->rules = p->n_rules;
+        snprintf(v->reason, sizeof v->reason, "Accepted");
+        snprintf(v->message, sizeof v->message, "%d rules in force", p->n_rules);
+    }
+    o->last = *v;
+}
+
+static int by_priority(const void *a, const void *b)
+{
+    const struct crobj *x = *(const struct crobj *const *)a, *y = *(const struct crobj *const *)b;
+    if (x->priority != y->priority)
+        return x->priority > y->priority ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+struct gh_policy *gh_policy_crset_end(struct gh_policy_crset *s, int *n_objects)
+{
+    size_t keep = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->o[i].seen)
+            s->o[keep++] = s->o[i];
+        else
+            free(s->o[i].rules);
+    }
+    s->n = keep;
+    struct crobj *order[CRSET_MAX];
+    size_t n = 0;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->o[i].rules)
+            order[n++] = &s->o[i];
+    qsort(order, n, sizeof order[0], by_priority);
+    struct gh_policy *p = malloc(sizeof *p);
+    if (!p)
+        return NULL;
+    *p = *s->base;
+    if (n > 0)
+        p->n_rules = 0;
+    int used = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct gh_policy *r = order[i]->rules;
+        if (p->n_rules + r->n_rules > GH_POLICY_MAX_RULES)
+            break; /* lower priorities past the bound are left out */
+        memcpy(&p->rules[p->n_rules], r->rules, (size_t)r->n_rules * sizeof r->rules[0]);
+        p->n_rules += r->n_rules;
+        used++;
+    }
+    if (n_objects)
+        *n_objects = used;
+    if (s->built && s->in_force && gh_policy_equal(s->in_force, p)) {
+        free(p);
+        return NULL;
+    }
+    struct gh_policy *copy = malloc(sizeof *copy);
+    if (!copy) {
+        free(p);
+        return NULL;
+    }
+    *copy = *p;
+    free(s->in_force);
+    s->in_force = copy;
+    s->built = true;
+    return p;
+}

@@ -1,0 +1,334 @@
+#!/usr/bin/env bash
+# controller_inputs.sh - the controller's inputs besides agents, on the local
+# control plane (test/kube):
+#   1. a Kubernetes Event (NodeNotReady on a node running a job) becomes a
+#      kube signal: the node-not-ready incident, its evidence in `gpuheal
+#      explain` / `gpuheal timeline`; the same Event reported by gpuheal
+#      itself is ignored;
+#   2. RecoveryPolicy rules: an accepted object's rules replace the engine's
+#      (status Accepted=True, ruleCount); a changed rule's action applies to
+#      the next fault; an invalid version is rejected (Accepted=False, the
+#      message naming the field, a log line) and the previous rules stay;
+#   3. drain_node in checkpoint mode (namespace annotations): the drain
+#      waits for the job's checkpoint signal, and a second one times out;
+#      both recorded in the audit store (explain's "why").
+# RecoveryPolicy objects are cluster-scoped and read by every controller:
+# CMakeLists.txt runs this test alone (RUN_SERIAL).
+#
+# Needs GH_BIN, GH_KUBECONFIG, GH_KUBE_ENV (CTest sets them). This script
+# plays the kubelet (bound pods Running, deleted pods gone), as
+# controller_e2e.sh does.
+set -uo pipefail
+: "${GH_BIN:?}" "${GH_KUBECONFIG:?}" "${GH_KUBE_ENV:?}"
+. "$GH_KUBE_ENV"
+export KUBECONFIG="$GH_KUBECONFIG"
+K="$GH_KUBE_BIN/kubectl"
+NS="ctl-in-$$-$RANDOM"
+RP="ctl-inputs-$NS"
+TMP=$(mktemp -d /tmp/gh-ctl-in.XXXXXX)
+CTL_PID=""
+KUBELET_PID=""
+pass=0 fail=0
+
+ok() { echo "ok: $*"; pass=$((pass + 1)); }
+bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+check() { local what="$1"; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+
+stop_controller() {
+  local st=0
+  if [ -n "$CTL_PID" ]; then
+    kill "$CTL_PID" 2>/dev/null
+    wait "$CTL_PID" 2>/dev/null || st=$?
+    CTL_PID=""
+  fi
+  return $st
+}
+
+cleanup() {
+  stop_controller
+  kill "$KUBELET_PID" 2>/dev/null
+  "$K" delete recoverypolicy "$RP" --wait=false >/dev/null 2>&1
+  "$K" delete ns "$NS" --wait=false >/dev/null 2>&1
+  "$K" -n default delete events.events.k8s.io -l "gpuheal.io/test=$NS" --wait=false >/dev/null 2>&1
+  "$K" delete nodes -l "gpuheal.io/pool=$NS" --wait=false >/dev/null 2>&1
+  for n in g1 g2 g3 g4; do "$K" -n kube-node-lease delete lease "$NS-$n" --wait=false >/dev/null 2>&1; done
+  for n in g1 g2 g3 g4; do "$K" delete gpunodehealth "$NS-$n" --wait=false >/dev/null 2>&1; done
+  "$K" get incidents -o name 2>/dev/null | while read -r i; do
+    "$K" get "$i" -o jsonpath='{.spec.node}{.spec.job}' 2>/dev/null | grep -q "$NS" &&
+      "$K" delete "$i" --wait=false >/dev/null 2>&1
+  done
+  if [ "${GH_E2E_KEEP:-}" = 1 ]; then echo "kept $TMP"; else rm -rf "$TMP"; fi
+}
+trap cleanup EXIT
+
+wait_for() { # SECONDS CMD...: polls every 0.2 s
+  local t=$(($1 * 5)); shift
+  while [ $t -gt 0 ]; do
+    "$@" >/dev/null 2>&1 && return 0
+    sleep 0.2
+    t=$((t - 1))
+  done
+  return 1
+}
+
+"$K" create ns "$NS" >/dev/null || { echo "FAIL: namespace"; exit 1; }
+echo "secret-token-$RANDOM" > "$TMP/token"
+
+mknode() {
+  cat <<EOF | "$K" create -f - >/dev/null
+apiVersion: v1
+kind: Node
+metadata:
+  name: $NS-$1
+  labels: {gpuheal.io/pool: "$NS", kubernetes.io/hostname: "$NS-$1"}
+spec:
+  taints: [{key: gpuheal.io/test-only, effect: NoSchedule}]
+status:
+  capacity: {nvidia.com/gpu: "8", cpu: "64", memory: 512Gi, pods: "110"}
+  allocatable: {nvidia.com/gpu: "8", cpu: "64", memory: 512Gi, pods: "110"}
+  conditions:
+  - {type: Ready, status: "True", reason: KubeletReady, message: ok,
+     lastHeartbeatTime: "$(date -u +%FT%TZ)", lastTransitionTime: "$(date -u +%FT%TZ)"}
+EOF
+}
+for n in g1 g2 g3 g4; do mknode $n || { echo "FAIL: node $n"; exit 1; }; done
+
+kubelet() {
+  "$K" -n "$NS" get pods -o jsonpath='{range .items[?(@.spec.nodeName)]}{.metadata.name} {.status.phase} {.metadata.deletionTimestamp}{"\n"}{end}' 2>/dev/null |
+    while read -r p ph del; do
+      if [ -n "$del" ]; then
+        "$K" -n "$NS" delete pod "$p" --grace-period=0 --force >/dev/null 2>&1
+      elif [ "$ph" = Pending ]; then
+        "$K" -n "$NS" patch pod "$p" --subresource=status --type=merge \
+          -p '{"status":{"phase":"Running","startTime":"'"$(date -u +%FT%TZ)"'"}}' >/dev/null 2>&1
+      fi
+    done
+  return 0
+}
+# and the node heartbeats (Leases in kube-node-lease), or the node
+# lifecycle controller marks the nodes NotReady after 40 s and taints them
+heartbeat() {
+  for n in g1 g2 g3 g4; do
+    cat <<EOF
+apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata: {name: $NS-$n, namespace: kube-node-lease}
+spec: {holderIdentity: $NS-$n, leaseDurationSeconds: 40, renewTime: "$(date -u +%FT%T.%6NZ)"}
+---
+EOF
+  done | "$K" apply -f - >/dev/null 2>&1
+  return 0
+}
+( i=0; while kill -0 $$ 2>/dev/null; do
+    [ $((i % 10)) -eq 0 ] && heartbeat
+    kubelet; sleep 1; i=$((i + 1))
+  done ) &
+KUBELET_PID=$!
+
+mkjob() { # name completions
+  cat <<EOF | "$K" -n "$NS" create -f - >/dev/null
+apiVersion: batch/v1
+kind: Job
+metadata: {name: $1}
+spec:
+  completions: $2
+  parallelism: $2
+  completionMode: Indexed
+  backoffLimit: 100
+  template:
+    spec:
+      restartPolicy: Never
+      nodeSelector: {gpuheal.io/pool: "$NS"}
+      tolerations: [{key: gpuheal.io/test-only, operator: Exists}]
+      containers:
+      - name: train
+        image: trainer:latest
+        resources: {limits: {nvidia.com/gpu: "8"}}
+EOF
+}
+bound() {
+  local n
+  n=$("$K" -n "$NS" get pods -l "batch.kubernetes.io/job-name=$1" \
+        -o jsonpath='{range .items[?(@.spec.nodeName)]}{.metadata.name}{"\n"}{end}' | grep -c .)
+  [ "$n" -ge "$2" ]
+}
+node_of() { # job index -> node
+  "$K" -n "$NS" get pods -l "batch.kubernetes.io/job-name=$1,batch.kubernetes.io/job-completion-index=$2" \
+    -o jsonpath='{.items[0].spec.nodeName}'
+}
+pod_of() { "$K" -n "$NS" get pods -l "batch.kubernetes.io/job-name=$1" -o jsonpath='{.items[0].metadata.name}'; }
+
+CTL_N=0
+CTL_LOG="$TMP/ctl.0.log"
+start_controller() { # db extra-flags...
+  local db="$1"; shift
+  CTL_N=$((CTL_N + 1))
+  local out="$TMP/ctl.$CTL_N.out"
+  CTL_LOG="$TMP/ctl.$CTL_N.log"
+  "$GH_BIN/gpuheal-controller" --kubeconfig "$GH_KUBECONFIG" --listen 127.0.0.1:0 \
+    --token-file "$TMP/token" --db "$db" --watch-namespace "$NS" \
+    --node-selector "gpuheal.io/pool=$NS" --no-leader-election \
+    --reorder-window 200ms --policy "$TMP/policy.yaml" --node-cooldown 0s \
+    --max-unavailable 10 --identity "in-$$" "$@" > "$out" 2> "$CTL_LOG" &
+  CTL_PID=$!
+  wait_for 20 grep -qE "^listening on port [0-9]+$" "$out" ||
+    { bad "controller start"; tail -20 "$CTL_LOG"; return 1; }
+  PORT=$(sed -nE 's/^listening on port ([0-9]+)$/\1/p' "$out" | tail -n 1)
+  [ -n "$PORT" ] || { bad "controller port"; return 1; }
+  wait_for 20 grep -q "event=policy_rules" "$CTL_LOG"
+}
+
+inject() {
+  "$GH_BIN/gpuheal" inject --controller "http://127.0.0.1:$PORT" --token-file "$TMP/token" - >/dev/null
+}
+now() { date -u +%FT%T.%6NZ; }
+
+# an events.k8s.io/v1 Event about a node, in "default" (where kubelets post them)
+node_event() { # node reason reportingController
+  cat <<EOF | "$K" create -f - >/dev/null
+apiVersion: events.k8s.io/v1
+kind: Event
+metadata:
+  name: $1.$RANDOM$RANDOM
+  namespace: default
+  labels: {gpuheal.io/test: "$NS"}
+eventTime: "$(date -u +%FT%T.%6NZ)"
+reportingController: $3
+reportingInstance: test-$$
+action: StatusChange
+reason: $2
+type: Normal
+note: "Node $1 status is now: $2"
+regarding: {apiVersion: v1, kind: Node, name: $1}
+EOF
+}
+
+explain() { "$GH_BIN/gpuheal" explain "$@" 2>/dev/null; }
+rp_cond() { # field of the Accepted condition
+  "$K" get recoverypolicy "$RP" -o jsonpath="{.status.conditions[?(@.type==\"Accepted\")].$1}" 2>/dev/null
+}
+rp_cond_is() { [ "$(rp_cond status)" = "$1" ] && [ "$(rp_cond observedGeneration)" = "$2" ]; }
+
+# the default policy, faster: node_down 2s, hold 2s
+"$GH_BIN/gpuheal" policy default | sed -e 's/^\(  hold:\) *30s/\1 2s/' -e 's/^\(  node_down:\) *60s/\1 2s/' > "$TMP/policy.yaml"
+grep -q "node_down: 2s" "$TMP/policy.yaml" || { echo "FAIL: policy"; exit 1; }
+
+mkjob llm 2
+wait_for 30 bound llm 2 || { bad "job llm pods bound"; exit 1; }
+kubelet
+A=$(node_of llm 0); B=$(node_of llm 1)
+echo "job llm on $A and $B"
+
+# ---- 1. an Event becomes a kube signal ---------------------------------------
+DB="sqlite:$TMP/audit.db"
+start_controller "$DB" --dry-run || exit 1
+sleep 1
+node_event "$A" NodeNotReady node-controller || bad "create Event on $A"
+node_event "$B" NodeNotReady gpuheal.io/controller || bad "create gpuheal's Event on $B"
+decided_on() { explain "node/$1" --db "$DB" | grep -q "rule node-not-ready chose"; }
+check "Event NodeNotReady on $A -> node-not-ready incident" wait_for 20 decided_on "$A"
+explain "node/$A" --db "$DB" > "$TMP/explain-a.txt"
+check "explain: the Event is the evidence (node_not_ready from kube)" \
+  grep -q "Node $A status is now: NodeNotReady" "$TMP/explain-a.txt"
+"$GH_BIN/gpuheal" timeline "node/$A" --db "$DB" > "$TMP/timeline-a.txt"
+check "timeline: seen row from the Event" grep -q " seen .*Event NodeNotReady" "$TMP/timeline-a.txt"
+sleep 3
+check "gpuheal's own Event on $B: no incident" sh -c "! '$GH_BIN/gpuheal' explain node/$B --db '$DB' 2>/dev/null | grep -q 'rule node-not-ready'"
+
+# ---- 2. RecoveryPolicy rules -----------------------------------------------
+rp() { # rule-name action [extra match json]
+  cat <<EOF | "$K" apply -f - >/dev/null
+apiVersion: gpuheal.io/v1alpha1
+kind: RecoveryPolicy
+metadata: {name: $RP}
+spec:
+  priority: 5
+  rules:
+  - name: $1
+    match: {class: application${3:+, $3}}
+    actions: [{action: $2}]
+EOF
+}
+app_fault() { # job (each on a node of its own: no shared episode)
+  echo '{"ts":"'"$(now)"'","node":"'"$NS"'-'"$1"'","source":"kube","kind":"pod_failed","namespace":"'"$NS"'","pod":"'"$1"'-0","job":"'"$NS"'/'"$1"'","reason":"Error","exit_code":1,"msg":"Traceback (most recent call last): KeyError: '"'"'labels'"'"'"}' | inject
+}
+rule_chose() { explain "job/$NS/$1" --db "$DB" | grep -q "rule $2 chose: $3"; }
+show() { explain "job/$NS/$1" --db "$DB" | grep -E "rule|why" | sed 's/^/  /'; }
+
+rp app-retry retry_in_place || bad "create RecoveryPolicy"
+check "RecoveryPolicy accepted (status Accepted=True, generation 1)" wait_for 20 rp_cond_is True 1
+check "status ruleCount 1" [ "$("$K" get recoverypolicy "$RP" -o jsonpath='{.status.ruleCount}')" = 1 ]
+check "log: policy_rules from RecoveryPolicy" wait_for 10 grep -q "event=policy_rules rules=1 from=RecoveryPolicy" "$CTL_LOG"
+app_fault app1
+check "fault 1: the object's rule app-retry chose retry_in_place" wait_for 20 rule_chose app1 app-retry retry_in_place
+
+rp app-restart restart_from_checkpoint
+check "changed policy accepted (generation 2)" wait_for 20 rp_cond_is True 2
+app_fault app2
+check "fault 2: the changed rule app-restart chose restart_from_checkpoint" wait_for 20 rule_chose app2 app-restart restart_from_checkpoint || show app2
+
+rp app-bogus drain_node 'kinds: [bogus_kind]'
+check "invalid policy rejected (Accepted=False, generation 3)" wait_for 20 rp_cond_is False 3
+check "reason InvalidRule" [ "$(rp_cond reason)" = InvalidRule ]
+msg=$(rp_cond message)
+check "message names the field ($msg)" sh -c "echo '$msg' | grep -q 'spec.rules\[0\].match.kinds\[0\]: unknown signal kind \"bogus_kind\"'"
+check "log: policy_rejected" grep -q "event=policy_rejected name=$RP reason=InvalidRule" "$CTL_LOG"
+app_fault app3
+check "fault 3: the previous rule app-restart still decides" wait_for 20 rule_chose app3 app-restart restart_from_checkpoint || show app3
+
+"$K" delete recoverypolicy "$RP" >/dev/null
+check "policy deleted: the --policy rules again" wait_for 20 grep -q "event=policy_rules rules=[0-9]* from=--policy" "$CTL_LOG"
+check "controller stops cleanly on SIGTERM" stop_controller
+
+# ---- 3. drain_node waits for the job's checkpoint ---------------------------
+# job llm's nodes back (the store of part 1 is reused: what it decided is
+# known and not decided again by this acting controller)
+"$K" -n "$NS" delete job llm --wait=false >/dev/null
+gone_llm() { ! "$K" -n "$NS" get pods -l batch.kubernetes.io/job-name=llm -o name | grep -q .; }
+wait_for 30 gone_llm || bad "job llm's pods gone"
+# $A keeps part 1's node-not-ready episode: new evidence there would join
+# that incident, so the jobs of this part run elsewhere
+"$K" cordon "$A" >/dev/null
+"$K" annotate ns "$NS" gpuheal.io/drain-mode=checkpoint gpuheal.io/drain-checkpoint-timeout=8s >/dev/null
+mkjob ck 1
+mkjob ck2 1
+wait_for 30 bound ck 1 && wait_for 30 bound ck2 1 || bad "jobs ck, ck2 bound"
+kubelet
+X=$(node_of ck 0); Y=$(node_of ck2 0)
+PX=$(pod_of ck); PY=$(pod_of ck2)
+echo "job ck on $X ($PX), ck2 on $Y ($PY)"
+DB2="$DB"
+start_controller "$DB2" || exit 1
+sleep 1
+sxid() { echo '{"ts":"'"$(now)"'","node":"'"$1"'","source":"kmsg","kind":"sxid","code":12028,"msg":"nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32 egress non-posted PRIV error","id":"sxid-'"$1"'-'"$RANDOM"'"}' | inject; }
+evicted() { # pod: terminating or gone
+  local d
+  d=$("$K" -n "$NS" get pod "$1" -o jsonpath='{.metadata.deletionTimestamp}' 2>/dev/null) || return 0
+  [ -n "$d" ]
+}
+sxid "$X"
+check "drain of $X held for the checkpoint" wait_for 20 grep -q "event=drain_waiting .*node=$X" "$CTL_LOG"
+sleep 2
+check "pod $PX not evicted while waiting" sh -c "! '$K' -n '$NS' get pod '$PX' -o jsonpath='{.metadata.deletionTimestamp}' | grep -q ."
+echo '{"ts":"'"$(now)"'","source":"telemetry","kind":"checkpoint","job":"'"$NS"'/ck","step":1300,"path":"s3://ckpt/ck/step-1300","state":"saved"}' | inject
+check "after the checkpoint: $PX evicted" wait_for 10 evicted "$PX"
+check "log: released on the checkpoint" grep -q "event=drain_released .*outcome=checkpoint" "$CTL_LOG"
+ck_why() { explain "node/$X" --db "$DB2" | grep -q "why: .*drain_node waited [0-9.]* s for the next checkpoint ($NS/ck checkpoint step 1300)"; }
+check "audit: waited for checkpoint step 1300" wait_for 10 ck_why
+check "audit: drain_node succeeded" sh -c "'$GH_BIN/gpuheal' explain node/$X --db '$DB2' | grep -q 'drain_node node/$X: succeeded'"
+
+T0=$(date +%s)
+sxid "$Y"
+check "drain of $Y held" wait_for 20 grep -q "event=drain_waiting .*node=$Y" "$CTL_LOG"
+check "no checkpoint: $PY evicted at the timeout" wait_for 20 evicted "$PY"
+waited=$(( $(date +%s) - T0 ))
+check "not before the 8 s timeout (${waited} s)" [ "$waited" -ge 7 ]
+to_why() { explain "node/$Y" --db "$DB2" | grep -q "why: .*drain_node waited for the next checkpoint and timed out after [0-9.]* s ($NS/ck2 no checkpoint)"; }
+check "audit: timed out" wait_for 10 to_why
+check "controller stops cleanly on SIGTERM" stop_controller
+
+echo "controller_inputs: $pass passed, $fail failed"
+if [ $fail -ne 0 ]; then
+  echo "--- controller log (last)"; tail -40 "$CTL_LOG"
+fi
+[ $fail -eq 0 ]
