@@ -1040,7 +1040,7 @@ static void step_chart(struct ctx *c, const struct gh_rep_job *j, size_t k)
     size_t per = r->lim.max_chart_points / ns;
     if (per < 8)
         per = 8;
-    /* the y range: 0.5th to 99.5th percentile of what is drawn */
+    /* the y range: 0.5th to 99.5th percentile of what is drawn... */
     size_t total = 0, cap_all = ns * per;
     double *all = malloc((cap_all ? cap_all : 1) * sizeof *all);
     if (!all)
@@ -1064,6 +1064,22 @@ static void step_chart(struct ctx *c, const struct gh_rep_job *j, size_t k)
     qsort(all, total, sizeof *all, dbl_cmp);
     double lo = all[(size_t)((double)(total - 1) * 0.005)];
     double hi = all[(size_t)((double)(total - 1) * 0.995)];
+    /* ...widened to every point within 1.5x the median: a straggler (a few
+     * slow points, 5-50% slower) must show, while a restart's minute-long
+     * step would flatten everything else */
+    double median = all[(total - 1) / 2];
+    for (size_t i = total; i-- > 0;)
+        if (all[i] <= 1.5 * median) {
+            if (all[i] > hi)
+                hi = all[i];
+            break;
+        }
+    for (size_t i = 0; i < total; i++)
+        if (all[i] >= median / 1.5) {
+            if (all[i] < lo)
+                lo = all[i];
+            break;
+        }
     free(all);
     if (hi - lo < 1e-9) {
         lo -= 1;

@@ -2,23 +2,16 @@
 # test/chaos/chaos.sh): a private control plane, GPU nodes of one pool per
 # scenario, the kubelet's part, controllers on a fixed port, agents, signal
 # lines, injection with retry (as an agent retries), and the budget sampler.
+# wait_for, now and node_yaml come from test/integration/lib.sh (whose
+# controller helpers this file's own definitions below replace).
 # shellcheck shell=bash
 
+# shellcheck source=../integration/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../integration/lib.sh"
+
 K() { "$GH_KUBE_BIN/kubectl" "$@"; }
-now() { date -u +%FT%T.%6NZ; }
 at() { date -u -d "$1" +%FT%T.%6NZ; } # at '+5 minutes'
 log() { echo "[$(date -u +%T)] $*"; }
-
-# wait_for SECONDS CMD...: polls every 0.2 s
-wait_for() {
-  local t=$(($1 * 5)); shift
-  while [ $t -gt 0 ]; do
-    "$@" >/dev/null 2>&1 && return 0
-    sleep 0.2
-    t=$((t - 1))
-  done
-  return 1
-}
 
 # ---- the private control plane ------------------------------------------
 # Nodes of these tests have no kubelet: the node lifecycle controller is told
@@ -54,22 +47,8 @@ scenario_begin() {
   ts=$(date -u +%FT%TZ)
   : > "$y"
   for i in $(seq -f %02g 1 "$2"); do
-    cat >> "$y" <<EOF
----
-apiVersion: v1
-kind: Node
-metadata:
-  name: $NS-n$i
-  labels: {gpuheal.io/pool: "$NS", kubernetes.io/hostname: "$NS-n$i"}
-spec:
-  taints: [{key: gpuheal.io/test-only, effect: NoSchedule}]
-status:
-  capacity: {nvidia.com/gpu: "8", cpu: "64", memory: 512Gi, pods: "110"}
-  allocatable: {nvidia.com/gpu: "8", cpu: "64", memory: 512Gi, pods: "110"}
-  conditions:
-  - {type: Ready, status: "True", reason: KubeletReady, message: ok,
-     lastHeartbeatTime: "$ts", lastTransitionTime: "$ts"}
-EOF
+    echo --- >> "$y"
+    node_yaml "n$i" "$ts" >> "$y"
   done
   K create -f "$y" >/dev/null || return 1
   echo "secret-token-$RANDOM$RANDOM" > "$S/token"

@@ -15,7 +15,8 @@ fake="$GH_BIN/../lib/libnvidia-ml-fake.so"
 [ -n "${GH_KUBE_ENV:-}" ] && [ -r "$GH_KUBE_ENV" ] || { echo "skip: no GH_KUBE_ENV"; exit 0; }
 . "$GH_KUBE_ENV"
 export KUBECONFIG
-k() { "$GH_KUBE_BIN/kubectl" "$@"; }
+OK_MARK="ok   -" FAIL_MARK="FAIL -" WAIT_BY=clock
+. "$(dirname "$0")/lib.sh"
 
 tmp=$(mktemp -d)
 ns="agent-e2e-$$-$RANDOM"
@@ -25,35 +26,18 @@ cleanup() {
   [ -n "$apid" ] && kill -9 "$apid" 2>/dev/null
   [ -n "$cpid" ] && kill "$cpid" 2>/dev/null
   wait 2>/dev/null
-  k delete gpunodehealths.gpuheal.io "$node" --ignore-not-found --wait=false >/dev/null 2>&1
-  k delete node "$node" --ignore-not-found --wait=false >/dev/null 2>&1
+  delete_fake_node
   k get incidents -o name 2>/dev/null | while read -r i; do
     [ "$(k get "$i" -o jsonpath='{.spec.node}' 2>/dev/null)" = "$node" ] && k delete "$i" --wait=false >/dev/null 2>&1
   done
   k delete ns "$ns" --wait=false >/dev/null 2>&1
-  [ -n "${GH_KEEP_TMP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
+  rm_agent_tmp
 }
 trap cleanup EXIT
-pass=0 fail=0
-ok()  { pass=$((pass + 1)); echo "ok   - $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
-die() { bad "$*"; echo "--- agent log"; tail -n 30 "$tmp"/agent*.log; echo "--- controller log"; tail -n 30 "$tmp/ctl.log"; exit 1; }
-wait_for() { local until=$((SECONDS + $1)); shift; until "$@" >/dev/null 2>&1; do [ $SECONDS -ge $until ] && return 1; sleep 0.2; done; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+DIE_CTL_LOG="$tmp/ctl.log"
 
 k create ns "$ns" >/dev/null || die "namespace"
-k apply -f - >/dev/null <<EOF || die "cannot create node $node"
-apiVersion: v1
-kind: Node
-metadata:
-  name: $node
-  labels: {gpuheal.io/pool: "$ns", gpuheal.io/fake: "true", kubernetes.io/hostname: $node}
-  annotations: {kwok.x-k8s.io/node: fake}
-spec:
-  taints: [{key: gpuheal.io/test-only, effect: NoSchedule}]
-status:
-  capacity: {nvidia.com/gpu: "4"}
-EOF
+fake_node 4 "$ns" || die "cannot create node $node"
 k wait --for=condition=Ready "node/$node" --timeout=60s >/dev/null || die "node $node not Ready"
 
 # ---- the controller
@@ -107,14 +91,12 @@ cordoned() { [ "$(k get node "$node" -o jsonpath='{.spec.unschedulable}')" = tru
 tainted() { k get node "$node" -o jsonpath='{range .spec.taints[*]}{.key}:{.effect}{" "}{end}' | grep -q "gpuheal.io/unhealthy:NoSchedule"; }
 uncordoned() { ! cordoned; }
 untainted() { ! tainted; }
-gcond() { k get gpunodehealths.gpuheal.io "$node" -o "jsonpath={.status.conditions[?(@.type==\"$1\")].$2}"; }
-lines() { [ -f "$1" ] && wc -l < "$1" || echo 0; }
 
 start_agent "$tmp/boot1" --inject "$tmp/xid.jsonl"
 wait_for 30 cordoned || die "the controller did not cordon $node after the shipped XID 79"
 ok "XID 79 shipped by the agent: controller cordoned $node"
 check "tainted gpuheal.io/unhealthy:NoSchedule" wait_for 10 tainted
-wait_for 30 test "$(gcond Request-reboot_node reason)" = RebootPending \
+wait_for 30 is RebootPending gcond Request-reboot_node reason \
   || die "no reboot request carried out: $(k get gpunodehealths.gpuheal.io "$node" -o jsonpath='{.metadata.annotations}')"
 ok "agent ran the controller's reboot_node request: $(gcond Request-reboot_node message)"
 check "reboot command ran once" test "$(lines "$tmp/reboot.marker")" = 1
@@ -124,7 +106,7 @@ stop_agent && ok "agent stopped (SIGTERM, exit 0)" || bad "agent exit status $?"
 
 # "after the reboot": a new boot id, no --inject
 start_agent "$tmp/boot2"
-wait_for 30 test "$(gcond Validated status)" = True || die "not validated: $(gcond Validated message)"
+wait_for 30 is True gcond Validated status || die "not validated: $(gcond Validated message)"
 ok "after the reboot: Validated=True ($(gcond Validated message))"
 check "Request-reboot_node True" test "$(gcond Request-reboot_node status)" = True
 wait_for 30 uncordoned && ok "controller uncordoned $node after Validated=True" || bad "still cordoned"

@@ -20,7 +20,8 @@ fake="$GH_BIN/../lib/libnvidia-ml-fake.so"
 [ -n "${GH_KUBE_ENV:-}" ] && [ -r "$GH_KUBE_ENV" ] || { echo "skip: no GH_KUBE_ENV"; exit 0; }
 . "$GH_KUBE_ENV"
 export KUBECONFIG
-k() { "$GH_KUBE_BIN/kubectl" "$@"; }
+OK_MARK="ok   -" FAIL_MARK="FAIL -" WAIT_BY=clock
+. "$(dirname "$0")/lib.sh"
 
 tmp=$(mktemp -d)
 node="gh-agent-health-$$-$RANDOM"
@@ -28,37 +29,18 @@ apid=""
 cleanup() {
   [ -n "$apid" ] && kill -9 "$apid" 2>/dev/null
   wait 2>/dev/null
-  k delete gpunodehealths.gpuheal.io "$node" --ignore-not-found --wait=false >/dev/null 2>&1
-  k delete node "$node" --ignore-not-found --wait=false >/dev/null 2>&1
-  [ -n "${GH_KEEP_TMP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
+  delete_fake_node
+  rm_agent_tmp
 }
 trap cleanup EXIT
-pass=0 fail=0
-ok()  { pass=$((pass + 1)); echo "ok   - $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
-die() { bad "$*"; echo "--- agent log"; tail -n 30 "$tmp"/agent*.log; exit 1; }
-wait_for() { local until=$((SECONDS + $1)); shift; until "$@" 2>/dev/null; do [ $SECONDS -ge $until ] && return 1; sleep 0.2; done; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
 
 # ---- the fake node
-k apply -f - >/dev/null <<EOF || die "cannot create node $node"
-apiVersion: v1
-kind: Node
-metadata:
-  name: $node
-  labels: {gpuheal.io/fake: "true", kubernetes.io/hostname: $node}
-  annotations: {kwok.x-k8s.io/node: fake}
-spec:
-  taints: [{key: gpuheal.io/test-only, effect: NoSchedule}]
-status:
-  capacity: {nvidia.com/gpu: "8"}
-EOF
+fake_node 8 || die "cannot create node $node"
 # kwok's first status write replaces the conditions: wait for it
 k wait --for=condition=Ready "node/$node" --timeout=60s >/dev/null || die "node $node not Ready"
 ok "kwok fake node $node Ready (tainted gpuheal.io/test-only:NoSchedule)"
 
 cond() { k get node "$node" -o "jsonpath={.status.conditions[?(@.type==\"GPUHealthy\")].$1}"; }
-gnh() { k get gpunodehealths.gpuheal.io "$node" -o "jsonpath=$1"; }
 cond_is() { [ "$(cond status)" = "$1" ]; }
 cond_names() { cond message | grep -q "$1"; }
 
@@ -88,8 +70,6 @@ stop_agent() {
   apid=""
   return $rc
 }
-metrics() { curl -s "http://127.0.0.1:$aport/metrics"; }
-metric() { metrics | awk -v m="$1" '$1 == m {print $2}'; }
 
 # ---- run 1
 xid_line 3 48 > "$tmp/inject1.jsonl"
@@ -136,14 +116,16 @@ grep -q '^gpuheal_agent_probe_passed{check="node_ok"} 1$' <<<"$m" && grep -q '^g
 
 # never cordoned or tainted by the agent
 check "node not cordoned" test -z "$(k get node "$node" -o 'jsonpath={.spec.unschedulable}')"
-check "only the test's own taint" test "$(k get node "$node" -o 'jsonpath={range .spec.taints[*]}{.key}:{.effect};{end}')" \
-  = "gpuheal.io/test-only:NoSchedule;"
+# (node.kubernetes.io/* taints come from the node lifecycle controller when
+# kwok's heartbeat lags under load: not the agent's)
+check "only the test's own taint" test "$(k get node "$node" -o 'jsonpath={range .spec.taints[*]}{.key}:{.effect};{end}' |
+  tr ';' '\n' | grep -v '^node\.kubernetes\.io/' | tr '\n' ';')" = "gpuheal.io/test-only:NoSchedule;"
 
 # the GPU 3 probe passes: a passing probe clears what it saw before
 touch "$tmp/repaired"
 wait_for 60 cond_is True || die "GPUHealthy not True after the GPU 3 probe passed: $(cond message)"
 check "condition True, reason AllGPUsHealthy" test "$(cond reason)" = AllGPUsHealthy
-wait_for 30 test "$(gnh '{.status.gpus[?(@.index==3)].state}')" = Healthy \
+wait_for 30 is Healthy gnh '{.status.gpus[?(@.index==3)].state}' \
   && ok "GPUNodeHealth GPU 3 Healthy again" || bad "GPU 3: $(gnh '{.status.gpus[?(@.index==3)].state}')"
 check "GPUNodeHealth state Healthy, 8 healthy" test "$(gnh '{.status.state} {.status.healthyGPUs}')" = "Healthy 8"
 stop_agent && ok "run 1: SIGTERM, exit 0" || bad "run 1: exit status $?"
@@ -173,7 +155,8 @@ case "$msg" in
 esac
 check "run 2: GPUNodeHealth GPU 5 Failed" test "$(gnh '{.status.gpus[?(@.index==5)].state}')" = Failed
 check "run 2: still not cordoned, no taint added" test \
-  "$(k get node "$node" -o 'jsonpath={.spec.unschedulable}|{range .spec.taints[*]}{.key};{end}')" = "|gpuheal.io/test-only;"
+  "$(k get node "$node" -o 'jsonpath={.spec.unschedulable}|{range .spec.taints[*]}{.key};{end}' |
+     sed 's/node\.kubernetes\.io\/[^;]*;//g')" = "|gpuheal.io/test-only;"
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

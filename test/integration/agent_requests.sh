@@ -30,7 +30,8 @@ fake="$GH_BIN/../lib/libnvidia-ml-fake.so"
 [ -n "${GH_KUBE_ENV:-}" ] && [ -r "$GH_KUBE_ENV" ] || { echo "skip: no GH_KUBE_ENV"; exit 0; }
 . "$GH_KUBE_ENV"
 export KUBECONFIG
-k() { "$GH_KUBE_BIN/kubectl" "$@"; }
+OK_MARK="ok   -" FAIL_MARK="FAIL -" WAIT_BY=clock
+. "$(dirname "$0")/lib.sh"
 
 tmp=$(mktemp -d)
 node="gh-agent-req-$$-$RANDOM"
@@ -39,31 +40,14 @@ cleanup() {
   [ -n "$apid" ] && kill -9 "$apid" 2>/dev/null
   [ -n "$rpid" ] && kill "$rpid" 2>/dev/null
   wait 2>/dev/null
-  k delete gpunodehealths.gpuheal.io "$node" --ignore-not-found --wait=false >/dev/null 2>&1
-  k delete node "$node" --ignore-not-found --wait=false >/dev/null 2>&1
-  [ -n "${GH_KEEP_TMP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
+  delete_fake_node
+  rm_agent_tmp
 }
 trap cleanup EXIT
-pass=0 fail=0
-ok()  { pass=$((pass + 1)); echo "ok   - $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
-die() { bad "$*"; echo "--- agent log"; tail -n 40 "$tmp"/agent*.log; exit 1; }
-wait_for() { local until=$((SECONDS + $1)); shift; until "$@" 2>/dev/null; do [ $SECONDS -ge $until ] && return 1; sleep 0.2; done; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+DIE_TAIL=40
 
 # ---- the fake node
-k apply -f - >/dev/null <<EOF || die "cannot create node $node"
-apiVersion: v1
-kind: Node
-metadata:
-  name: $node
-  labels: {gpuheal.io/fake: "true", kubernetes.io/hostname: $node}
-  annotations: {kwok.x-k8s.io/node: fake}
-spec:
-  taints: [{key: gpuheal.io/test-only, effect: NoSchedule}]
-status:
-  capacity: {nvidia.com/gpu: "4"}
-EOF
+fake_node 4 || die "cannot create node $node"
 k wait --for=condition=Ready "node/$node" --timeout=60s >/dev/null || die "node $node not Ready"
 ok "kwok fake node $node Ready"
 
@@ -121,11 +105,6 @@ stop_agent() {
   apid=""
   return $rc
 }
-metrics() { curl -s "http://127.0.0.1:$aport/metrics"; }
-metric() { metrics | awk -v m="$1" '$1 == m {print $2}'; }
-gnh() { k get gpunodehealths.gpuheal.io "$node" -o "jsonpath=$1"; }
-gcond() { gnh "{.status.conditions[?(@.type==\"$1\")].$2}"; }
-lines() { [ -f "$1" ] && wc -l < "$1" || echo 0; }
 ts() { date -u +%Y-%m-%dT%H:%M:%SZ; }
 
 # the controller's request (node_ops.c gh_act_request_node_op)
@@ -145,11 +124,11 @@ command -v jq >/dev/null || { echo "skip: no jq"; exit 0; }
 # ---- run 1: reset_gpu
 start_agent "$tmp/boot1" "${all_cmds[@]}" --probe "node_ok=/bin/true,every=1s"
 wait_for 30 gnh '{.metadata.name}' || die "no GPUNodeHealth created by the agent"
-wait_for 30 test "$(gnh '{.status.gpuCount}')" = 4 || die "GPUNodeHealth without 4 GPUs"
+wait_for 30 is 4 gnh '{.status.gpuCount}' || die "GPUNodeHealth without 4 GPUs"
 inc1='inc-1;touch '"$tmp"'/pwned;$(touch '"$tmp"'/pwned2)'
 t_req=$(date -u +%s)
 request reset_gpu "$inc1" 3
-wait_for 40 test "$(gcond Request-reset_gpu status)" = True \
+wait_for 40 is True gcond Request-reset_gpu status \
   || die "Request-reset_gpu not True: $(gcond Request-reset_gpu message)"
 ok "Request-reset_gpu True: $(gcond Request-reset_gpu message)"
 check "reset command ran once" test "$(lines "$tmp/reset.marker")" = 1
@@ -158,12 +137,12 @@ check "reset command: argv and environment" test "$(cat "$tmp/reset.marker")" = 
 check "no shell ran the incident text" test ! -e "$tmp/pwned" -a ! -e "$tmp/pwned2"
 check "reason Succeeded, message names the request" \
   grep -qF "Succeeded request $inc1/reset_gpu: exit 0: reset done on $node" <<<"$(gcond Request-reset_gpu reason) $(gcond Request-reset_gpu message)"
-wait_for 20 test "$(gcond Validated status)" = True || bad "Validated not True: $(gcond Validated message)"
+wait_for 20 is True gcond Validated status || bad "Validated not True: $(gcond Validated message)"
 check "Validated reason ValidationPassed, message names the probe" \
   grep -qF "ValidationPassed validation probe $tmp/validate.sh passed after reset_gpu" <<<"$(gcond Validated reason) $(gcond Validated message)"
 vt=$(gcond Validated lastTransitionTime)
 check "Validated lastTransitionTime ($vt) not before the request" test "$(date -u -d "$vt" +%s)" -ge "$t_req"
-wait_for 20 test "$(gnh '{.status.lastAction.result}')" = Succeeded \
+wait_for 20 is Succeeded gnh '{.status.lastAction.result}' \
   && ok "lastAction.result Succeeded" || bad "lastAction: $(gnh '{.status.lastAction}')"
 check "the agent's GPUHealthy condition is still there" test -n "$(gcond GPUHealthy status)"
 shipped() { grep -q "$1" "$tmp/out.jsonl"; }
@@ -186,9 +165,9 @@ r2=$(metric 'gpuheal_agent_probe_runs_total{check="node_ok"}')
 # ---- run_diagnostics with a failing validation
 touch "$tmp/validate-fails"
 request run_diagnostics inc-2
-wait_for 40 test "$(gcond Request-run_diagnostics status)" = True \
+wait_for 40 is True gcond Request-run_diagnostics status \
   || bad "Request-run_diagnostics: $(gcond Request-run_diagnostics status) $(gcond Request-run_diagnostics message)"
-wait_for 20 test "$(gcond Validated status)" = False && ok "failing validation: Validated False" \
+wait_for 20 is False gcond Validated status && ok "failing validation: Validated False" \
   || bad "Validated after a failing validation: $(gcond Validated status) $(gcond Validated message)"
 check "Validated reason ValidationFailed with the probe's output" \
   grep -q "^ValidationFailed .*exit 4: gemm checksum mismatch on GPU" <<<"$(gcond Validated reason) $(gcond Validated message)"
@@ -210,7 +189,7 @@ check "restart: no 'request received' logged" test "$(grep -c 'msg="request rece
 # ---- reboot_node
 rm -f "$tmp/validate-fails"
 request reboot_node inc-3
-wait_for 40 test "$(gcond Request-reboot_node reason)" = RebootPending \
+wait_for 40 is RebootPending gcond Request-reboot_node reason \
   || die "no RebootPending: $(gcond Request-reboot_node status) $(gcond Request-reboot_node message)"
 ok "reboot command ran, request waits: $(gcond Request-reboot_node message)"
 check "Request-reboot_node status Unknown" test "$(gcond Request-reboot_node status)" = Unknown
@@ -229,15 +208,15 @@ grep -q 'msg="reboot requested but the boot id is unchanged' "$alog" && ok "same
 check "same boot id: still RebootPending" test "$(gcond Request-reboot_node reason)" = RebootPending
 stop_agent
 start_agent "$tmp/boot2" "${all_cmds[@]}"   # "after the reboot"
-wait_for 30 test "$(gcond Request-reboot_node status)" = True \
+wait_for 30 is True gcond Request-reboot_node status \
   || bad "after reboot: $(gcond Request-reboot_node status) $(gcond Request-reboot_node message)"
 check "after reboot: message names the boot ids" \
   grep -qF "request inc-3/reboot_node: node rebooted (boot id boot-one -> boot-two)" <<<"$(gcond Request-reboot_node message)"
-wait_for 20 test "$(gcond Validated status)" = True && ok "after reboot: Validated True" \
+wait_for 20 is True gcond Validated status && ok "after reboot: Validated True" \
   || bad "after reboot: Validated $(gcond Validated status) $(gcond Validated message)"
 check "after reboot: validation message names reboot_node" grep -q "after reboot_node" <<<"$(gcond Validated message)"
 check "after reboot: reboot command not rerun" test "$(lines "$tmp/reboot.marker")" = 1
-wait_for 20 test "$(gnh '{.status.lastAction.result}')" = Succeeded \
+wait_for 20 is Succeeded gnh '{.status.lastAction.result}' \
   && ok "after reboot: lastAction.result Succeeded" || bad "lastAction: $(gnh '{.status.lastAction}')"
 wait_for 20 shipped '"check":"request_reboot_node","passed":true' \
   && ok "probe_result request_reboot_node shipped" || bad "no request_reboot_node shipped"
@@ -246,10 +225,10 @@ stop_agent && ok "run 4: SIGTERM, exit 0" || bad "run 4: exit status $?"
 # ---- no command configured
 start_agent "$tmp/boot2" --reset-gpu-cmd "$tmp/reset.sh"
 request run_diagnostics inc-5
-wait_for 30 test "$(gcond Request-run_diagnostics reason)" = NotConfigured \
+wait_for 30 is NotConfigured gcond Request-run_diagnostics reason \
   && ok "no --diagnostics-cmd: NotConfigured ($(gcond Request-run_diagnostics message))" \
   || bad "no command: $(gcond Request-run_diagnostics reason) $(gcond Request-run_diagnostics message)"
-wait_for 20 test "$(gcond Validated reason)" = ActionFailed && ok "no command: Validated False, ActionFailed" \
+wait_for 20 is ActionFailed gcond Validated reason && ok "no command: Validated False, ActionFailed" \
   || bad "no command: Validated $(gcond Validated status) $(gcond Validated reason)"
 check "no command: lastAction.result Failed" test "$(gnh '{.status.lastAction.result}')" = Failed
 stop_agent && ok "run 5: SIGTERM, exit 0" || bad "run 5: exit status $?"
@@ -258,11 +237,11 @@ stop_agent && ok "run 5: SIGTERM, exit 0" || bad "run 5: exit status $?"
 touch "$tmp/reset.slow"
 start_agent "$tmp/boot2" "${all_cmds[@]}"
 request reset_gpu inc-6 1
-wait_for 30 test "$(lines "$tmp/reset.marker")" = 3 || die "slow reset did not start"
+wait_for 30 is 3 lines "$tmp/reset.marker" || die "slow reset did not start"
 kill -9 "$apid"; wait "$apid" 2>/dev/null; apid=""
 rm -f "$tmp/reset.slow"
 start_agent "$tmp/boot2" "${all_cmds[@]}"
-wait_for 30 test "$(gcond Request-reset_gpu reason)" = Interrupted \
+wait_for 30 is Interrupted gcond Request-reset_gpu reason \
   && ok "killed mid-command: Interrupted ($(gcond Request-reset_gpu message))" \
   || bad "after kill -9: $(gcond Request-reset_gpu reason) $(gcond Request-reset_gpu message)"
 check "killed mid-command: not run again" test "$(lines "$tmp/reset.marker")" = 3
@@ -274,7 +253,7 @@ touch "$tmp/validate.slow"
 start_agent "$tmp/boot2" "${all_cmds[@]}"
 v0=$(lines "$tmp/validate.marker")
 request run_diagnostics inc-8
-wait_for 30 test "$(lines "$tmp/validate.marker")" = $((v0 + 1)) || die "slow validation did not start"
+wait_for 30 is $((v0 + 1)) lines "$tmp/validate.marker" || die "slow validation did not start"
 kill -9 "$apid"; wait "$apid" 2>/dev/null; apid=""
 rm -f "$tmp/validate.slow"
 start_agent "$tmp/boot2" "${all_cmds[@]}"

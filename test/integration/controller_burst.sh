@@ -19,46 +19,17 @@ CTL_PID=""
 WATCH_PID=""
 NODES=40
 FAULTS=30
-pass=0 fail=0
-
-ok() { echo "ok: $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
-check() { local what="$1"; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
-
-# SIGTERM; succeeds when the controller exits 0 (sanitizer builds: no leak)
-stop_controller() {
-  local st=0
-  if [ -n "$CTL_PID" ]; then
-    kill "$CTL_PID" 2>/dev/null
-    wait "$CTL_PID" 2>/dev/null || st=$?
-    CTL_PID=""
-  fi
-  return $st
-}
+. "$(dirname "$0")/lib.sh"
 
 cleanup() {
   stop_controller
   [ -n "$WATCH_PID" ] && kill "$WATCH_PID" 2>/dev/null
   "$K" delete ns "$NS" --wait=false >/dev/null 2>&1
   "$K" delete nodes -l "gpuheal.io/pool=$NS" --wait=false >/dev/null 2>&1
-  "$K" get incidents -o name 2>/dev/null | while read -r i; do
-    "$K" get "$i" -o jsonpath='{.spec.node}' 2>/dev/null | grep -q "^$NS-" &&
-      "$K" delete "$i" --wait=false >/dev/null 2>&1
-  done
-  if [ "${GH_E2E_KEEP:-}" = 1 ]; then echo "kept $TMP"; else rm -rf "$TMP"; fi
+  delete_incidents
+  rm_tmp
 }
 trap cleanup EXIT
-
-# wait_for SECONDS CMD...: polls every 0.2 s
-wait_for() {
-  local t=$(($1 * 5)); shift
-  while [ $t -gt 0 ]; do
-    "$@" >/dev/null 2>&1 && return 0
-    sleep 0.2
-    t=$((t - 1))
-  done
-  return 1
-}
 
 command -v sqlite3 >/dev/null || { echo "FAIL: sqlite3 (scripts/install-deps installs it)"; exit 1; }
 "$K" create ns "$NS" >/dev/null || { echo "FAIL: namespace"; exit 1; }
@@ -66,22 +37,8 @@ echo "secret-token-$RANDOM" > "$TMP/token"
 
 # the nodes, in one request
 for i in $(seq 1 $NODES); do
-  cat <<EOF
----
-apiVersion: v1
-kind: Node
-metadata:
-  name: $NS-n$i
-  labels: {gpuheal.io/pool: "$NS", kubernetes.io/hostname: "$NS-n$i"}
-spec:
-  taints: [{key: gpuheal.io/test-only, effect: NoSchedule}]
-status:
-  capacity: {nvidia.com/gpu: "8", cpu: "64", memory: 512Gi, pods: "110"}
-  allocatable: {nvidia.com/gpu: "8", cpu: "64", memory: 512Gi, pods: "110"}
-  conditions:
-  - {type: Ready, status: "True", reason: KubeletReady, message: ok,
-     lastHeartbeatTime: "$(date -u +%FT%TZ)", lastTransitionTime: "$(date -u +%FT%TZ)"}
-EOF
+  echo ---
+  node_yaml "n$i"
 done > "$TMP/nodes.yaml"
 "$K" create -f "$TMP/nodes.yaml" >/dev/null || { echo "FAIL: nodes"; exit 1; }
 
@@ -109,7 +66,6 @@ wait_for 20 grep -q "event=leading" "$CTL_LOG" || { echo "FAIL: leading"; tail -
 WATCH_PID=$!
 wait_for 10 sh -c "[ \$(wc -l < '$TMP/watch.txt') -ge $NODES ]" || bad "node watch started"
 
-now() { date -u +%FT%T.%6NZ; }
 for i in $(seq 1 $FAULTS); do
   echo '{"ts":"'"$(now)"'","node":"'"$NS-n$i"'","gpu":'$((i % 8))',"source":"kmsg","kind":"xid","code":79,"msg":"NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, GPU has fallen off the bus.","id":"xid-burst-'"$i"'-'"$RANDOM"'"}'
 done > "$TMP/faults.jsonl"

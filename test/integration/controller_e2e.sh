@@ -23,22 +23,9 @@ TMP=$(mktemp -d /tmp/gh-ctl-e2e.XXXXXX)
 CTL_PID=""
 KUBELET_PID=""
 PG_DIR=""
-pass=0 fail=0
-
-ok() { echo "ok: $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
-check() { local what="$1"; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
-
-# SIGTERM; succeeds when the controller exits 0 (sanitizer builds: no leak)
-stop_controller() {
-  local st=0
-  if [ -n "$CTL_PID" ]; then
-    kill "$CTL_PID" 2>/dev/null
-    wait "$CTL_PID" 2>/dev/null || st=$?
-    CTL_PID=""
-  fi
-  return $st
-}
+CTL_FLAGS=(--lease-namespace "$NS" --lease-duration 4s --renew-deadline 3s --retry-period 1s
+  --identity "e2e-$$")
+. "$(dirname "$0")/lib.sh"
 
 cleanup() {
   stop_controller
@@ -48,51 +35,20 @@ cleanup() {
   "$K" delete ns "$NS" --wait=false >/dev/null 2>&1
   "$K" delete nodes -l "gpuheal.io/pool=$NS" --wait=false >/dev/null 2>&1
   "$K" delete gpunodehealths -l "gpuheal.io/pool=$NS" --wait=false >/dev/null 2>&1
-  for n in g1 g2 g3 g4; do "$K" delete gpunodehealth "$NS-$n" --wait=false >/dev/null 2>&1; done
-  "$K" get incidents -o name 2>/dev/null | while read -r i; do
-    "$K" get "$i" -o jsonpath='{.spec.node}' 2>/dev/null | grep -q "^$NS-" &&
-      "$K" delete "$i" --wait=false >/dev/null 2>&1
-  done
+  delete_gnh g1 g2 g3 g4
+  delete_incidents
   if [ -n "$PG_DIR" ]; then
     runas "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m immediate stop >/dev/null 2>&1
   fi
-  if [ "${GH_E2E_KEEP:-}" = 1 ]; then echo "kept $TMP"; else rm -rf "$TMP"; fi
+  rm_tmp
   rm -rf "$PG_DIR"
 }
 trap cleanup EXIT
-
-# wait_for SECONDS CMD...: polls every 0.2 s
-wait_for() {
-  local t=$(($1 * 5)); shift
-  while [ $t -gt 0 ]; do
-    "$@" >/dev/null 2>&1 && return 0
-    sleep 0.2
-    t=$((t - 1))
-  done
-  return 1
-}
 
 "$K" create ns "$NS" >/dev/null || { echo "FAIL: namespace"; exit 1; }
 echo "secret-token-$RANDOM" > "$TMP/token"
 
 # four GPU nodes of our own (tainted so that other tests' pods stay away)
-mknode() {
-  cat <<EOF | "$K" create -f - >/dev/null
-apiVersion: v1
-kind: Node
-metadata:
-  name: $NS-$1
-  labels: {gpuheal.io/pool: "$NS", kubernetes.io/hostname: "$NS-$1"}
-spec:
-  taints: [{key: gpuheal.io/test-only, effect: NoSchedule}]
-status:
-  capacity: {nvidia.com/gpu: "8", cpu: "64", memory: 512Gi, pods: "110"}
-  allocatable: {nvidia.com/gpu: "8", cpu: "64", memory: 512Gi, pods: "110"}
-  conditions:
-  - {type: Ready, status: "True", reason: KubeletReady, message: ok,
-     lastHeartbeatTime: "$(date -u +%FT%TZ)", lastTransitionTime: "$(date -u +%FT%TZ)"}
-EOF
-}
 for n in g1 g2 g3 g4; do mknode $n || { echo "FAIL: node $n"; exit 1; }; done
 
 # when this script runs as root, PostgreSQL runs as "postgres"
@@ -100,79 +56,7 @@ runas() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 
 # the kubelet's part, every second in the background: bound pods become
 # Running, deleted pods go away
-kubelet() {
-  "$K" -n "$NS" get pods -o jsonpath='{range .items[?(@.spec.nodeName)]}{.metadata.name} {.status.phase} {.metadata.deletionTimestamp}{"\n"}{end}' 2>/dev/null |
-    while read -r p ph del; do
-      if [ -n "$del" ]; then
-        "$K" -n "$NS" delete pod "$p" --grace-period=0 --force >/dev/null 2>&1
-      elif [ "$ph" = Pending ]; then
-        "$K" -n "$NS" patch pod "$p" --subresource=status --type=merge \
-          -p '{"status":{"phase":"Running","startTime":"'"$(date -u +%FT%TZ)"'"}}' >/dev/null 2>&1
-      fi
-    done
-  return 0
-}
-( while kill -0 $$ 2>/dev/null; do kubelet; sleep 1; done ) &
-KUBELET_PID=$!
-
-mkjob() { # name completions
-  cat <<EOF | "$K" -n "$NS" create -f - >/dev/null
-apiVersion: batch/v1
-kind: Job
-metadata: {name: $1}
-spec:
-  completions: $2
-  parallelism: $2
-  completionMode: Indexed
-  backoffLimit: 100
-  template:
-    spec:
-      restartPolicy: Never
-      nodeSelector: {gpuheal.io/pool: "$NS"}
-      tolerations: [{key: gpuheal.io/test-only, operator: Exists}]
-      containers:
-      - name: train
-        image: trainer:latest
-        resources: {limits: {nvidia.com/gpu: "8"}}
-EOF
-}
-
-bound() { # job count: all its pods bound to a node
-  local n
-  n=$("$K" -n "$NS" get pods -l "batch.kubernetes.io/job-name=$1" \
-        -o jsonpath='{range .items[?(@.spec.nodeName)]}{.metadata.name}{"\n"}{end}' | grep -c .)
-  [ "$n" -ge "$2" ]
-}
-
-node_of() { # job index -> node
-  "$K" -n "$NS" get pods -l "batch.kubernetes.io/job-name=$1,batch.kubernetes.io/job-completion-index=$2" \
-    -o jsonpath='{.items[0].spec.nodeName}'
-}
-
-# Each start writes files of its own: `cmd > file &` truncates the file in
-# the child, after the parent may already have read the previous start's
-# "listening on port" line from it (seen in CI: an empty port).
-CTL_N=0
-CTL_LOG="$TMP/ctl.0.log"
-start_controller() { # db extra-flags...
-  local db="$1"; shift
-  CTL_N=$((CTL_N + 1))
-  local out="$TMP/ctl.$CTL_N.out"
-  CTL_LOG="$TMP/ctl.$CTL_N.log"
-  "$GH_BIN/gpuheal-controller" --kubeconfig "$GH_KUBECONFIG" --listen 127.0.0.1:0 \
-    --token-file "$TMP/token" --db "$db" --watch-namespace "$NS" \
-    --node-selector "gpuheal.io/pool=$NS" --lease-namespace "$NS" \
-    --lease-duration 4s --renew-deadline 3s --retry-period 1s \
-    --reorder-window 200ms --policy "$TMP/policy.yaml" --node-cooldown 0s \
-    --identity "e2e-$$" "$@" > "$out" 2> "$CTL_LOG" &
-  CTL_PID=$!
-  # the whole line, number included: a half-written line must not pass
-  wait_for 20 grep -qE "^listening on port [0-9]+$" "$out" ||
-    { bad "controller start"; tail -20 "$CTL_LOG"; return 1; }
-  PORT=$(sed -nE 's/^listening on port ([0-9]+)$/\1/p' "$out" | tail -n 1)
-  [ -n "$PORT" ] || { bad "controller port"; return 1; }
-  wait_for 20 grep -q "event=leading" "$CTL_LOG"
-}
+start_kubelet
 
 # what the scheduler saw, when a job's pods did not bind
 show_scheduling() {
@@ -182,21 +66,6 @@ show_scheduling() {
   echo "--- events"; "$K" -n "$NS" get events --sort-by=.lastTimestamp 2>&1 | tail -15 | sed 's/^/  /'
 }
 
-inject() { # JSON lines on stdin
-  "$GH_BIN/gpuheal" inject --controller "http://127.0.0.1:$PORT" --token-file "$TMP/token" - >/dev/null
-}
-
-now() { date -u +%FT%T.%6NZ; }
-
-xid79() { # node gpu
-  echo '{"ts":"'"$(now)"'","node":"'"$1"'","gpu":'"$2"',"source":"kmsg","kind":"xid","code":79,"msg":"NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, GPU has fallen off the bus.","id":"xid-'"$1"'-'"$RANDOM"'"}'
-}
-
-taints_of() { "$K" get node "$1" -o jsonpath='{range .spec.taints[*]}{.key}:{.effect}{" "}{end}'; }
-cordoned() { [ "$("$K" get node "$1" -o jsonpath='{.spec.unschedulable}')" = true ]; }
-uncordoned() { ! cordoned "$1"; }
-tainted() { taints_of "$1" | grep -q "gpuheal.io/unhealthy:NoSchedule"; }
-untainted() { ! tainted "$1"; }
 restarted_for() { [ -n "$("$K" -n "$NS" get job "$1" -o jsonpath='{.metadata.annotations.gpuheal\.io/restarted-for}' 2>/dev/null)" ]; }
 incident_phase() { "$K" get incident "$1" -o jsonpath='{.status.phase}' 2>/dev/null; }
 # the newest incident about node $2 in store $1
@@ -324,7 +193,6 @@ GPUHEAL_TEST_CRASH_AFTER=isolate_node start_controller "$CRASH" --max-unavailabl
   xid79 "$E" 4
 } > "$TMP/crash.jsonl"
 inject < "$TMP/crash.jsonl"
-died() { ! kill -0 "$CTL_PID" 2>/dev/null; }
 check "crash: controller killed itself after cordoning" wait_for 20 died
 stop_controller
 check "crash: $E cordoned before the crash" cordoned "$E"

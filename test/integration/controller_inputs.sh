@@ -28,21 +28,9 @@ RP="ctl-inputs-$NS"
 TMP=$(mktemp -d /tmp/gh-ctl-in.XXXXXX)
 CTL_PID=""
 KUBELET_PID=""
-pass=0 fail=0
-
-ok() { echo "ok: $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
-check() { local what="$1"; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
-
-stop_controller() {
-  local st=0
-  if [ -n "$CTL_PID" ]; then
-    kill "$CTL_PID" 2>/dev/null
-    wait "$CTL_PID" 2>/dev/null || st=$?
-    CTL_PID=""
-  fi
-  return $st
-}
+CTL_FLAGS=(--no-leader-election --max-unavailable 10 --identity "in-$$")
+CTL_READY=event=policy_rules
+. "$(dirname "$0")/lib.sh"
 
 cleanup() {
   stop_controller
@@ -52,61 +40,20 @@ cleanup() {
   "$K" -n default delete events.events.k8s.io -l "gpuheal.io/test=$NS" --wait=false >/dev/null 2>&1
   "$K" delete nodes -l "gpuheal.io/pool=$NS" --wait=false >/dev/null 2>&1
   for n in g1 g2 g3 g4; do "$K" -n kube-node-lease delete lease "$NS-$n" --wait=false >/dev/null 2>&1; done
-  for n in g1 g2 g3 g4; do "$K" delete gpunodehealth "$NS-$n" --wait=false >/dev/null 2>&1; done
-  "$K" get incidents -o name 2>/dev/null | while read -r i; do
-    "$K" get "$i" -o jsonpath='{.spec.node}{.spec.job}' 2>/dev/null | grep -q "$NS" &&
-      "$K" delete "$i" --wait=false >/dev/null 2>&1
-  done
-  if [ "${GH_E2E_KEEP:-}" = 1 ]; then echo "kept $TMP"; else rm -rf "$TMP"; fi
+  delete_gnh g1 g2 g3 g4
+  delete_incidents '{.spec.node}{.spec.job}' "$NS"
+  rm_tmp
 }
 trap cleanup EXIT
-
-wait_for() { # SECONDS CMD...: polls every 0.2 s
-  local t=$(($1 * 5)); shift
-  while [ $t -gt 0 ]; do
-    "$@" >/dev/null 2>&1 && return 0
-    sleep 0.2
-    t=$((t - 1))
-  done
-  return 1
-}
 
 "$K" create ns "$NS" >/dev/null || { echo "FAIL: namespace"; exit 1; }
 echo "secret-token-$RANDOM" > "$TMP/token"
 
-mknode() {
-  cat <<EOF | "$K" create -f - >/dev/null
-apiVersion: v1
-kind: Node
-metadata:
-  name: $NS-$1
-  labels: {gpuheal.io/pool: "$NS", kubernetes.io/hostname: "$NS-$1"}
-spec:
-  taints: [{key: gpuheal.io/test-only, effect: NoSchedule}]
-status:
-  capacity: {nvidia.com/gpu: "8", cpu: "64", memory: 512Gi, pods: "110"}
-  allocatable: {nvidia.com/gpu: "8", cpu: "64", memory: 512Gi, pods: "110"}
-  conditions:
-  - {type: Ready, status: "True", reason: KubeletReady, message: ok,
-     lastHeartbeatTime: "$(date -u +%FT%TZ)", lastTransitionTime: "$(date -u +%FT%TZ)"}
-EOF
-}
 for n in g1 g2 g3 g4; do mknode $n || { echo "FAIL: node $n"; exit 1; }; done
 
-kubelet() {
-  "$K" -n "$NS" get pods -o jsonpath='{range .items[?(@.spec.nodeName)]}{.metadata.name} {.status.phase} {.metadata.deletionTimestamp}{"\n"}{end}' 2>/dev/null |
-    while read -r p ph del; do
-      if [ -n "$del" ]; then
-        "$K" -n "$NS" delete pod "$p" --grace-period=0 --force >/dev/null 2>&1
-      elif [ "$ph" = Pending ]; then
-        "$K" -n "$NS" patch pod "$p" --subresource=status --type=merge \
-          -p '{"status":{"phase":"Running","startTime":"'"$(date -u +%FT%TZ)"'"}}' >/dev/null 2>&1
-      fi
-    done
-  return 0
-}
-# and the node heartbeats (Leases in kube-node-lease), or the node
-# lifecycle controller marks the nodes NotReady after 40 s and taints them
+# the kubelet's part (lib.sh), and the node heartbeats (Leases in
+# kube-node-lease), or the node lifecycle controller marks the nodes
+# NotReady after 40 s and taints them
 heartbeat() {
   for n in g1 g2 g3 g4; do
     cat <<EOF
@@ -125,63 +72,7 @@ EOF
   done ) &
 KUBELET_PID=$!
 
-mkjob() { # name completions
-  cat <<EOF | "$K" -n "$NS" create -f - >/dev/null
-apiVersion: batch/v1
-kind: Job
-metadata: {name: $1}
-spec:
-  completions: $2
-  parallelism: $2
-  completionMode: Indexed
-  backoffLimit: 100
-  template:
-    spec:
-      restartPolicy: Never
-      nodeSelector: {gpuheal.io/pool: "$NS"}
-      tolerations: [{key: gpuheal.io/test-only, operator: Exists}]
-      containers:
-      - name: train
-        image: trainer:latest
-        resources: {limits: {nvidia.com/gpu: "8"}}
-EOF
-}
-bound() {
-  local n
-  n=$("$K" -n "$NS" get pods -l "batch.kubernetes.io/job-name=$1" \
-        -o jsonpath='{range .items[?(@.spec.nodeName)]}{.metadata.name}{"\n"}{end}' | grep -c .)
-  [ "$n" -ge "$2" ]
-}
-node_of() { # job index -> node
-  "$K" -n "$NS" get pods -l "batch.kubernetes.io/job-name=$1,batch.kubernetes.io/job-completion-index=$2" \
-    -o jsonpath='{.items[0].spec.nodeName}'
-}
 pod_of() { "$K" -n "$NS" get pods -l "batch.kubernetes.io/job-name=$1" -o jsonpath='{.items[0].metadata.name}'; }
-
-CTL_N=0
-CTL_LOG="$TMP/ctl.0.log"
-start_controller() { # db extra-flags...
-  local db="$1"; shift
-  CTL_N=$((CTL_N + 1))
-  local out="$TMP/ctl.$CTL_N.out"
-  CTL_LOG="$TMP/ctl.$CTL_N.log"
-  "$GH_BIN/gpuheal-controller" --kubeconfig "$GH_KUBECONFIG" --listen 127.0.0.1:0 \
-    --token-file "$TMP/token" --db "$db" --watch-namespace "$NS" \
-    --node-selector "gpuheal.io/pool=$NS" --no-leader-election \
-    --reorder-window 200ms --policy "$TMP/policy.yaml" --node-cooldown 0s \
-    --max-unavailable 10 --identity "in-$$" "$@" > "$out" 2> "$CTL_LOG" &
-  CTL_PID=$!
-  wait_for 20 grep -qE "^listening on port [0-9]+$" "$out" ||
-    { bad "controller start"; tail -20 "$CTL_LOG"; return 1; }
-  PORT=$(sed -nE 's/^listening on port ([0-9]+)$/\1/p' "$out" | tail -n 1)
-  [ -n "$PORT" ] || { bad "controller port"; return 1; }
-  wait_for 20 grep -q "event=policy_rules" "$CTL_LOG"
-}
-
-inject() {
-  "$GH_BIN/gpuheal" inject --controller "http://127.0.0.1:$PORT" --token-file "$TMP/token" - >/dev/null
-}
-now() { date -u +%FT%T.%6NZ; }
 
 # an events.k8s.io/v1 Event about a node, in "default" (where kubelets post them)
 node_event() { # node reason reportingController

@@ -28,45 +28,20 @@ NS="ctl-jobs-$$-$RANDOM"
 TMP=$(mktemp -d /tmp/gh-ctl-jobs.XXXXXX)
 CTL_PID=""
 KUBELET_PID=""
-pass=0 fail=0
-
-ok() { echo "ok: $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
-check() { local what="$1"; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
-
-stop_controller() {
-  local st=0
-  if [ -n "$CTL_PID" ]; then
-    kill "$CTL_PID" 2>/dev/null
-    wait "$CTL_PID" 2>/dev/null || st=$?
-    CTL_PID=""
-  fi
-  return $st
-}
+CTL_FLAGS=(--lease-namespace "$NS" --lease-duration 4s --renew-deadline 3s --retry-period 1s
+  --max-unavailable 10 --identity "jobs-$$")
+. "$(dirname "$0")/lib.sh"
 
 cleanup() {
   stop_controller
   kill "$KUBELET_PID" 2>/dev/null
   "$K" delete ns "$NS" --wait=false >/dev/null 2>&1
   "$K" delete nodes -l "gpuheal.io/pool=$NS" --wait=false >/dev/null 2>&1
-  for n in g1 g2 g3 g4; do "$K" delete gpunodehealth "$NS-$n" --wait=false >/dev/null 2>&1; done
-  "$K" get incidents -o name 2>/dev/null | while read -r i; do
-    "$K" get "$i" -o jsonpath='{.spec.node}' 2>/dev/null | grep -q "^$NS-" &&
-      "$K" delete "$i" --wait=false >/dev/null 2>&1
-  done
-  if [ "${GH_E2E_KEEP:-}" = 1 ]; then echo "kept $TMP"; else rm -rf "$TMP"; fi
+  delete_gnh g1 g2 g3 g4
+  delete_incidents
+  rm_tmp
 }
 trap cleanup EXIT
-
-wait_for() { # SECONDS CMD...: polls every 0.2 s
-  local t=$(($1 * 5)); shift
-  while [ $t -gt 0 ]; do
-    "$@" >/dev/null 2>&1 && return 0
-    sleep 0.2
-    t=$((t - 1))
-  done
-  return 1
-}
 
 # ---- the CRDs (cluster-wide; left installed, as deploy/crds are) -----------
 "$K" apply -f "$SRC/test/kube/crds/jobset.x-k8s.io_jobsets.yaml" >/dev/null ||
@@ -95,72 +70,15 @@ install_pytorch_crd() {
 "$K" create ns "$NS" >/dev/null || { echo "FAIL: namespace"; exit 1; }
 echo "secret-token-$RANDOM" > "$TMP/token"
 
-mknode() { # four GPU nodes of our own, tainted so that other tests' pods stay away
-  cat <<EOF | "$K" create -f - >/dev/null
-apiVersion: v1
-kind: Node
-metadata:
-  name: $NS-$1
-  labels: {gpuheal.io/pool: "$NS", kubernetes.io/hostname: "$NS-$1"}
-spec:
-  taints: [{key: gpuheal.io/test-only, effect: NoSchedule}]
-status:
-  capacity: {nvidia.com/gpu: "8", cpu: "64", memory: 512Gi, pods: "110"}
-  allocatable: {nvidia.com/gpu: "8", cpu: "64", memory: 512Gi, pods: "110"}
-  conditions:
-  - {type: Ready, status: "True", reason: KubeletReady, message: ok,
-     lastHeartbeatTime: "$(date -u +%FT%TZ)", lastTransitionTime: "$(date -u +%FT%TZ)"}
-EOF
-}
+# four GPU nodes of our own, tainted so that other tests' pods stay away
 for n in g1 g2 g3 g4; do mknode $n || { echo "FAIL: node $n"; exit 1; }; done
 
 # the kubelet's part, every second: bound pods become Running, deleted pods go
-kubelet() {
-  "$K" -n "$NS" get pods -o jsonpath='{range .items[?(@.spec.nodeName)]}{.metadata.name} {.status.phase} {.metadata.deletionTimestamp}{"\n"}{end}' 2>/dev/null |
-    while read -r p ph del; do
-      if [ -n "$del" ]; then
-        "$K" -n "$NS" delete pod "$p" --grace-period=0 --force >/dev/null 2>&1
-      elif [ "$ph" = Pending ]; then
-        "$K" -n "$NS" patch pod "$p" --subresource=status --type=merge \
-          -p '{"status":{"phase":"Running","startTime":"'"$(date -u +%FT%TZ)"'"}}' >/dev/null 2>&1
-      fi
-    done
-  return 0
-}
-( while kill -0 $$ 2>/dev/null; do kubelet; sleep 1; done ) &
-KUBELET_PID=$!
+start_kubelet
 
-CTL_N=0
-CTL_LOG="$TMP/ctl.0.log"
-start_controller() { # db extra-flags...
-  local db="$1"; shift
-  CTL_N=$((CTL_N + 1))
-  local out="$TMP/ctl.$CTL_N.out"
-  CTL_LOG="$TMP/ctl.$CTL_N.log"
-  "$GH_BIN/gpuheal-controller" --kubeconfig "$GH_KUBECONFIG" --listen 127.0.0.1:0 \
-    --token-file "$TMP/token" --db "$db" --watch-namespace "$NS" \
-    --node-selector "gpuheal.io/pool=$NS" --lease-namespace "$NS" \
-    --lease-duration 4s --renew-deadline 3s --retry-period 1s \
-    --reorder-window 200ms --policy "$TMP/policy.yaml" --node-cooldown 0s \
-    --max-unavailable 10 --identity "jobs-$$" "$@" > "$out" 2> "$CTL_LOG" &
-  CTL_PID=$!
-  wait_for 20 grep -qE "^listening on port [0-9]+$" "$out" ||
-    { bad "controller start"; tail -20 "$CTL_LOG"; return 1; }
-  PORT=$(sed -nE 's/^listening on port ([0-9]+)$/\1/p' "$out" | tail -n 1)
-  [ -n "$PORT" ] || { bad "controller port"; return 1; }
-  wait_for 20 grep -q "event=leading" "$CTL_LOG"
-}
-
-inject() { "$GH_BIN/gpuheal" inject --controller "http://127.0.0.1:$PORT" --token-file "$TMP/token" - >/dev/null; }
-now() { date -u +%FT%T.%6NZ; }
-xid79() { # node gpu
-  echo '{"ts":"'"$(now)"'","node":"'"$1"'","gpu":'"$2"',"source":"kmsg","kind":"xid","code":79,"msg":"NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, GPU has fallen off the bus.","id":"xid-'"$1"'-'"$RANDOM"'"}'
-}
 checkpoint() { # job step path
   echo '{"ts":"'"$(now)"'","source":"telemetry","kind":"checkpoint","job":"'"$NS/$1"'","step":'"$2"',"path":"'"$3"'","state":"saved"}'
 }
-cordoned() { [ "$("$K" get node "$1" -o jsonpath='{.spec.unschedulable}')" = true ]; }
-died() { ! kill -0 "$CTL_PID" 2>/dev/null; }
 obj() { "$K" -n "$NS" get "$@" -o json 2>/dev/null; }
 uid_of() { "$K" -n "$NS" get "$1" "$2" -o jsonpath='{.metadata.uid}' 2>/dev/null; }
 ann_of() { # kind name key

@@ -16,28 +16,14 @@ K="$GH_KUBE_BIN/kubectl"
 NS="ctl-tel-$$-$RANDOM"
 TMP=$(mktemp -d /tmp/gh-ctl-tel.XXXXXX)
 CTL_PID=""
-pass=0 fail=0
-
-ok() { echo "ok: $*"; pass=$((pass + 1)); }
-bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
-check() { local what="$1"; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+. "$(dirname "$0")/lib.sh"
 
 cleanup() {
   [ -n "$CTL_PID" ] && kill "$CTL_PID" 2>/dev/null && wait "$CTL_PID" 2>/dev/null
   "$K" delete ns "$NS" --wait=false >/dev/null 2>&1
-  if [ "${GH_E2E_KEEP:-}" = 1 ]; then echo "kept $TMP"; else rm -rf "$TMP"; fi
+  rm_tmp
 }
 trap cleanup EXIT
-
-wait_for() { # SECONDS CMD...: polls every 0.2 s
-  local t=$(($1 * 5)); shift
-  while [ $t -gt 0 ]; do
-    "$@" >/dev/null 2>&1 && return 0
-    sleep 0.2
-    t=$((t - 1))
-  done
-  return 1
-}
 
 "$K" create ns "$NS" >/dev/null || { echo "FAIL: namespace"; exit 1; }
 echo "secret-token-$RANDOM" > "$TMP/token"

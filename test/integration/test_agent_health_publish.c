@@ -221,7 +221,16 @@ static void test_xid79_and_recovery(void **state)
     snprintf(t_healthy, sizeof t_healthy, "%s", str(c, "lastTransitionTime"));
     /* never cordoned or tainted by the agent */
     assert_false(json_is_true(json_object_get(json_object_get(n, "spec"), "unschedulable")));
-    assert_int_equal(json_array_size(json_object_get(json_object_get(n, "spec"), "taints")), 1);
+    /* (the node lifecycle controller may add node.kubernetes.io/... taints when
+     * kwok's heartbeat lags under load: not the agent's) */
+    size_t ti;
+    json_t *taint;
+    json_array_foreach(json_object_get(json_object_get(n, "spec"), "taints"), ti, taint) {
+        const char *key = str(taint, "key");
+        assert_non_null(key);
+        if (strncmp(key, "node.kubernetes.io/", 19) != 0)
+            assert_string_equal(key, "gpuheal.io/test-only");
+    }
 
     json_t *g = get_obj(e, &gh_kube_res_gpunodehealths);
     assert_string_equal(str(json_object_get(g, "spec"), "nodeName"), e->node);

@@ -15,6 +15,7 @@
 #include "audit/audit.h"
 #include "audit/explain.h"
 #include "audit/pg_testenv.h"
+#include "store_fixture.h"
 
 static const char *incident_json =
     "{\"id\":\"inc-00000000000000aa\",\"class\":\"gpu_hardware\",\"node\":\"gpu-17\",\"gpu\":3,"
@@ -202,50 +203,21 @@ static void exercise(const char *url)
 static void test_sqlite(void **st)
 {
     (void)st;
-    char dir[] = "/tmp/gh-audit-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char url[320], path[300], wal[320];
-    snprintf(path, sizeof path, "%s/audit.db", dir);
-    snprintf(url, sizeof url, "sqlite:%s", path);
-    exercise(url);
+    struct gh_store_tmp t;
+    gh_store_tmp_make(&t, "gh-audit");
+    exercise(t.url);
     /* WAL journal */
     struct gh_audit *a = NULL;
-    assert_int_equal(gh_audit_open(url, &a, NULL), 0);
-    snprintf(wal, sizeof wal, "%s-wal", path);
+    assert_int_equal(gh_audit_open(t.url, &a, NULL), 0);
+    char wal[128];
+    snprintf(wal, sizeof wal, "%s-wal", t.path);
     assert_int_equal(access(wal, F_OK), 0);
     assert_string_equal(gh_audit_backend(a), "sqlite");
     gh_audit_close(a);
-    unlink(wal);
-    snprintf(wal, sizeof wal, "%s-shm", path);
-    unlink(wal);
-    unlink(path);
-    rmdir(dir);
+    gh_store_tmp_remove(&t);
 }
 
-/* The PostgreSQL cluster lives in setup/teardown, so that a failed
- * assertion never leaves a server running. */
-static int pg_setup(void **st)
-{
-    static struct gh_pg_testenv pg;
-    struct gh_err err = {{0}};
-    int rc = gh_pg_testenv_start(&pg, &err);
-    if (rc && rc != GH_ENOTFOUND) {
-        fprintf(stderr, "postgres: %s\n", err.msg);
-        return -1;
-    }
-    if (rc)
-        fprintf(stderr, "postgres tests skipped: %s\n", err.msg);
-    *st = rc ? NULL : &pg;
-    return 0;
-}
-
-static int pg_teardown(void **st)
-{
-    if (*st)
-        gh_pg_testenv_stop(*st);
-    return 0;
-}
-
+/* The PostgreSQL cluster lives in setup/teardown (store_fixture.h). */
 static void test_postgres(void **st)
 {
     struct gh_pg_testenv *pg = *st;
@@ -291,7 +263,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_subject_parse),
         cmocka_unit_test(test_sqlite),
-        cmocka_unit_test_setup_teardown(test_postgres, pg_setup, pg_teardown),
+        cmocka_unit_test_setup_teardown(test_postgres, gh_store_pg_setup, gh_store_pg_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

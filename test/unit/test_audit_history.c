@@ -20,6 +20,7 @@
 #include "audit/step_writer.h"
 #include "audit/telemetry.h"
 #include "common/timeutil.h"
+#include "store_fixture.h"
 
 #define T0 1795935610000000000LL /* 2026-11-29T07:00:10Z */
 #define H (3600 * GH_NS_PER_S)
@@ -253,44 +254,13 @@ static void exercise(const char *url)
 static void test_sqlite(void **st)
 {
     (void)st;
-    char dir[] = "/tmp/gh-audit-hist-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char url[320], path[300];
-    snprintf(path, sizeof path, "%s/audit.db", dir);
-    snprintf(url, sizeof url, "sqlite:%s", path);
-    exercise(url);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/audit.db-wal", dir);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/audit.db-shm", dir);
-    unlink(path);
-    rmdir(dir);
+    struct gh_store_tmp t;
+    gh_store_tmp_make(&t, "gh-audit-hist");
+    exercise(t.url);
+    gh_store_tmp_remove(&t);
 }
 
-/* The cluster lives in setup/teardown: a failed assertion never leaves a
- * server running. */
-static int pg_setup(void **st)
-{
-    static struct gh_pg_testenv pg;
-    struct gh_err err = {{0}};
-    int rc = gh_pg_testenv_start(&pg, &err);
-    if (rc && rc != GH_ENOTFOUND) {
-        fprintf(stderr, "postgres: %s\n", err.msg);
-        return -1;
-    }
-    if (rc)
-        fprintf(stderr, "postgres tests skipped: %s\n", err.msg);
-    *st = rc ? NULL : &pg;
-    return 0;
-}
-
-static int pg_teardown(void **st)
-{
-    if (*st)
-        gh_pg_testenv_stop(*st);
-    return 0;
-}
-
+/* The cluster lives in setup/teardown (store_fixture.h). */
 static void test_postgres(void **st)
 {
     struct gh_pg_testenv *pg = *st;
@@ -303,7 +273,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sqlite),
-        cmocka_unit_test_setup_teardown(test_postgres, pg_setup, pg_teardown),
+        cmocka_unit_test_setup_teardown(test_postgres, gh_store_pg_setup, gh_store_pg_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,6 +19,7 @@
 #include "audit/pg_testenv.h"
 #include "engine/engine.h"
 #include "signal/signal_json.h"
+#include "store_fixture.h"
 
 #define T0 1795935610000000000LL /* 2026-11-29T07:00:10Z */
 
@@ -245,12 +246,7 @@ static void test_replay_same_incident(void **st)
     assert_int_equal(again.n, live.n);
     for (int i = 0; i < live.n; i++)
         assert_string_equal(again.id[i], live.id[i]);
-    unlink(path);
-    char side[96];
-    snprintf(side, sizeof side, "%s-wal", path);
-    unlink(side);
-    snprintf(side, sizeof side, "%s-shm", path);
-    unlink(side);
+    gh_store_sqlite_unlink(path);
 }
 
 static int one_key(void *ud, const char *key)
@@ -303,12 +299,7 @@ static void test_decided_keys(void **st)
     assert_int_equal(gh_journal_decided(j, T0 + GH_NS_PER_S, one_key, got, &err), GH_OK);
     assert_string_equal(got, ""); /* decided before since */
     gh_journal_close(j);
-    unlink(path);
-    char side[96];
-    snprintf(side, sizeof side, "%s-wal", path);
-    unlink(side);
-    snprintf(side, sizeof side, "%s-shm", path);
-    unlink(side);
+    gh_store_sqlite_unlink(path);
 }
 
 static void test_sqlite(void **st)
@@ -322,12 +313,7 @@ static void test_sqlite(void **st)
     char url[64];
     snprintf(url, sizeof url, "sqlite:%s", path);
     exercise(url);
-    unlink(path);
-    char side[96];
-    snprintf(side, sizeof side, "%s-wal", path);
-    unlink(side);
-    snprintf(side, sizeof side, "%s-shm", path);
-    unlink(side);
+    gh_store_sqlite_unlink(path);
 }
 
 static void test_open_error(void **st)
@@ -339,28 +325,6 @@ static void test_open_error(void **st)
     assert_int_not_equal(gh_journal_open(&jo, &j, &err), GH_OK);
     assert_null(j);
     assert_non_null(strstr(err.msg, "journal"));
-}
-
-static int pg_setup(void **st)
-{
-    static struct gh_pg_testenv pg;
-    struct gh_err err = {{0}};
-    int rc = gh_pg_testenv_start(&pg, &err);
-    if (rc && rc != GH_ENOTFOUND) {
-        fprintf(stderr, "postgres: %s\n", err.msg);
-        return -1;
-    }
-    if (rc)
-        fprintf(stderr, "postgres tests skipped: %s\n", err.msg);
-    *st = rc ? NULL : &pg;
-    return 0;
-}
-
-static int pg_teardown(void **st)
-{
-    if (*st)
-        gh_pg_testenv_stop(*st);
-    return 0;
 }
 
 static void test_postgres(void **st)
@@ -378,7 +342,7 @@ int main(void)
         cmocka_unit_test(test_open_error),
         cmocka_unit_test(test_replay_same_incident),
         cmocka_unit_test(test_decided_keys),
-        cmocka_unit_test_setup_teardown(test_postgres, pg_setup, pg_teardown),
+        cmocka_unit_test_setup_teardown(test_postgres, gh_store_pg_setup, gh_store_pg_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

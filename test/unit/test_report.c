@@ -23,6 +23,8 @@
 #include "report/report.h"
 #include "report/series.h"
 #include "signal/signal_json.h"
+#include "report_page.h"
+#include "store_fixture.h"
 
 /* ---- helpers */
 
@@ -35,28 +37,6 @@ static char *escaped(const char *s)
     gh_html_escape(f, s);
     fclose(f);
     return buf;
-}
-
-static char *render(const struct gh_report *r)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    assert_non_null(f);
-    struct gh_err err = {{0}};
-    int rc = gh_report_write_html(r, f, &err);
-    fclose(f);
-    if (rc)
-        fail_msg("write_html: %s", err.msg);
-    return buf;
-}
-
-static size_t count(const char *hay, const char *needle)
-{
-    size_t n = 0;
-    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
-        n++;
-    return n;
 }
 
 #define assert_has(page, s)                                                                       \
@@ -447,10 +427,9 @@ static const char *incident_json =
 static void test_from_audit(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/gh-report-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char url[256];
-    snprintf(url, sizeof url, "sqlite:%s/audit.db", dir);
+    struct gh_store_tmp t;
+    gh_store_tmp_make(&t, "gh-report");
+    const char *url = t.url;
     struct gh_err err = {{0}};
     struct gh_audit *a = NULL;
     if (gh_audit_open(url, &a, &err))
@@ -488,14 +467,7 @@ static void test_from_audit(void **state)
         gh_report_free(r);
     }
     gh_audit_close(a);
-    char path[300];
-    snprintf(path, sizeof path, "%s/audit.db", dir);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/audit.db-wal", dir);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/audit.db-shm", dir);
-    unlink(path);
-    rmdir(dir);
+    gh_store_tmp_remove(&t);
 }
 
 static void test_write_error(void **state)

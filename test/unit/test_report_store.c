@@ -20,6 +20,8 @@
 #include "report/html.h"
 #include "report/report.h"
 #include "signal/signal_json.h"
+#include "report_page.h"
+#include "store_fixture.h"
 
 static const char *incident_json =
     "{\"id\":\"inc-00000000000000cc\",\"class\":\"straggler\",\"node\":\"gpu-02\","
@@ -30,28 +32,6 @@ static const char *incident_json =
     "\"source\":\"telemetry\",\"kind\":\"step\",\"job\":\"ml/llm\",\"rank\":4,\"step\":51,"
     "\"step_ms\":1130.0}],"
     "\"rule\":\"straggler-evict\",\"reason\":\"gpu-02 12% slower\",\"severity\":\"medium\"}";
-
-static char *render(const struct gh_report *r)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    assert_non_null(f);
-    struct gh_err err = {{0}};
-    int rc = gh_report_write_html(r, f, &err);
-    fclose(f);
-    if (rc)
-        fail_msg("write_html: %s", err.msg);
-    return buf;
-}
-
-static size_t count(const char *hay, const char *needle)
-{
-    size_t n = 0;
-    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
-        n++;
-    return n;
-}
 
 /* The scenario's signals through the writer; returns how many were kept. */
 static size_t feed(struct gh_step_writer *w, const char *name)
@@ -103,10 +83,9 @@ static char *report_page(struct gh_audit *a, const char *subject, struct gh_repo
 static void test_steps_from_store(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/gh-report-store-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char url[320];
-    snprintf(url, sizeof url, "sqlite:%s/audit.db", dir);
+    struct gh_store_tmp t;
+    gh_store_tmp_make(&t, "gh-report-store");
+    const char *url = t.url;
     struct gh_err err = {{0}};
     struct gh_audit *a = NULL;
     if (gh_audit_open(url, &a, &err))
@@ -161,13 +140,7 @@ static void test_steps_from_store(void **state)
     free(page);
 
     gh_audit_close(a);
-    char path[400];
-    const char *suffix[] = {"", "-wal", "-shm"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(path, sizeof path, "%s/audit.db%s", dir, suffix[i]);
-        unlink(path);
-    }
-    rmdir(dir);
+    gh_store_tmp_remove(&t);
 }
 
 int main(void)
