@@ -83,12 +83,17 @@ check_invariants() {
   K get nodes -l "gpuheal.io/pool=$NS" \
     -o jsonpath='{range .items[*]}{.metadata.name} {.spec.unschedulable} {.metadata.annotations.gpuheal\.io/cordoned-by}{"\n"}{end}' |
     awk '$2 == "true" && $3 != "" {print $1, $3}' > "$f/isolated"
+  # succeeded, or noop: a controller killed between the cordon and its
+  # record replays the intent after the restart and finds the node already
+  # isolated (by this incident: the annotation says so). The controller is
+  # still running: a cordon read above may be one whose record is being
+  # written right now, so a missing record is looked for again for 10 s.
+  iso_recorded() {
+    [ "$(q "SELECT COUNT(*) FROM actions WHERE incident_id = '$2' AND action = 'isolate_node' AND target = 'node/$1' AND result IN ('succeeded', 'noop');")" = 1 ]
+  }
   while read -r node inc; do
-    # succeeded, or noop: a controller killed between the cordon and its
-    # record replays the intent after the restart and finds the node
-    # already isolated (by this incident: the annotation says so)
-    [ "$(q "SELECT COUNT(*) FROM actions WHERE incident_id = '$inc' AND action = 'isolate_node' AND target = 'node/$node' AND result IN ('succeeded', 'noop');")" = 1 ] ||
-      inv_bad "audit: $node cordoned for $inc without its isolate_node record"
+    iso_recorded "$node" "$inc" || wait_for 10 iso_recorded "$node" "$inc" ||
+      inv_bad "audit: $node cordoned for $inc without its isolate_node record (waited 10 s)"
   done < "$f/isolated"
 
   # budget
