@@ -77,6 +77,8 @@ struct gh_controller {
     struct gh_kube_informer *inf_namespaces;  /* drain modes (drain_wait.h) */
     struct gh_drain_waits *waits;             /* drain decisions waiting for a checkpoint */
     struct gh_journal *journal;               /* accepted signals; the ingest thread's */
+    int64_t journal_keep;                     /* its retention (ns) */
+    int64_t journal_seen_until;               /* replayed up to this arrival (ns) */
     int64_t replay_hold_until;                /* mono ns: replayed signals wait for the
                                                  informers (topology, policy); 0: none */
     struct gh_strmap *decided;                /* decision keys (journal.h) of the stored
@@ -208,7 +210,9 @@ static int journal_start(struct gh_controller *ctl, const struct gh_controller_o
     int rc = gh_journal_open(&jo, &ctl->journal, err);
     if (rc)
         return rc;
+    ctl->journal_keep = keep;
     int64_t t0 = gh_mono_ns(), since = now(ctl) - keep;
+    ctl->journal_seen_until = now(ctl);
     struct gh_journal_replay_stats st;
     if (!(ctl->decided = gh_strmap_new(KNOWN_MAX)))
         return gh_err_set(err, GH_ENOMEM, "out of memory");
@@ -226,6 +230,32 @@ static int journal_start(struct gh_controller *ctl, const struct gh_controller_o
     if (st.replayed > 0)
         ctl->replay_hold_until = gh_mono_ns() + REPLAY_HOLD_MAX_NS;
     return GH_OK;
+}
+
+/* A standby becoming leader: what the previous leader journalled since
+ * this replica's start never reached its engine (a standby refuses
+ * signals), so it is replayed now, before this replica takes signals
+ * itself (the journal is the ingest thread's, idle until then). Ids seen
+ * before are duplicates to the engine; decisions already in the store are
+ * known by their keys, and the executor drops a recorded incident. */
+static void journal_catch_up(struct gh_controller *ctl)
+{
+    if (!ctl->journal)
+        return;
+    int64_t t0 = gh_mono_ns(), t = now(ctl);
+    int64_t since = ctl->journal_seen_until - 5 * GH_NS_PER_S; /* clocks of replicas */
+    if (since < t - ctl->journal_keep)
+        since = t - ctl->journal_keep;
+    struct gh_journal_replay_stats st = {0};
+    struct gh_err err;
+    if (gh_journal_decided(ctl->journal, since, note_decided, ctl, &err) ||
+        gh_journal_replay(ctl->journal, since, replay_one, ctl, &st, &err)) {
+        GH_LOG(GH_LOG_WARN, "event=journal_catch_up_failed error=\"%s\"", err.msg);
+        return;
+    }
+    ctl->journal_seen_until = t;
+    GH_LOG(GH_LOG_INFO, "event=journal_caught_up signals=%zu unreadable=%zu ms=%.1f",
+           st.replayed, st.unreadable, (double)(gh_mono_ns() - t0) / 1e6);
 }
 
 /* True while replayed signals wait for the informers' first lists. */
@@ -986,6 +1016,7 @@ static bool ready_to_serve(void *ud)
 static void lead(struct gh_controller *ctl)
 {
     ctl->leading = true;
+    journal_catch_up(ctl);
     atomic_store(&ctl->ready, true);
     gh_ctl_metrics_gauge(ctl->metrics, GH_GAUGE_LEADER, 1);
     struct gh_task t;
