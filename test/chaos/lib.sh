@@ -24,6 +24,7 @@ chaos_up() {
   # shellcheck disable=SC1091
   . "$GH_KUBE_DIR/env"
   export GH_KUBE_BIN KUBECONFIG GH_KUBE_API GH_KUBE_ETCD
+  K="$GH_KUBE_BIN/kubectl" # for the helpers of test/integration/lib.sh (mkjob)
 }
 # only ever the plane chaos_up made (never a $GH_KUBE_DIR from outside)
 chaos_down() { [ -d "$CH_TMP/kube" ] && "$GH_SOURCE_DIR/test/kube/down" "$CH_TMP/kube" 2>/dev/null; }
@@ -97,27 +98,7 @@ sample_budget() {
 }
 
 # ---- jobs -----------------------------------------------------------------
-mkjob() { # name completions
-  cat <<EOF | K -n "$NS" create -f - >/dev/null
-apiVersion: batch/v1
-kind: Job
-metadata: {name: $1}
-spec:
-  completions: $2
-  parallelism: $2
-  completionMode: Indexed
-  backoffLimit: 100
-  template:
-    spec:
-      restartPolicy: Never
-      nodeSelector: {gpuheal.io/pool: "$NS"}
-      tolerations: [{key: gpuheal.io/test-only, operator: Exists}]
-      containers:
-      - name: train
-        image: trainer:latest
-        resources: {limits: {nvidia.com/gpu: "8"}}
-EOF
-}
+# mkjob: test/integration/lib.sh
 bound() { # job count
   local n
   n=$(K -n "$NS" get pods -l "batch.kubernetes.io/job-name=$1" \
