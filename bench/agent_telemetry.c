@@ -2,8 +2,10 @@
  * core: writer threads stream realistic step lines (and a few checkpoints)
  * over the Unix socket while one loop thread (pinned to a CPU when
  * possible) runs gh_telemetry_run_once(); prints lines/s by wall time and
- * per CPU-second of the loop thread, and the same for the line handling
- * alone (gh_telemetry_ingest, no socket).
+ * per CPU-second of the loop thread, the same for the line handling
+ * alone (gh_telemetry_ingest, no socket), and for decoding alone: the full
+ * decoder (gh_signal_decode, jansson) against the fast path the socket uses
+ * (gh_signal_fast_decode, yajl events; signal/signal_fast.h).
  *
  *   agent_telemetry [--lines N] [--writers N] [--ranks N] [--cpu N]
  */
@@ -21,6 +23,8 @@
 #include <unistd.h>
 
 #include "agent/telemetry.h"
+#include "signal/signal_fast.h"
+#include "signal/signal_json.h"
 
 static atomic_ulong emitted;
 
@@ -79,6 +83,35 @@ static char *make_lines(long lines, long ranks, long first_rank, size_t *len)
     }
     *len = n;
     return buf;
+}
+
+typedef int (*decode_fn)(const char *text, size_t len, long line_no, struct gh_signal *out,
+                         struct gh_err *err);
+
+/* Decodes every line of buf with fn; lines per CPU-second. */
+static double decode_rate(decode_fn fn, const char *buf, size_t len, long lines)
+{
+    struct gh_signal s;
+    struct gh_err err;
+    long n = 0;
+    double c0 = now_s(CLOCK_PROCESS_CPUTIME_ID);
+    for (const char *p = buf, *end = buf + len; p < end;) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t k = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        if (fn(p, k, n + 1, &s, &err) != GH_OK) {
+            fprintf(stderr, "agent_telemetry: decode: %s\n", err.msg);
+            exit(1);
+        }
+        gh_signal_clear(&s);
+        n++;
+        p += k + 1;
+    }
+    double cpu = now_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+    if (n != lines) {
+        fprintf(stderr, "agent_telemetry: decoded %ld of %ld lines\n", n, lines);
+        exit(1);
+    }
+    return (double)n / cpu;
 }
 
 struct writer {
@@ -174,6 +207,16 @@ int main(int argc, char **argv)
     }
     char path[128];
     snprintf(path, sizeof path, "%s/t.sock", dir);
+
+    /* 0. Decoding alone. */
+    size_t dlen;
+    char *dbuf = make_lines(per, ranks, 0, &dlen);
+    double full = decode_rate(gh_signal_decode, dbuf, dlen, per);
+    double fast = decode_rate(gh_signal_fast_decode, dbuf, dlen, per);
+    free(dbuf);
+    printf("decode alone: %ld lines, gh_signal_decode %.0f lines/s, gh_signal_fast_decode "
+           "%.0f lines/s per CPU-second\n",
+           per, full, fast);
 
     /* 1. The line handling alone. */
     struct gh_telemetry_opts o;

@@ -7,7 +7,8 @@
  *   2. the request rate it puts on the API server at steady state;
  *   3. decision latency for an XID 79 on F distinct nodes in one ingest
  *      burst (ingest -> cordon seen through a watch), p50/p99;
- *   4. drain throughput: D nodes x P pods drained after one SXid each.
+ *   4. drain throughput: D nodes x P pods drained after one SXid each;
+ * with, per kind of request, the API server's own time for it (p50, p90).
  * Prints figures; never fails on time. Without GH_KUBECONFIG it prints how
  * to run it and exits 0. Usage: see usage() and BENCHMARKS.md. */
 #include <curl/curl.h>
@@ -47,7 +48,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: scale [--nodes N] [--pods M] [--faults F] [--drain-nodes D] [--drain-pods P]\n"
             "             [--steady S] [--qps Q] [--drain-qps Q] [--controller PATH]\n"
-            "             --audit-log FILE\n"
+            "             [--executor-workers W] [--drain-concurrency C]\n"
+            "             [--drain-evictions-in-flight E] --audit-log FILE\n"
             "       scale --print-audit-policy\n"
             "Needs GH_KUBECONFIG (admin) of a control plane started with the audit policy and\n"
             "deploy/namespace.yaml + deploy/rbac/controller.yaml applied:\n"
@@ -63,7 +65,9 @@ static void usage(FILE *f)
             "  test/kube/down /tmp/scale-kube\n"
             "Defaults: 10000 nodes, 80000 pods, 1000 faults, 750 drain nodes x 15 pods, 60 s "
             "steady state, controller --qps 50 (--drain-qps: the same; another value restarts\n"
-            "the controller with it before the drain).\n");
+            "the controller with it before the drain); --executor-workers, --drain-concurrency\n"
+            "and --drain-evictions-in-flight are passed to the controller when given (else its\n"
+            "defaults).\n");
 }
 
 static int64_t mono(void)
@@ -118,6 +122,7 @@ static void print_mem(const char *when, int pid)
 struct audit_ev {
     const char *stage, *verb, *resource, *sub;
     int64_t received; /* requestReceivedTimestamp, ns */
+    int64_t stage_at; /* stageTimestamp, ns; 0: unknown */
 };
 
 struct audit {
@@ -148,10 +153,13 @@ static void audit_scan(struct audit *a, audit_fn fn, void *ud)
             continue;
         json_t *ref = json_object_get(j, "objectRef");
         const char *rt = json_string_value(json_object_get(j, "requestReceivedTimestamp"));
+        const char *st = json_string_value(json_object_get(j, "stageTimestamp"));
         struct audit_ev ev = {json_string_value(json_object_get(j, "stage")),
                               json_string_value(json_object_get(j, "verb")),
                               json_string_value(json_object_get(ref, "resource")),
-                              json_string_value(json_object_get(ref, "subresource")), 0};
+                              json_string_value(json_object_get(ref, "subresource")), 0, 0};
+        if (st && !gh_time_parse_rfc3339(st, strlen(st), &ev.stage_at))
+            ev.stage_at = 0;
         if (ev.stage && ev.verb && rt && gh_time_parse_rfc3339(rt, strlen(rt), &ev.received)) {
             if (!ev.resource)
                 ev.resource = "-";
@@ -170,13 +178,41 @@ static bool audit_counts(const struct audit_ev *ev)
     return !strcmp(ev->stage, "ResponseComplete");
 }
 
+/* The API server's time for a request (received -> response complete), in
+ * buckets growing by 10% from 0.1 ms: percentiles within 10%. */
+#define LAT_BUCKETS 150
+#define LAT_MIN_NS 100000.0
+#define LAT_GROWTH 1.1
+
 struct tally {
     int64_t from, to; /* window on requestReceivedTimestamp */
     long total;
     int ncat;
     char cat[NCAT][80];
     long n[NCAT];
+    long lat[NCAT][LAT_BUCKETS]; /* not for watches */
 };
+
+static int lat_bucket(int64_t ns)
+{
+    int b = 0;
+    for (double up = LAT_MIN_NS; (double)ns > up && b < LAT_BUCKETS - 1; up *= LAT_GROWTH)
+        b++;
+    return b;
+}
+
+/* The upper bound (ms) of the bucket holding the p-th percentile of h. */
+static double lat_pct(const long *h, long n, int p)
+{
+    long want = (n * p + 99) / 100, seen = 0;
+    double up = LAT_MIN_NS;
+    for (int b = 0; b < LAT_BUCKETS; b++, up *= LAT_GROWTH) {
+        seen += h[b];
+        if (seen >= want)
+            return up / 1e6;
+    }
+    return up / 1e6;
+}
 
 static void tally_ev(void *ud, const struct audit_ev *ev)
 {
@@ -187,15 +223,17 @@ static void tally_ev(void *ud, const struct audit_ev *ev)
     snprintf(key, sizeof key, "%s %s%s%s", ev->verb, ev->resource, ev->sub ? "/" : "",
              ev->sub ? ev->sub : "");
     t->total++;
-    for (int i = 0; i < t->ncat; i++)
-        if (!strcmp(t->cat[i], key)) {
-            t->n[i]++;
+    int i = 0;
+    while (i < t->ncat && strcmp(t->cat[i], key))
+        i++;
+    if (i == t->ncat) {
+        if (t->ncat == NCAT)
             return;
-        }
-    if (t->ncat < NCAT) {
-        snprintf(t->cat[t->ncat], sizeof t->cat[0], "%s", key);
-        t->n[t->ncat++] = 1;
+        snprintf(t->cat[t->ncat++], sizeof t->cat[0], "%s", key);
     }
+    t->n[i]++;
+    if (strcmp(ev->verb, "watch") && ev->stage_at >= ev->received)
+        t->lat[i][lat_bucket(ev->stage_at - ev->received)]++;
 }
 
 static void tally_print(const struct tally *t)
@@ -203,8 +241,16 @@ static void tally_print(const struct tally *t)
     double secs = (double)(t->to - t->from) / 1e9;
     printf("  controller requests: %ld in %.1f s = %.2f req/s\n", t->total, secs,
            (double)t->total / secs);
-    for (int i = 0; i < t->ncat; i++)
-        printf("    %-40s %6ld  (%.2f/s)\n", t->cat[i], t->n[i], (double)t->n[i] / secs);
+    for (int i = 0; i < t->ncat; i++) {
+        printf("    %-40s %6ld  (%.2f/s)", t->cat[i], t->n[i], (double)t->n[i] / secs);
+        long nl = 0;
+        for (int b = 0; b < LAT_BUCKETS; b++)
+            nl += t->lat[i][b];
+        if (nl)
+            printf("  server time p50 %.1f ms, p90 %.1f ms", lat_pct(t->lat[i], nl, 50),
+                   lat_pct(t->lat[i], nl, 90));
+        printf("\n");
+    }
 }
 
 /* The controller's watches on nodes and pods start right after their
@@ -269,6 +315,7 @@ static int submit_create(struct gh_kube_client *c, struct creator *cr, const str
 
 struct cfg {
     int nodes, pods, faults, drain_nodes, drain_pods, steady_s;
+    int workers, drain_conc, drain_total; /* controller flags; 0: its default */
     double qps, drain_qps;
     const char *controller, *audit_log;
     char tag[16];
@@ -492,11 +539,31 @@ static int start_controller(struct child *ch, const struct cfg *g, double qps)
         return 1;
     fputs("scale-bench-token\n", tf);
     fclose(tf);
-    const char *argv[] = {g->controller, "--kubeconfig", kcfg, "--listen", "127.0.0.1:0",
-                          "--token-file", tok, "--db", db, "--node-selector", sel,
-                          "--max-unavailable", "100%", "--max-actions-per-hour", "0",
-                          "--node-cooldown", "0s", "--storm-nodes", "0", "--qps", qps_s,
-                          "--identity", "scale-bench", "--log-level", "info", NULL};
+    const char *argv[32] = {g->controller, "--kubeconfig", kcfg, "--listen", "127.0.0.1:0",
+                            "--token-file", tok, "--db", db, "--node-selector", sel,
+                            "--max-unavailable", "100%", "--max-actions-per-hour", "0",
+                            "--node-cooldown", "0s", "--storm-nodes", "0", "--qps", qps_s,
+                            "--identity", "scale-bench", "--log-level", "info", NULL};
+    /* the drain's knobs, only when given (an older controller lacks some) */
+    char wk[16], dc[16], de[16];
+    int na = 25;
+    _Static_assert(sizeof argv / sizeof argv[0] >= 25 + 6 + 1, "argv room");
+    snprintf(wk, sizeof wk, "%d", g->workers);
+    snprintf(dc, sizeof dc, "%d", g->drain_conc);
+    snprintf(de, sizeof de, "%d", g->drain_total);
+    if (g->workers > 0) {
+        argv[na++] = "--executor-workers";
+        argv[na++] = wk;
+    }
+    if (g->drain_conc > 0) {
+        argv[na++] = "--drain-concurrency";
+        argv[na++] = dc;
+    }
+    if (g->drain_total > 0) {
+        argv[na++] = "--drain-evictions-in-flight";
+        argv[na++] = de;
+    }
+    argv[na] = NULL;
     ch->started = wall();
     ch->port = 0;
     int pid = fork();
@@ -784,13 +851,17 @@ static void phase_drain(struct audit *a, const struct child *ch, const struct cf
     long code = post_signals(ch, body, len);
     free(body);
     struct until_n u = {&s->ndrained, n};
-    gh_kube_testenv_until(wc, reached, &u, (int64_t)n * 600 + 60000);
+    gh_kube_testenv_until(wc, reached, &u, (int64_t)n * 900 + 60000);
     t.to = wall();
     double secs = (double)((s->ndrained == n ? s->last_gone : mono()) - sent) / 1e9;
+    char knobs[160];
+    snprintf(knobs, sizeof knobs, "%s%.0d%s%.0d%s%.0d", g->workers ? " --executor-workers " : "",
+             g->workers, g->drain_conc ? " --drain-concurrency " : "", g->drain_conc,
+             g->drain_total ? " --drain-evictions-in-flight " : "", g->drain_total);
     printf("4. drain: one SXid on each of %d kwok nodes x %d pods in one POST (HTTP %ld; policy "
-           "rule nvswitch-error: drain_node, run_diagnostics; controller --qps %g, "
-           "--drain-concurrency 4):\n",
-           n, g->drain_pods, code, g->drain_qps);
+           "rule nvswitch-error: drain_node, run_diagnostics; controller --qps %g%s; load "
+           "average %.2f):\n",
+           n, g->drain_pods, code, g->drain_qps, knobs[0] ? knobs : " (drain defaults)", load1());
     printf("  %d/%d nodes drained, %d/%d pods gone (seen by a watch) in %.1f s: %.1f nodes/min, "
            "%.1f evictions/s (first to last pod gone: %.1f s)\n",
            s->ndrained, n, s->pods_gone, n * g->drain_pods, secs,
@@ -813,7 +884,10 @@ static int parse_args(int argc, char **argv, struct cfg *g)
                   : !strcmp(a, "--drain-nodes") ? &g->drain_nodes
                   : !strcmp(a, "--drain-pods")  ? &g->drain_pods
                   : !strcmp(a, "--steady")      ? &g->steady_s
-                                                : NULL;
+                  : !strcmp(a, "--executor-workers")          ? &g->workers
+                  : !strcmp(a, "--drain-concurrency")         ? &g->drain_conc
+                  : !strcmp(a, "--drain-evictions-in-flight") ? &g->drain_total
+                                                              : NULL;
         if (!strcmp(a, "--print-audit-policy")) {
             fputs(audit_policy, stdout);
             return 0;
@@ -835,7 +909,8 @@ static int parse_args(int argc, char **argv, struct cfg *g)
     }
     if (g->nodes < 1 || g->pods < 0 || g->faults < 0 || g->drain_nodes < 0 ||
         g->drain_pods < 1 || g->drain_nodes >= g->nodes ||
-        g->drain_nodes * g->drain_pods > g->pods || g->steady_s < 1 || g->qps == 0)
+        g->drain_nodes * g->drain_pods > g->pods || g->steady_s < 1 || g->qps == 0 ||
+        g->workers < 0 || g->drain_conc < 0 || g->drain_total < 0)
         return 2;
     if (g->drain_qps == 0)
         g->drain_qps = g->qps;

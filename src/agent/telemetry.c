@@ -1,6 +1,7 @@
 /* telemetry.c - the agent's telemetry socket: accepts training ranks' JSON
  * lines on a Unix stream socket (epoll, non-blocking), validates each with
- * the signal codec, keeps per-rank latest steps and emits accepted signals.
+ * the signal codec (its fast path for the telemetry kinds, signal_fast.h),
+ * keeps per-rank latest steps and emits accepted signals.
  *
  * Line handling: bytes are read into one shared buffer and complete lines
  * are decoded in place; only a client's trailing partial line is copied
@@ -22,6 +23,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "signal/signal_fast.h"
 #include "signal/signal_json.h"
 
 #define RBUF_SIZE (64 * 1024)
@@ -244,7 +246,7 @@ static void handle_line(struct gh_telemetry *t, struct client *c, const char *s,
     c->line_no++;
     if (is_blank(s, n))
         return;
-    if (gh_signal_decode(s, n, c->line_no, &sig, &err) != GH_OK) {
+    if (gh_signal_fast_decode(s, n, c->line_no, &sig, &err) != GH_OK) {
         reject_line(t, c, s, n, err.msg);
         return;
     }

@@ -294,6 +294,25 @@ int gh_audit_set_phase(struct gh_audit *a, const char *incident_id, const char *
     return gh_db_exec(a->db, "UPDATE incidents SET phase = $2 WHERE id = $1", p, 2, NULL, err);
 }
 
+int gh_audit_swap_phase(struct gh_audit *a, const char *incident_id, const char *from,
+                        const char *to, bool *swapped, struct gh_err *err)
+{
+    long changed = 0;
+    struct gh_db_val p[] = {gh_db_text(incident_id), gh_db_text(from), gh_db_text(to)};
+    int rc = gh_db_exec(a->db, "UPDATE incidents SET phase = $3 WHERE id = $1 AND phase = $2", p,
+                        3, &changed, err);
+    *swapped = rc == GH_OK && changed > 0;
+    return rc;
+}
+
+int gh_audit_set_reason(struct gh_audit *a, const char *incident_id, const char *reason,
+                        const char *json, struct gh_err *err)
+{
+    struct gh_db_val p[] = {gh_db_text(incident_id), gh_db_text(reason), gh_db_text(json)};
+    return gh_db_exec(a->db, "UPDATE incidents SET reason = $2, json = $3 WHERE id = $1", p, 3,
+                      NULL, err);
+}
+
 int gh_audit_record_guard(struct gh_audit *a, const struct gh_audit_guard *g, struct gh_err *err)
 {
     struct gh_db_val p[] = {gh_db_text(g->incident_id), gh_db_int(g->ts_ns), gh_db_text(g->action),
@@ -457,6 +476,32 @@ int gh_audit_incident_ids(struct gh_audit *a, int64_t since_ns, gh_audit_id_fn f
     return gh_db_query(a->db,
                        "SELECT id, phase FROM incidents WHERE decided_ns >= $1 ORDER BY decided_ns",
                        p, 1, walk_id, &w, err);
+}
+
+struct allowed_walk {
+    gh_audit_allowed_fn fn;
+    void *ud;
+};
+
+static int walk_allowed(void *ud, int ncols, const char *const *v)
+{
+    (void)ncols;
+    struct allowed_walk *w = ud;
+    if (!v[0] || !v[1])
+        return GH_OK;
+    return w->fn(w->ud, strtoll(v[0], NULL, 10), v[1], v[2] ? v[2] : "");
+}
+
+int gh_audit_allowed_since(struct gh_audit *a, int64_t since_ns, gh_audit_allowed_fn fn,
+                           void *ud, struct gh_err *err)
+{
+    struct allowed_walk w = {fn, ud};
+    struct gh_db_val p[] = {gh_db_int(since_ns)};
+    return gh_db_query(a->db,
+                       "SELECT ts_ns, action, target FROM guard_decisions WHERE ts_ns >= $1 AND "
+                       "verdict IN ('allowed', 'approved') AND action IS NOT NULL AND "
+                       "action <> 'release_node' ORDER BY ts_ns",
+                       p, 1, walk_allowed, &w, err);
 }
 
 int gh_audit_subject_parse(const char *s, struct gh_audit_subject *out, struct gh_err *err)

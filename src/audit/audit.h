@@ -54,6 +54,16 @@ int gh_audit_record_incident(struct gh_audit *a, const json_t *inc, const char *
 
 int gh_audit_set_phase(struct gh_audit *a, const char *incident_id, const char *phase,
                        struct gh_err *err);
+/* Sets the phase of incident_id to `to` only if it is `from` now; *swapped
+ * says whether it was (of two concurrent swaps, one wins: the row is
+ * locked until the first commits). */
+int gh_audit_swap_phase(struct gh_audit *a, const char *incident_id, const char *from,
+                        const char *to, bool *swapped, struct gh_err *err);
+/* Replaces the reason and the incident object (JSON text) of a recorded
+ * incident: a drain held for a checkpoint tells its wait when released
+ * (control/drain_hold.h). Strings borrowed. */
+int gh_audit_set_reason(struct gh_audit *a, const char *incident_id, const char *reason,
+                        const char *json, struct gh_err *err);
 
 /* A guard's verdict on one action of an incident. Strings borrowed.
  * verdict: "allowed", "denied", "dry_run", "awaiting_approval", "approved". */
@@ -123,6 +133,16 @@ int gh_audit_intents_pending(struct gh_audit *a, gh_audit_intent_fn fn, void *ud
 typedef int (*gh_audit_id_fn)(void *ud, const char *id, const char *phase);
 int gh_audit_incident_ids(struct gh_audit *a, int64_t since_ns, gh_audit_id_fn fn, void *ud,
                           struct gh_err *err);
+
+/* The actions guards allowed (verdict "allowed" or "approved", release_node
+ * excluded) recorded at or after since_ns, oldest first: what a restarted
+ * controller counts again toward the hourly rate, the cooldowns and the storm
+ * breaker. target: "node/NAME", "job/NS/NAME", ...; strings valid during
+ * the call. */
+typedef int (*gh_audit_allowed_fn)(void *ud, int64_t ts_ns, const char *action,
+                                   const char *target);
+int gh_audit_allowed_since(struct gh_audit *a, int64_t since_ns, gh_audit_allowed_fn fn,
+                           void *ud, struct gh_err *err);
 
 /* What explain and timeline ask about. */
 enum gh_audit_subject_kind { GH_AUDIT_NODE, GH_AUDIT_JOB, GH_AUDIT_POD, GH_AUDIT_INCIDENT };

@@ -3,6 +3,10 @@
  * (db_pg.c). Statements use $1..$n placeholders in both; values travel as
  * 64-bit integers, text or NULL, and rows come back as text.
  *
+ * A SQLite connection keeps a small cache of prepared statements keyed by
+ * their SQL text (db_sqlite.c), so a statement run again is not parsed
+ * again; PostgreSQL statements are sent with their parameters each time.
+ *
  * A gh_db belongs to one thread at a time (the audit store's owner). */
 #ifndef GH_AUDIT_DB_H
 #define GH_AUDIT_DB_H
@@ -39,7 +43,9 @@ static inline struct gh_db_val gh_db_null(void)
     return v;
 }
 
-#define GH_DB_MAX_PARAMS 16
+/* Parameters of one statement: room for the signal journal's multi-row
+ * INSERT (journal.h); SQLite (3.32+) allows 32,766 and PostgreSQL 65,535. */
+#define GH_DB_MAX_PARAMS 2048
 
 /* One result row: vals[i] is the text of column i (borrowed for the call),
  * NULL for SQL NULL. Return GH_OK to go on, anything else stops the query

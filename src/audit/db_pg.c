@@ -66,10 +66,24 @@ static int pg_script(void *h, const char *sql, struct gh_err *err)
     return rc;
 }
 
+#define STACK_PARAMS 16
+
+/* Runs sql with v[0..np) as text parameters; NULL when out of memory. */
 static PGresult *run(struct pg *p, const char *sql, const struct gh_db_val *v, int np)
 {
-    const char *vals[GH_DB_MAX_PARAMS];
-    char ints[GH_DB_MAX_PARAMS][24];
+    const char *vals_s[STACK_PARAMS] = {NULL};
+    char ints_s[STACK_PARAMS][24];
+    const char **vals = vals_s;
+    char(*ints)[24] = ints_s;
+    if (np > STACK_PARAMS) { /* a multi-row INSERT: on the heap */
+        vals = malloc((size_t)np * sizeof *vals);
+        ints = malloc((size_t)np * sizeof *ints);
+        if (!vals || !ints) {
+            free(vals);
+            free(ints);
+            return NULL;
+        }
+    }
     for (int i = 0; i < np; i++) {
         switch (v[i].t) {
         case GH_DBV_NULL: vals[i] = NULL; break;
@@ -80,7 +94,12 @@ static PGresult *run(struct pg *p, const char *sql, const struct gh_db_val *v, i
             break;
         }
     }
-    return p->exec_params(p->conn, sql, np, NULL, vals, NULL, NULL, 0);
+    PGresult *r = p->exec_params(p->conn, sql, np, NULL, vals, NULL, NULL, 0);
+    if (vals != vals_s) {
+        free(vals);
+        free(ints);
+    }
+    return r;
 }
 
 static int pg_exec(void *h, const char *sql, const struct gh_db_val *v, int np, long *changed,

@@ -1,6 +1,8 @@
 /* journal.c - the signal journal (journal.h): batches of accepted signals
- * written to signal_journal in one committed transaction each, pruned by
- * age now and then, and read back in arrival order on start. */
+ * written to signal_journal in one committed transaction each (multi-row
+ * INSERTs of up to GH_JOURNAL_ROWS_PER_INSERT rows, one round trip each on
+ * PostgreSQL), pruned by age now and then, and read back in arrival order
+ * on start. */
 #include "audit/journal.h"
 
 #include <openssl/evp.h>
@@ -14,6 +16,14 @@
 
 #define KEY_MAX 80 /* "sha256:" + 64 hex digits, or a signal id up to here */
 
+#define COLS 5 /* id, arrival_ns, seq, ts_ns, line */
+#define ROWS GH_JOURNAL_ROWS_PER_INSERT
+_Static_assert(ROWS * COLS <= GH_DB_MAX_PARAMS, "one INSERT's parameters fit gh_db_exec");
+#define INSERT_HEAD "INSERT INTO signal_journal (id, arrival_ns, seq, ts_ns, line) VALUES "
+#define INSERT_TAIL " ON CONFLICT DO NOTHING"
+/* "($1276, $1277, $1278, $1279, $1280)," is 36 bytes; room for more */
+#define SQL_CAP (sizeof INSERT_HEAD + sizeof INSERT_TAIL + (size_t)ROWS * 48)
+
 struct gh_journal {
     struct gh_audit *a;           /* owned: this journal's own connection */
     struct gh_db *db;             /* borrowed from a */
@@ -21,6 +31,11 @@ struct gh_journal {
     int64_t retention_ns, prune_every_ns;
     int64_t last_prune_ns;        /* clock time of the last prune (0: none yet) */
     int64_t seq;                  /* order of rows appended by this process */
+    /* one INSERT's rows, reused by every append (owned scratch) */
+    char keys[ROWS][KEY_MAX];
+    char *lines[ROWS];            /* owned while a chunk is written, else NULL */
+    struct gh_db_val p[ROWS * COLS];
+    char sql[SQL_CAP];
 };
 
 int gh_journal_open(const struct gh_journal_opts *o, struct gh_journal **out,
@@ -79,6 +94,55 @@ static int maybe_prune(struct gh_journal *j, struct gh_err *err)
     return gh_journal_prune(j, t - j->retention_ns, NULL, err);
 }
 
+/* The INSERT of rows rows into j->sql: VALUES ($1, ..., $5), ($6, ...) ... */
+static int insert_sql(struct gh_journal *j, size_t rows, struct gh_err *err)
+{
+    size_t len = (size_t)snprintf(j->sql, sizeof j->sql, "%s", INSERT_HEAD);
+    for (size_t r = 0; r < rows && len < sizeof j->sql; r++) {
+        size_t b = r * COLS;
+        len += (size_t)snprintf(j->sql + len, sizeof j->sql - len,
+                                "%s($%zu, $%zu, $%zu, $%zu, $%zu)", r ? ", " : "", b + 1, b + 2,
+                                b + 3, b + 4, b + 5);
+    }
+    if (len < sizeof j->sql)
+        len += (size_t)snprintf(j->sql + len, sizeof j->sql - len, "%s", INSERT_TAIL);
+    if (len >= sizeof j->sql)
+        return gh_err_set(err, GH_ELIMIT, "INSERT of %zu rows over %zu bytes", rows,
+                          sizeof j->sql);
+    return GH_OK;
+}
+
+/* Writes sigs[0..n) (n <= ROWS) as one multi-row INSERT. Rows are numbered
+ * from *seq on, a signal whose key is already stored (or earlier in the
+ * same statement) keeps its first row, as row-by-row inserts would. */
+static int insert_chunk(struct gh_journal *j, const struct gh_signal *sigs, size_t n,
+                        int64_t arrival_ns, int64_t *seq, struct gh_err *err)
+{
+    int rc = GH_OK;
+    size_t encoded = 0;
+    for (; encoded < n; encoded++) {
+        const struct gh_signal *s = &sigs[encoded];
+        if ((rc = gh_signal_encode(s, &j->lines[encoded], err)))
+            goto out;
+        row_key(s, j->lines[encoded], j->keys[encoded]);
+        struct gh_db_val *p = &j->p[encoded * COLS];
+        p[0] = gh_db_text(j->keys[encoded]);
+        p[1] = gh_db_int(arrival_ns);
+        p[2] = gh_db_int((*seq)++);
+        p[3] = gh_db_int(s->ts_ns);
+        p[4] = gh_db_text(j->lines[encoded]);
+    }
+    if ((rc = insert_sql(j, n, err)))
+        goto out;
+    rc = gh_db_exec(j->db, j->sql, j->p, (int)(n * COLS), NULL, err);
+out:
+    for (size_t i = 0; i < encoded; i++) {
+        free(j->lines[i]);
+        j->lines[i] = NULL;
+    }
+    return rc;
+}
+
 int gh_journal_append(struct gh_journal *j, const struct gh_signal *sigs, size_t n,
                       int64_t arrival_ns, struct gh_err *err)
 {
@@ -88,20 +152,8 @@ int gh_journal_append(struct gh_journal *j, const struct gh_signal *sigs, size_t
     if (rc)
         return gh_err_prefix(err, rc, "journal");
     int64_t seq = j->seq;
-    for (size_t i = 0; i < n && rc == GH_OK; i++) {
-        char *line = NULL;
-        if ((rc = gh_signal_encode(&sigs[i], &line, err)))
-            break;
-        char key[KEY_MAX];
-        row_key(&sigs[i], line, key);
-        struct gh_db_val p[] = {gh_db_text(key), gh_db_int(arrival_ns), gh_db_int(seq++),
-                                gh_db_int(sigs[i].ts_ns), gh_db_text(line)};
-        rc = gh_db_exec(j->db,
-                        "INSERT INTO signal_journal (id, arrival_ns, seq, ts_ns, line) "
-                        "VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-                        p, 5, NULL, err);
-        free(line);
-    }
+    for (size_t i = 0; i < n && rc == GH_OK; i += ROWS)
+        rc = insert_chunk(j, sigs + i, n - i < ROWS ? n - i : ROWS, arrival_ns, &seq, err);
     if (rc == GH_OK)
         rc = gh_db_commit(j->db, err);
     if (rc) {

@@ -28,6 +28,10 @@
 
 #define GH_JOURNAL_DEFAULT_RETENTION_NS (3600 * GH_NS_PER_S)
 #define GH_JOURNAL_DEFAULT_PRUNE_EVERY_NS (60 * GH_NS_PER_S)
+/* Rows per INSERT statement: a batch of n signals takes ceil(n / this)
+ * statements (1,280 parameters each: far below SQLite's 32,766 and
+ * PostgreSQL's 65,535). */
+#define GH_JOURNAL_ROWS_PER_INSERT 256
 
 struct gh_journal_opts {
     const char *db_url;          /* borrowed: the audit store (gh_audit_open's url) */

@@ -17,6 +17,7 @@
 #define GH_CONTROL_ACTUATOR_H
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -62,9 +63,12 @@ int gh_act_release_node(const struct gh_act_ctx *x, const char *node, struct gh_
                         struct gh_err *err);
 
 struct gh_drain_opts {
-    int concurrency;      /* evictions in flight; 0: 4 */
+    int concurrency;      /* evictions in flight per drain; 0: 8 */
     int64_t timeout_ns;   /* give up on pods a PodDisruptionBudget keeps; 0: 60 s */
     int64_t grace_s;      /* pod termination grace; -1: the pod's own */
+    int total;            /* evictions in flight across concurrent drains; 0: 64 */
+    atomic_int *inflight; /* the count of those, shared by the drains running at once
+                             (the executor's; borrowed); NULL: concurrency alone bounds */
 };
 
 /* Evicts every pod on node (Eviction API, so PodDisruptionBudgets hold)

@@ -17,9 +17,11 @@
 #include "common/log.h"
 #include "common/mono.h"
 #include "control/executor.h"
+#include "control/job_costs.h"
 #include "control/job_kinds.h"
 #include "control/job_watch.h"
 #include "control/kube_signals.h"
+#include "control/drain_hold.h"
 #include "control/drain_wait.h"
 #include "control/metrics.h"
 #include "control/policy_cr.h"
@@ -39,8 +41,10 @@
 #define POP_BATCH 256
 #define METRICS_MAX (64 * 1024)
 #define DEFERRED_MAX 4096
+#define COSTS_MAX 65536 /* jobs whose pods state costs (GH_TOPO_MAX_JOBS) */
 #define EVENT_MAX_AGE (5 * 60 * GH_NS_PER_S) /* Events older at first sight are history */
 #define REPLAY_HOLD_MAX_NS (30 * GH_NS_PER_S) /* replayed signals wait this long for informers */
+#define EVENTS_CACHED_MAX 4096 /* Events kept per Event informer (the latest added) */
 
 struct gh_controller {
     struct gh_controller_opts o;
@@ -79,10 +83,23 @@ struct gh_controller {
     struct gh_journal *journal;               /* accepted signals; the ingest thread's */
     int64_t journal_keep;                     /* its retention (ns) */
     int64_t journal_seen_until;               /* replayed up to this arrival (ns) */
+    int64_t led_until;                        /* when this process last stopped leading; 0: never led */
     int64_t replay_hold_until;                /* mono ns: replayed signals wait for the
                                                  informers (topology, policy); 0: none */
     struct gh_strmap *decided;                /* decision keys (journal.h) of the stored
                                                  incidents; NULL without a journal */
+    struct gh_strmap *costs;                  /* job -> struct job_cost * (owned): the
+                                                 costs its annotations state */
+    int64_t costs_refreshed;                  /* when their remaining runs were last set */
+};
+
+/* A job's costs as its object and pods state them (job_costs.h), in
+ * ctl->costs. */
+struct job_cost {
+    struct gh_job_costs c; /* the job object's figures, else its pod's */
+    char end_on[340];      /* who stated the end: "pod NS/NAME", "JobSet NS/NAME" */
+    char cost_on[340];     /* ... and the restart cost */
+    uint64_t warned;       /* hash of the last invalid-annotation warnings logged */
 };
 
 void gh_controller_opts_default(struct gh_controller_opts *o)
@@ -109,13 +126,13 @@ static const char *ann(const json_t *o, const char *k)
 
 /* ---- signals into the engine */
 
-static void checkpoint_seen(struct gh_controller *ctl, const struct gh_signal *s);
+static void checkpoint_seen(struct gh_controller *ctl, const struct gh_signal *s, int64_t at);
 
 static void feed(struct gh_controller *ctl, struct gh_signal *s, const char *origin)
 {
     struct gh_err err;
     if (s->kind == GH_KIND_CHECKPOINT && s->ckpt_state == GH_CKPT_SAVED && s->job)
-        checkpoint_seen(ctl, s);
+        checkpoint_seen(ctl, s, now(ctl));
     (void)gh_step_writer_note(ctl->telemetry, s); /* memory only; its thread writes */
     int rc = gh_engine_ingest_steal(ctl->engine, s, now(ctl), &err);
     gh_signal_clear(s);
@@ -183,7 +200,7 @@ static int replay_one(void *ud, struct gh_signal *s, int64_t arrival_ns)
 {
     struct gh_controller *ctl = ud;
     if (s->kind == GH_KIND_CHECKPOINT && s->ckpt_state == GH_CKPT_SAVED && s->job)
-        checkpoint_seen(ctl, s);
+        checkpoint_seen(ctl, s, arrival_ns);
     /* not to the step writer: its buckets hold these already */
     if (gh_engine_ingest_steal(ctl->engine, s, arrival_ns, NULL) == GH_OK)
         gh_ctl_metrics_signals(ctl->metrics, "ingest", 1);
@@ -287,6 +304,8 @@ static void submit(struct gh_controller *ctl, struct gh_task *t)
         GH_LOG(GH_LOG_ERROR, "event=task_refused id=%s error=\"%s\"", t->id, err.msg);
         json_decref(t->incident);
         t->incident = NULL;
+        json_decref(t->hold);
+        t->hold = NULL;
     }
 }
 
@@ -368,6 +387,84 @@ static void decide(struct gh_controller *ctl, json_t *inc, int64_t first_arrival
     submit(ctl, &task);
 }
 
+/* Adds a sentence to the incident's reason. */
+static void append_reason(json_t *inc, const char *more)
+{
+    const char *r = jstr(inc, "reason");
+    size_t n = (r ? strlen(r) : 0) + strlen(more) + 2;
+    char *buf = malloc(n);
+    if (!buf)
+        return;
+    snprintf(buf, n, "%s%s%s", r ? r : "", r && *r ? " " : "", more);
+    json_object_set_new(inc, "reason", json_string(buf));
+    free(buf);
+}
+
+/* A straggler's reason says where the job's remaining run and restart
+ * cost came from: annotations (which, on what) or the policy's defaults. */
+static void costs_reason(struct gh_controller *ctl, const struct gh_incident *inc, json_t *j)
+{
+    if (inc->cls != GH_CLASS_STRAGGLER || !inc->job)
+        return;
+    long k = ctl->costs ? gh_strmap_find(ctl->costs, inc->job) : -1;
+    const struct job_cost *jc = k >= 0 ? gh_strmap_value(ctl->costs, (size_t)k) : NULL;
+    char d[1024], more[1100];
+    if (jc && gh_job_costs_stated(&jc->c))
+        snprintf(more, sizeof more, "Job costs: %s.",
+                 gh_job_costs_describe(&jc->c, now(ctl), jc->end_on, jc->cost_on, d, sizeof d));
+    else
+        snprintf(more, sizeof more, "Job costs: the policy defaults (no valid %s, %s or %s "
+                 "annotation on the job or its pods).", GH_ANN_EXPECTED_END, GH_ANN_REMAINING,
+                 GH_ANN_RESTART_COST);
+    append_reason(j, more);
+}
+
+/* A RecoveryPolicy with a nodeSelector governs only the nodes it selects
+ * (policy_cr.h): the engine skips its rules for other nodes (rule_governs);
+ * when no rule governs the node, the first matching one decided, and the
+ * incident is recorded with no action and says why. False then. */
+static bool node_governed(struct gh_controller *ctl, int rule, const char *node, char *why,
+                          size_t cap)
+{
+    if (!node || !ctl->crset || !gh_policy_crset_has_selectors(ctl->crset))
+        return true;
+    const struct gh_kube_obj *no =
+        ctl->inf_nodes ? gh_kube_store_get(gh_kube_informer_store(ctl->inf_nodes), NULL, node)
+                       : NULL;
+    json_t *n = no ? gh_kube_obj_json(no) : NULL; /* unknown node: no labels */
+    bool yes = gh_policy_crset_governs(
+        ctl->crset, rule, json_object_get(json_object_get(n, "metadata"), "labels"), why, cap);
+    json_decref(n);
+    return yes;
+}
+
+/* The engine's rule filter (gh_engine_set_rule_filter). */
+static bool rule_governs(void *ud, int rule, const char *node)
+{
+    return node_governed(ud, rule, node, NULL, 0);
+}
+
+static bool governed(struct gh_controller *ctl, const struct gh_incident *inc, json_t *j)
+{
+    if (!inc->node || !inc->rule || !ctl->crset)
+        return true;
+    const struct gh_policy *p = gh_engine_policy(ctl->engine);
+    int ri = -1;
+    for (int i = 0; i < p->n_rules && ri < 0; i++)
+        if (inc->rule == p->rules[i].name)
+            ri = i;
+    char why[400];
+    if (ri < 0 || node_governed(ctl, ri, inc->node, why, sizeof why))
+        return true;
+    char more[600];
+    snprintf(more, sizeof more, "Not acted: %s, and node %s does not have them "
+             "(no RecoveryPolicy governs this node for rule %s).", why, inc->node, inc->rule);
+    append_reason(j, more);
+    GH_LOG(GH_LOG_INFO, "event=incident_not_governed id=%s node=%s rule=%s why=\"%s\"", inc->id,
+           inc->node, inc->rule, why);
+    return false;
+}
+
 static void on_incident(void *ud, const struct gh_incident *inc)
 {
     struct gh_controller *ctl = ud;
@@ -386,6 +483,9 @@ static void on_incident(void *ud, const struct gh_incident *inc)
         GH_LOG(GH_LOG_ERROR, "event=incident_dropped id=%s error=\"out of memory\"", inc->id);
         return;
     }
+    costs_reason(ctl, inc, j);
+    if (!governed(ctl, inc, j))
+        json_object_set_new(j, "actions", json_pack("[s]", gh_action_name(GH_ACT_NONE)));
     int64_t first = 0;
     for (size_t i = 0; i < inc->n_evidence; i++)
         if (inc->evidence[i]->arrival_ns && (!first || inc->evidence[i]->arrival_ns < first))
@@ -431,8 +531,10 @@ static void approve(struct gh_controller *ctl, const char *id, const char *by)
     gh_guard_check(ctl->guard, acts, n, node, true, t, task.v);
     count_trips(ctl, task.v, task.n);
     gh_guard_commit(ctl->guard, task.v, task.n, node, t);
-    json_decref(inc);
+    task.incident = inc; /* the executor reads it from the store; the hold needs it */
     GH_LOG(GH_LOG_INFO, "event=approved id=%s by=\"%s\"", id, by ? by : "");
+    if (hold_drain(ctl, &task))
+        return; /* approved, then held like a decision (drain_wait.h) */
     submit(ctl, &task);
 }
 
@@ -476,7 +578,7 @@ static int job_on_node(void *ud, const struct gh_kube_obj *o)
  * namespaces waits (stolen into ctl->waits); false: act now. */
 static bool hold_drain(struct gh_controller *ctl, struct gh_task *t)
 {
-    if (!ctl->inf_namespaces || strcmp(t->mode, "act") != 0)
+    if (!ctl->inf_namespaces || (t->kind == GH_TASK_DECISION && strcmp(t->mode, "act") != 0))
         return false;
     bool drains = false;
     for (int i = 0; i < t->n; i++)
@@ -521,11 +623,28 @@ static bool hold_drain(struct gh_controller *ctl, struct gh_task *t)
     char id[64];
     snprintf(id, sizeof id, "%s", t->id);
     t->first_arrival_ns = 0; /* a deliberate wait is no decision latency */
+    /* its record (drain_hold.h), so that a restart resumes it */
+    struct gh_task rec;
+    memset(&rec, 0, sizeof rec);
+    rec.kind = GH_TASK_HOLD;
+    snprintf(rec.id, sizeof rec.id, "%s", id);
+    snprintf(rec.mode, sizeof rec.mode, "%s", t->mode);
+    rec.incident = json_deep_copy(t->incident);
+    rec.hold = gh_drain_hold_payload(t, wait, n, t0, t0 + timeout);
     struct gh_err err;
     if (gh_drain_waits_hold(ctl->waits, t, wait, n, t0, t0 + timeout, &err)) {
         GH_LOG(GH_LOG_WARN, "event=drain_not_held id=%s error=\"%s\" (drains now)", id, err.msg);
+        json_decref(rec.incident);
+        json_decref(rec.hold);
         return false;
     }
+    if (rec.incident && rec.hold)
+        submit(ctl, &rec);
+    else
+        GH_LOG(GH_LOG_WARN, "event=drain_hold_not_recorded id=%s error=\"out of memory\" "
+               "(a restart would decide it again)", id);
+    json_decref(rec.incident);
+    json_decref(rec.hold);
     if (!gh_kube_timer_add(ctl->c, timeout, drain_timer, ctl))
         GH_LOG(GH_LOG_WARN, "event=drain_timer_failed id=%s error=\"out of memory\" (released "
                "by a checkpoint or the next timer only)", id);
@@ -538,6 +657,8 @@ static bool hold_drain(struct gh_controller *ctl, struct gh_task *t)
 static void release_drains(struct gh_controller *ctl)
 {
     struct gh_task t;
+    if (!ctl->leading)
+        return; /* the holds are the leader's */
     while (gh_drain_waits_take(ctl->waits, now(ctl), &t)) {
         json_t *dw = json_object_get(t.incident, "drain_wait");
         GH_LOG(GH_LOG_INFO, "event=drain_released id=%s outcome=%s waited_s=%.1f", t.id,
@@ -549,11 +670,151 @@ static void release_drains(struct gh_controller *ctl)
 
 static void drain_timer(void *ud) { release_drains(ud); }
 
-static void checkpoint_seen(struct gh_controller *ctl, const struct gh_signal *s)
+/* at: when the checkpoint arrived (a replayed one: its arrival) */
+static void checkpoint_seen(struct gh_controller *ctl, const struct gh_signal *s, int64_t at)
 {
     if (ctl->waits && gh_drain_waits_checkpoint(ctl->waits, s->job, s->has_step ? s->step : -1,
-                                                s->path, now(ctl)))
+                                                s->path, at))
         release_drains(ctl);
+}
+
+/* A hold read back from the store: held again until the same deadline. */
+static void hold_resumed(void *ud, struct gh_drain_hold *h)
+{
+    struct gh_controller *ctl = ud;
+    char id[64];
+    snprintf(id, sizeof id, "%s", h->t.id);
+    if (gh_drain_waits_has(ctl->waits, id)) {
+        json_decref(h->t.incident);
+        return;
+    }
+    const char *jobs[GH_DRAIN_WAIT_JOBS];
+    for (int i = 0; i < h->n; i++)
+        jobs[i] = h->jobs[i];
+    int64_t left = h->deadline_ns - now(ctl);
+    struct gh_err err;
+    if (gh_drain_waits_hold(ctl->waits, &h->t, jobs, h->n, h->since_ns, h->deadline_ns, &err)) {
+        GH_LOG(GH_LOG_ERROR, "event=drain_hold_not_resumed id=%s error=\"%s\"", id, err.msg);
+        json_decref(h->t.incident);
+        return;
+    }
+    if (!gh_kube_timer_add(ctl->c, left > 0 ? left : 0, drain_timer, ctl))
+        GH_LOG(GH_LOG_WARN, "event=drain_timer_failed id=%s error=\"out of memory\"", id);
+    GH_LOG(GH_LOG_INFO, "event=drain_hold_resumed id=%s job=%s jobs=%d left_s=%.1f", id,
+           jobs[0], h->n, (double)left / 1e9);
+}
+
+/* Leading: the drains held by the previous leader (or this process before
+ * a restart) are held again, with their deadlines (drain_hold.h). Reads
+ * the store from the loop, once per leadership. */
+static void resume_holds(struct gh_controller *ctl)
+{
+    struct gh_audit *a = NULL;
+    struct gh_err err;
+    int64_t back = ctl->o.remember_ns > 0 ? ctl->o.remember_ns : 7 * 24 * 3600 * GH_NS_PER_S;
+    if (gh_audit_open(ctl->o.db_url, &a, &err) ||
+        gh_drain_holds_resume(a, now(ctl) - back, now(ctl), ctl->identity, hold_resumed, ctl,
+                              &err))
+        GH_LOG(GH_LOG_ERROR, "event=drain_holds_unread error=\"%s\"", err.msg);
+    gh_audit_close(a);
+    release_drains(ctl); /* those whose deadline passed meanwhile */
+}
+
+/* ---- a job's remaining run and restart cost (job_costs.h) */
+
+/* The job object (kind "Job", "JobSet", "PyTorchJob") from its informer's
+ * cache, a new reference, or NULL. */
+static json_t *job_object(struct gh_controller *ctl, const char *job, const char *kind)
+{
+    const struct gh_kube_store *st = gh_job_watch_store(ctl->jobs, kind);
+    const char *slash = strchr(job, '/');
+    if (!st || !slash)
+        return NULL;
+    char ns[254];
+    snprintf(ns, sizeof ns, "%.*s", (int)(slash - job), job);
+    const struct gh_kube_obj *o = gh_kube_store_get(st, ns, slash + 1);
+    return o ? gh_kube_obj_json(o) : NULL;
+}
+
+/* A job's costs from its object's annotations and its pod's (its pods
+ * share their template's): per figure the job object's wins. They replace
+ * what the job's entry held; only jobs that state any, or stated any
+ * before, have an entry. An invalid value is logged once per job (until
+ * it changes) and its figure is the policy's default. */
+static void job_costs_note(struct gh_controller *ctl, const char *job, const char *kind,
+                           const json_t *pod)
+{
+    struct gh_job_costs cp, cj = {INT64_MIN, NULL, -1};
+    struct gh_err ep, ej = {{0}};
+    int rp = gh_job_costs_read(pod, &cp, &ep), rj = GH_OK;
+    json_t *jo = ctl->costs ? job_object(ctl, job, kind) : NULL;
+    if (jo)
+        rj = gh_job_costs_read(jo, &cj, &ej);
+    json_decref(jo);
+    if (!ctl->costs || (rp == GH_OK && rj == GH_OK && !gh_job_costs_stated(&cp) &&
+                        !gh_job_costs_stated(&cj) && gh_strmap_find(ctl->costs, job) < 0))
+        return;
+    struct job_cost *jc = gh_strmap_get_or_alloc(ctl->costs, job, sizeof *jc, NULL, NULL);
+    if (!jc)
+        return;
+    const char *ns = gh_kube_meta_namespace(pod), *name = gh_kube_meta_name(pod);
+    char pod_is[340], job_is[340];
+    snprintf(pod_is, sizeof pod_is, "pod %s/%s", ns ? ns : "-", name ? name : "-");
+    snprintf(job_is, sizeof job_is, "%s %s", kind, job);
+    const struct gh_job_costs *e = cj.end_from ? &cj : &cp;
+    jc->c.end_ns = e->end_ns;
+    jc->c.end_from = e->end_from;
+    snprintf(jc->end_on, sizeof jc->end_on, "%s", e == &cj ? job_is : pod_is);
+    jc->c.restart_cost_ns = cj.restart_cost_ns >= 0 ? cj.restart_cost_ns : cp.restart_cost_ns;
+    snprintf(jc->cost_on, sizeof jc->cost_on, "%s", cj.restart_cost_ns >= 0 ? job_is : pod_is);
+    uint64_t h = rp || rj ? gh_hash_str(gh_hash_str(GH_HASH_INIT, rp ? ep.msg : ""),
+                                        rj ? ej.msg : "")
+                          : 0;
+    if (h && h != jc->warned) {
+        if (rj)
+            GH_LOG(GH_LOG_WARN, "event=job_costs_invalid job=%s %s error=\"%s\" (the policy "
+                   "default is used for it)", job, job_is, ej.msg);
+        if (rp)
+            GH_LOG(GH_LOG_WARN, "event=job_costs_invalid job=%s %s error=\"%s\" (the policy "
+                   "default is used for it)", job, pod_is, ep.msg);
+    }
+    jc->warned = h;
+}
+
+/* Job ji (its topology index, -1: none) gets the remaining run and restart
+ * cost its entry states as of now (unstated: the policy defaults). */
+static void job_costs_apply(struct gh_controller *ctl, const char *job, long ji)
+{
+    long k = ctl->costs && ji >= 0 ? gh_strmap_find(ctl->costs, job) : -1;
+    const struct job_cost *jc = k >= 0 ? gh_strmap_value(ctl->costs, (size_t)k) : NULL;
+    if (jc)
+        gh_topology_set_job_costs(gh_ctx_topology(ctl->engine), ji,
+                                  gh_job_costs_remaining_s(&jc->c, now(ctl)),
+                                  gh_job_costs_restart_s(&jc->c));
+}
+
+/* Remaining runs shrink as time passes: set again once a second. */
+static void job_costs_refresh(struct gh_controller *ctl)
+{
+    int64_t t = now(ctl);
+    if (!ctl->costs || t - ctl->costs_refreshed < GH_NS_PER_S)
+        return;
+    ctl->costs_refreshed = t;
+    struct gh_topology *topo = gh_ctx_topology(ctl->engine);
+    for (size_t i = 0; i < gh_strmap_count(ctl->costs); i++) {
+        const char *job = gh_strmap_key(ctl->costs, i);
+        if (job)
+            job_costs_apply(ctl, job, gh_topology_find_job(topo, job));
+    }
+}
+
+static void job_costs_forget(struct gh_controller *ctl, const char *job)
+{
+    long k = ctl->costs ? gh_strmap_find(ctl->costs, job) : -1;
+    if (k < 0)
+        return;
+    free(gh_strmap_value(ctl->costs, (size_t)k));
+    gh_strmap_remove(ctl->costs, (size_t)k);
 }
 
 /* ---- informers */
@@ -561,7 +822,8 @@ static void checkpoint_seen(struct gh_controller *ctl, const struct gh_signal *s
 static void pod_topology(struct gh_controller *ctl, const json_t *pod)
 {
     char job[320];
-    const char *j = gh_job_of_pod(pod, gh_job_watch_jobs(ctl->jobs), job, sizeof job, NULL);
+    const char *kind = "";
+    const char *j = gh_job_of_pod(pod, gh_job_watch_jobs(ctl->jobs), job, sizeof job, &kind);
     const char *node = json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
     const char *phase = json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
     if (!j || !node || (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
@@ -569,12 +831,14 @@ static void pod_topology(struct gh_controller *ctl, const json_t *pod)
     /* the engine's own topology: a job the informers show is declared, so
      * a fault on its node is the job's fault */
     struct gh_topology *topo = gh_ctx_topology(ctl->engine);
+    job_costs_note(ctl, j, kind ? kind : "", pod);
     long ji = gh_topology_find_job(topo, j);
-    if (ji >= 0 && gh_topology_job_declared(topo, (size_t)ji) &&
-        gh_topology_job_has_node(topo, (size_t)ji, node))
-        return;
-    const char *nodes[1] = {node};
-    gh_topology_add_job(topo, j, nodes, 1, 0);
+    if (!(ji >= 0 && gh_topology_job_declared(topo, (size_t)ji) &&
+          gh_topology_job_has_node(topo, (size_t)ji, node))) {
+        const char *nodes[1] = {node};
+        ji = gh_topology_add_job(topo, j, nodes, 1, 0);
+    }
+    job_costs_apply(ctl, j, ji);
 }
 
 static void pod_change(void *ud, const json_t *old, const json_t *obj)
@@ -624,8 +888,10 @@ static void pod_delete(void *ud, const json_t *obj)
     struct same_job s = {gh_kube_meta_namespace(obj), 0};
     gh_kube_store_index_foreach(gh_kube_informer_store(ctl->inf_pods), "job", slash + 1,
                                 count_same_ns, &s);
-    if (s.n == 0)
+    if (s.n == 0) {
         gh_engine_forget_job(ctl->engine, j);
+        job_costs_forget(ctl, j);
+    }
 }
 
 static void pod_update(void *ud, const json_t *old, const json_t *obj)
@@ -670,6 +936,7 @@ static void job_changed(void *ud, const char *job, const char *part)
     struct gh_controller *ctl = ud;
     if (part) {
         gh_engine_forget_job(ctl->engine, part);
+        job_costs_forget(ctl, part);
         place_pods(ctl, part);
     }
     place_pods(ctl, job);
@@ -996,7 +1263,10 @@ static int start_informer(struct gh_controller *ctl, const struct gh_kube_res *r
                                       .keep = keep,
                                       .nkeep = nkeep,
                                       .indexes = pods ? pod_indexes : NULL,
-                                      .nindexes = pods ? 1 : 0};
+                                      .nindexes = pods ? 1 : 0,
+                                      /* Events are signals, not state: bounded */
+                                      .max_objects =
+                                          res == &gh_kube_res_events ? EVENTS_CACHED_MAX : 0};
     int rc = gh_kube_informer_new(ctl->c, &o, h, ctl, out, err);
     if (!rc)
         rc = gh_kube_informer_start(*out, err);
@@ -1013,9 +1283,57 @@ static bool ready_to_serve(void *ud)
     return atomic_load(&ctl->ready);
 }
 
+struct restore_ctx {
+    struct gh_controller *ctl;
+    size_t n;
+};
+
+static int restore_one(void *ud, int64_t ts, const char *action, const char *target)
+{
+    struct restore_ctx *r = ud;
+    int a = gh_action_from_name(action);
+    if (a < 0)
+        return GH_OK;
+    const char *node = strncmp(target, "node/", 5) == 0 ? target + 5 : NULL;
+    gh_guard_restore(r->ctl->guard, (enum gh_action)a, node, ts);
+    r->n++;
+    return GH_OK;
+}
+
+/* Counts what earlier leaders allowed within the longest guard window (the
+ * hourly rate, the cooldown, the storm window), so that a restart or a
+ * failover neither resets the rate nor forgets a cooldown. What this process
+ * allowed while it led is in memory already: only rows since it last
+ * stopped leading are read. A short read on the loop, once per won lease. */
+static void restore_guards(struct gh_controller *ctl)
+{
+    const struct gh_guard_config *gc = gh_guard_config(ctl->guard);
+    int64_t t = now(ctl), back = 3600 * GH_NS_PER_S;
+    if (gc->node_cooldown_ns > back)
+        back = gc->node_cooldown_ns;
+    if (gc->storm_window_ns > back)
+        back = gc->storm_window_ns;
+    int64_t since = t - back;
+    if (ctl->led_until > since)
+        since = ctl->led_until;
+    struct restore_ctx r = {ctl, 0};
+    struct gh_audit *a = NULL;
+    struct gh_err err;
+    if (gh_audit_open(ctl->o.db_url, &a, &err) ||
+        gh_audit_allowed_since(a, since, restore_one, &r, &err)) {
+        GH_LOG(GH_LOG_WARN, "event=guards_not_restored error=\"%s\" (rate and cooldowns start "
+               "empty)", err.msg);
+    } else if (r.n) {
+        GH_LOG(GH_LOG_INFO, "event=guards_restored actions=%zu since_s=%.0f", r.n,
+               (double)(t - since) / 1e9);
+    }
+    gh_audit_close(a);
+}
+
 static void lead(struct gh_controller *ctl)
 {
     ctl->leading = true;
+    restore_guards(ctl);
     journal_catch_up(ctl);
     atomic_store(&ctl->ready, true);
     gh_ctl_metrics_gauge(ctl->metrics, GH_GAUGE_LEADER, 1);
@@ -1023,6 +1341,7 @@ static void lead(struct gh_controller *ctl)
     memset(&t, 0, sizeof t);
     t.kind = GH_TASK_REPLAY;
     submit(ctl, &t);
+    resume_holds(ctl);
     for (size_t i = 0; i < ctl->n_deferred; i++)
         decide(ctl, ctl->deferred[i].inc, ctl->deferred[i].first_arrival);
     ctl->n_deferred = 0;
@@ -1038,6 +1357,8 @@ static void leader_stopped(void *ud)
 {
     struct gh_controller *ctl = ud;
     ctl->leading = false;
+    ctl->led_until = now(ctl);
+    gh_drain_waits_clear(ctl->waits); /* the store keeps them for the next leader */
     atomic_store(&ctl->ready, false);
     gh_ctl_metrics_gauge(ctl->metrics, GH_GAUGE_LEADER, 0);
     GH_LOG(GH_LOG_WARN, "event=not_leading");
@@ -1152,11 +1473,12 @@ int gh_controller_new(const struct gh_controller_opts *o, struct gh_controller *
     ctl->known = gh_strmap_new(KNOWN_MAX);
     ctl->awaiting = gh_strmap_new(AWAIT_MAX);
     ctl->released = gh_strmap_new(AWAIT_MAX);
+    ctl->costs = gh_strmap_new(COSTS_MAX);
     ctl->metrics = gh_ctl_metrics_new();
     ctl->guard = gh_guard_new(&o->guards);
     ctl->queue = gh_sigqueue_new(SIGQUEUE_CAP);
     if (!ctl->known || !ctl->awaiting || !ctl->released || !ctl->metrics || !ctl->guard ||
-        !ctl->queue) {
+        !ctl->queue || !ctl->costs) {
         rc = gh_err_set(err, GH_ENOMEM, "out of memory");
         goto fail;
     }
@@ -1186,6 +1508,7 @@ int gh_controller_new(const struct gh_controller_opts *o, struct gh_controller *
     }
     /* RecoveryPolicy rules, when any object is accepted, replace the rules
      * of --policy or the built-in policy, whose settings stay */
+    gh_engine_set_rule_filter(ctl->engine, rule_governs, ctl);
     if (!(ctl->crset = gh_policy_crset_new(gh_engine_policy(ctl->engine))) ||
         !(ctl->waits = gh_drain_waits_new())) {
         rc = gh_err_set(err, GH_ENOMEM, "out of memory");
@@ -1212,6 +1535,11 @@ int gh_controller_new(const struct gh_controller_opts *o, struct gh_controller *
                                        .allow_anonymous = o->allow_anonymous && !o->token_file,
                                        .tls_cert = o->tls_cert,
                                        .tls_key = o->tls_key,
+                                       .body_max = o->ingest_body_max,
+                                       .limits = {o->ingest_line_max, o->ingest_max_lines},
+                                       .dedup_capacity = o->ingest_dedup_capacity,
+                                       .max_connections = o->ingest_max_connections,
+                                       .idle_timeout_s = o->ingest_idle_timeout_s,
                                        .sink = journal_sink,
                                        .sink_ctx = ctl,
                                        .extra_metrics = metrics_text,
@@ -1251,11 +1579,15 @@ static const char *const pod_keep[] = {"/metadata/labels", "/metadata/ownerRefer
                                        "/metadata/deletionTimestamp",
                                        "/spec/nodeName", "/status/phase", "/status/reason",
                                        "/status/message", "/status/startTime",
-                                       "/status/containerStatuses"};
+                                       "/status/containerStatuses",
+                                       "/metadata/annotations/gpuheal.io~1expected-end",
+                                       "/metadata/annotations/gpuheal.io~1remaining",
+                                       "/metadata/annotations/gpuheal.io~1restart-cost"};
 static const char *const gnh_keep[] = {"/metadata/annotations", "/status/conditions",
                                        "/status/lastAction"};
 static const char *const incident_keep[] = {"/metadata/annotations", "/status/phase"};
 static const char *const policy_keep[] = {"/metadata/generation", "/spec/dryRun",
+                                          "/spec/nodeSelector",
                                           "/spec/budgets", "/spec/priority", "/spec/rules",
                                           "/status/observedGeneration", "/status/conditions"};
 static const char *const event_keep[] = {"/regarding", "/reason", "/note", "/type",
@@ -1373,6 +1705,7 @@ int gh_controller_run(struct gh_controller *ctl, int stop_fd, struct gh_err *err
          * else every tick */
         int64_t next = gh_engine_next_deadline(ctl->engine);
         if (!held && (fed || t - ctl->last_tick >= tick || (next != INT64_MAX && next <= t))) {
+            job_costs_refresh(ctl);
             gh_engine_tick(ctl->engine, t);
             ctl->last_tick = t;
         }
@@ -1426,6 +1759,10 @@ void gh_controller_free(struct gh_controller *ctl)
     gh_strmap_free(ctl->known);
     gh_strmap_free(ctl->decided);
     gh_strmap_free(ctl->released);
+    if (ctl->costs)
+        for (size_t i = 0; i < gh_strmap_count(ctl->costs); i++)
+            free(gh_strmap_value(ctl->costs, i));
+    gh_strmap_free(ctl->costs);
     gh_guard_free(ctl->guard);
     gh_ctl_metrics_free(ctl->metrics);
     gh_policy_crset_free(ctl->crset);

@@ -56,6 +56,13 @@ struct gh_controller_opts {
     int64_t journal_retention_ns;      /* accepted signals journalled (and replayed on
                                           start) this long; 0: the policy's longest
                                           detector window, at least 1 h; < 0: no journal */
+    /* ingest endpoint limits (ingest/server.h); 0: the server's default */
+    size_t ingest_body_max;            /* request body bytes; 0: 8 MiB */
+    size_t ingest_line_max;            /* bytes per line, at most 64 KiB; 0: 64 KiB */
+    size_t ingest_max_lines;           /* lines per request; 0: 10000 */
+    unsigned ingest_max_connections;   /* 0: 256 */
+    unsigned ingest_idle_timeout_s;    /* 0: 30 */
+    size_t ingest_dedup_capacity;      /* signal ids remembered; 0: 1M */
 };
 void gh_controller_opts_default(struct gh_controller_opts *o);
 

@@ -22,10 +22,45 @@ struct hold {
     int64_t since, deadline;
 };
 
+struct recent {
+    char job[320];
+    int64_t step, at;
+    char path[256];
+};
+
 struct gh_drain_waits {
     struct hold *h[GH_DRAIN_WAITS_MAX];
     size_t n;
+    struct recent recent[GH_DRAIN_RECENT_MAX]; /* latest checkpoint per job */
+    size_t nrecent, next_evict;
 };
+
+/* The job's latest saved checkpoint remembered (NULL: none). */
+static struct recent *recent_of(struct gh_drain_waits *w, const char *job)
+{
+    for (size_t i = 0; i < w->nrecent; i++)
+        if (!strcmp(w->recent[i].job, job))
+            return &w->recent[i];
+    return NULL;
+}
+
+static void remember(struct gh_drain_waits *w, const char *job, int64_t step, const char *path,
+                     int64_t at)
+{
+    struct recent *r = recent_of(w, job);
+    if (r && r->at > at)
+        return;
+    if (!r && w->nrecent < GH_DRAIN_RECENT_MAX) {
+        r = &w->recent[w->nrecent++];
+    } else if (!r) { /* full: replace in turn */
+        r = &w->recent[w->next_evict];
+        w->next_evict = (w->next_evict + 1) % GH_DRAIN_RECENT_MAX;
+    }
+    snprintf(r->job, sizeof r->job, "%s", job);
+    r->step = step;
+    r->at = at;
+    snprintf(r->path, sizeof r->path, "%s", path ? path : "");
+}
 
 int gh_drain_mode_of(const json_t *ns, struct gh_drain_mode *m, struct gh_err *err)
 {
@@ -50,15 +85,29 @@ int gh_drain_mode_of(const json_t *ns, struct gh_drain_mode *m, struct gh_err *e
 
 struct gh_drain_waits *gh_drain_waits_new(void) { return calloc(1, sizeof(struct gh_drain_waits)); }
 
-void gh_drain_waits_free(struct gh_drain_waits *w)
+void gh_drain_waits_clear(struct gh_drain_waits *w)
 {
-    if (!w)
-        return;
     for (size_t i = 0; i < w->n; i++) {
         json_decref(w->h[i]->t.incident);
         free(w->h[i]);
     }
+    w->n = 0;
+}
+
+void gh_drain_waits_free(struct gh_drain_waits *w)
+{
+    if (!w)
+        return;
+    gh_drain_waits_clear(w);
     free(w);
+}
+
+bool gh_drain_waits_has(const struct gh_drain_waits *w, const char *id)
+{
+    for (size_t i = 0; i < w->n; i++)
+        if (!strcmp(w->h[i]->t.id, id))
+            return true;
+    return false;
 }
 
 int gh_drain_waits_hold(struct gh_drain_waits *w, struct gh_task *t, const char *const *jobs,
@@ -75,8 +124,15 @@ int gh_drain_waits_hold(struct gh_drain_waits *w, struct gh_task *t, const char 
     h->t = *t;
     t->incident = NULL;
     for (int i = 0; i < n; i++) {
-        snprintf(h->jobs[i].name, sizeof h->jobs[i].name, "%s", jobs[i]);
-        h->jobs[i].step = -1;
+        struct wjob *j = &h->jobs[i];
+        snprintf(j->name, sizeof j->name, "%s", jobs[i]);
+        j->step = -1;
+        const struct recent *r = recent_of(w, jobs[i]);
+        if (r && r->at >= now_ns) { /* a resumed hold: saved before the restart */
+            j->saved = true;
+            j->step = r->step;
+            snprintf(j->path, sizeof j->path, "%s", r->path);
+        }
     }
     h->n = n;
     h->since = now_ns;
@@ -91,6 +147,7 @@ bool gh_drain_waits_checkpoint(struct gh_drain_waits *w, const char *job, int64_
     bool any = false;
     if (!job)
         return false;
+    remember(w, job, step, path, now_ns);
     for (size_t i = 0; i < w->n; i++) {
         struct hold *h = w->h[i];
         if (now_ns < h->since)

@@ -12,7 +12,11 @@
  * sentence appended to its reason), so the audit store records it.
  * Annotation absent or "immediate": drains at once (the default).
  *
- * The holds are bounded (GH_DRAIN_WAITS_MAX); a full table drains at once. */
+ * The holds are bounded (GH_DRAIN_WAITS_MAX); a full table drains at once.
+ * The latest saved checkpoint of the last GH_DRAIN_RECENT_MAX jobs is kept
+ * too, so that a hold resumed after a restart (drain_hold.h) counts a
+ * checkpoint that arrived after its start, before the restart (the signal
+ * journal's replay reports it with its arrival time). */
 #ifndef GH_CONTROL_DRAIN_WAIT_H
 #define GH_CONTROL_DRAIN_WAIT_H
 
@@ -29,6 +33,7 @@
 #define GH_DRAIN_CKPT_TIMEOUT_DEFAULT (600 * GH_NS_PER_S)
 #define GH_DRAIN_WAIT_JOBS 8
 #define GH_DRAIN_WAITS_MAX 256
+#define GH_DRAIN_RECENT_MAX 64
 
 struct gh_drain_mode {
     bool checkpoint;    /* wait for the job's next checkpoint */
@@ -49,13 +54,15 @@ void gh_drain_waits_free(struct gh_drain_waits *w);
 
 /* Holds t (stolen: t->incident is NULL after) until every job of
  * jobs[0..n) ("namespace/name", copied; 1 <= n <= GH_DRAIN_WAIT_JOBS) has
- * saved a checkpoint after now_ns, or until deadline_ns. GH_ELIMIT when
- * GH_DRAIN_WAITS_MAX are held (t untouched). */
+ * saved a checkpoint at or after now_ns (the hold's start: in the past for
+ * a resumed hold, whose jobs' recent checkpoints count), or until
+ * deadline_ns. GH_ELIMIT when GH_DRAIN_WAITS_MAX are held (t untouched). */
 int gh_drain_waits_hold(struct gh_drain_waits *w, struct gh_task *t, const char *const *jobs,
                         int n, int64_t now_ns, int64_t deadline_ns, struct gh_err *err);
 
 /* A checkpoint of job (state saved; step < 0 unknown; path may be NULL)
- * arrived at now_ns. Returns true when a hold waited for it. */
+ * arrived at now_ns (remembered as the job's recent one). Returns true
+ * when a hold waited for it. */
 bool gh_drain_waits_checkpoint(struct gh_drain_waits *w, const char *job, int64_t step,
                                const char *path, int64_t now_ns);
 
@@ -67,5 +74,10 @@ bool gh_drain_waits_take(struct gh_drain_waits *w, int64_t now_ns, struct gh_tas
 /* The earliest deadline held; INT64_MAX when none. */
 int64_t gh_drain_waits_next_deadline(const struct gh_drain_waits *w);
 size_t gh_drain_waits_count(const struct gh_drain_waits *w);
+/* Whether the decision of incident id is held. */
+bool gh_drain_waits_has(const struct gh_drain_waits *w, const char *id);
+/* Drops every hold (their incidents freed; leadership lost: the store
+ * keeps them for the next leader); the recent checkpoints stay. */
+void gh_drain_waits_clear(struct gh_drain_waits *w);
 
 #endif

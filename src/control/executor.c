@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "audit/audit.h"
+#include "control/drain_hold.h"
 #include "control/job_kinds.h"
 #include "kube/api.h"
 #include "kube/client.h"
@@ -70,6 +71,7 @@ struct gh_executor {
     struct worker *w;
     size_t nw;
     struct gh_kube_ratelimit *limit; /* the --qps budget, shared by the workers' clients */
+    atomic_int drain_inflight;       /* evictions in flight across the workers' drains */
     /* everything below under mu */
     pthread_mutex_t mu;
     pthread_cond_t cv;     /* work may have become runnable; stop */
@@ -743,7 +745,10 @@ static bool do_decision(struct worker *w, struct gh_task *t, bool split,
     if (!rc)
         rc = gh_audit_record_incident(w->a, inc, t->mode, phase, w->ex->identity, ts, &inserted,
                                       &err);
-    if (!rc && !inserted) {
+    bool released = false;
+    if (!rc && !inserted) /* a drain held for a checkpoint, recorded then */
+        rc = gh_drain_hold_release(w->a, inc, ts, &released, &err);
+    if (!rc && !inserted && !released) {
         /* decided and recorded before (by a process since restarted) */
         gh_audit_rollback(w->a);
         snprintf(rep->phase, sizeof rep->phase, "Duplicate");
@@ -780,6 +785,21 @@ static void do_approved(struct worker *w, struct gh_task *t, struct gh_exec_repo
     snprintf(rep->node, sizeof rep->node, "%s", jstr(inc, "node") ? jstr(inc, "node") : "");
     struct gh_err err = {{0}};
     int rc = gh_audit_begin(w->a, &err);
+    bool released = false;
+    if (!rc && json_object_get(t->incident, "drain_wait")) {
+        /* held for a checkpoint after the approval: released once */
+        rc = gh_drain_hold_release(w->a, t->incident, now(w), &released, &err);
+        if (!rc && !released) {
+            gh_audit_rollback(w->a);
+            snprintf(rep->phase, sizeof rep->phase, "Duplicate");
+            json_decref(inc);
+            return;
+        }
+        if (released) { /* the stored object now tells the wait */
+            json_decref(inc);
+            inc = json_incref(t->incident);
+        }
+    }
     if (!rc)
         rc = record_verdicts(w, inc, t, now(w), &err);
     if (!rc)
@@ -796,6 +816,47 @@ static void do_approved(struct worker *w, struct gh_task *t, struct gh_exec_repo
     (void)run_pending(w, inc, t->id, rep, false);
     finish_incident(w, inc, mode, rep);
     json_decref(inc);
+}
+
+/* A drain held for a checkpoint: its record, before anything is done, so
+ * that a restarted controller resumes it (drain_hold.h). */
+static void do_hold(struct worker *w, struct gh_task *t, struct gh_exec_report *rep)
+{
+    json_t *inc = t->incident;
+    const char *id = jstr(inc, "id");
+    snprintf(rep->id, sizeof rep->id, "%s", id ? id : t->id);
+    snprintf(rep->node, sizeof rep->node, "%s", jstr(inc, "node") ? jstr(inc, "node") : "");
+    bool decision = jstr(t->hold, "task") && !strcmp(jstr(t->hold, "task"), "decision");
+    const char *mode = decision ? t->mode : "approval";
+    struct gh_err err = {{0}};
+    char detail[1024] = "";
+    int64_t ts = now(w);
+    bool inserted = true;
+    int rc = gh_audit_begin(w->a, &err);
+    if (!rc && decision)
+        rc = gh_audit_record_incident(w->a, inc, mode, GH_PHASE_HELD, w->ex->identity, ts,
+                                      &inserted, &err);
+    if (!rc && !inserted) {
+        gh_audit_rollback(w->a);
+        snprintf(rep->phase, sizeof rep->phase, "Duplicate");
+        return;
+    }
+    if (!rc)
+        rc = gh_drain_hold_record(w->a, inc, t->hold, ts, detail, sizeof detail, &err);
+    if (!rc)
+        rc = gh_audit_commit(w->a, &err);
+    else
+        gh_audit_rollback(w->a);
+    if (rc) {
+        /* the hold lives on in memory; only a restart would lose it */
+        snprintf(rep->warning, sizeof rep->warning, "drain hold %.63s not recorded: %.200s",
+                 rep->id, err.msg);
+        snprintf(rep->phase, sizeof rep->phase, "Held");
+        return;
+    }
+    /* the Incident object's phases have no "held": Pending, and why */
+    publish_incident(w, inc, mode, "Pending", NULL, detail, rep);
+    snprintf(rep->phase, sizeof rep->phase, "%s", GH_PHASE_HELD);
 }
 
 static void do_release(struct worker *w, struct gh_task *t, struct gh_exec_report *rep)
@@ -960,6 +1021,7 @@ static bool run_job(struct worker *w, struct job *j)
     case GH_TASK_APPROVED: do_approved(w, &j->t, &j->rep); break;
     case GH_TASK_RELEASE: do_release(w, &j->t, &j->rep); break;
     case GH_TASK_REPLAY: do_replay(w, &j->rep); break;
+    case GH_TASK_HOLD: do_hold(w, &j->t, &j->rep); break;
     }
     return false;
 }
@@ -968,6 +1030,7 @@ static void job_free(struct job *j)
 {
     if (j) {
         json_decref(j->t.incident);
+        json_decref(j->t.hold);
         free(j);
     }
 }
@@ -1017,6 +1080,8 @@ int gh_executor_new(const struct gh_executor_opts *o, struct gh_executor **out,
     ex->efd = -1;
     ex->clock = o->clock ? o->clock : gh_clock_real();
     ex->o.clock = ex->clock;
+    atomic_init(&ex->drain_inflight, 0);
+    ex->o.drain.inflight = &ex->drain_inflight; /* --drain-evictions-in-flight across drains */
     snprintf(ex->identity, sizeof ex->identity, "%s", o->identity ? o->identity : "gpuheal");
     snprintf(ex->crash_after, sizeof ex->crash_after, "%s", o->crash_after ? o->crash_after : "");
     ex->o.identity = ex->identity;
@@ -1129,6 +1194,8 @@ static void job_keys(struct job *j)
     j->barrier = t->kind == GH_TASK_APPROVED || t->kind == GH_TASK_REPLAY;
     if (t->kind == GH_TASK_RELEASE)
         snprintf(j->keys[j->nkeys++], KEY_MAX, "node/%s", t->node);
+    if (t->kind == GH_TASK_HOLD) /* before the release of the same incident */
+        snprintf(j->keys[j->nkeys++], KEY_MAX, "inc/%.300s", t->id);
     if (t->kind == GH_TASK_DECISION) {
         const char *id = jstr(t->incident, "id"), *node = jstr(t->incident, "node"),
                    *jb = jstr(t->incident, "job");
@@ -1171,6 +1238,7 @@ int gh_executor_submit(struct gh_executor *ex, struct gh_task *t, struct gh_err 
     ex->q[(ex->qhead + ex->qn) % ex->qcap] = j;
     ex->qn++;
     t->incident = NULL;
+    t->hold = NULL;
     pthread_cond_signal(&ex->cv);
     pthread_mutex_unlock(&ex->mu);
     return GH_OK;

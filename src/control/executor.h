@@ -35,6 +35,7 @@ enum gh_task_kind {
     GH_TASK_APPROVED, /* an incident that waited for approval, with new verdicts */
     GH_TASK_RELEASE,  /* return a validated node to service */
     GH_TASK_REPLAY,   /* complete the intents left pending (at start / on leadership) */
+    GH_TASK_HOLD,     /* record a drain held for a checkpoint (drain_hold.h) */
 };
 
 #define GH_TASK_MAX_ACTIONS GH_INCIDENT_MAX_ACTIONS
@@ -51,6 +52,8 @@ struct gh_task {
     int n;
     struct gh_guard_verdict v[GH_TASK_MAX_ACTIONS];
     int64_t first_arrival_ns;  /* when the first evidence reached the controller (0: unknown) */
+    json_t *hold;              /* HOLD: the hold's record (drain_hold.h; owned, stolen by
+                                  submit); incident: a copy of the incident */
 };
 
 /* What a task did (a value type). */
@@ -101,7 +104,7 @@ void gh_executor_free(struct gh_executor *ex);
 /* Readable (EFD_NONBLOCK) while reports wait. Owned by the executor. */
 int gh_executor_fd(const struct gh_executor *ex);
 
-/* Queues t; t->incident is stolen (NULL after). GH_ELIMIT when full. Any
+/* Queues t; t->incident and t->hold are stolen (NULL after). GH_ELIMIT when full. Any
  * thread. */
 int gh_executor_submit(struct gh_executor *ex, struct gh_task *t, struct gh_err *err);
 

@@ -347,6 +347,21 @@ void gh_guard_commit(struct gh_guard *g, const struct gh_guard_verdict *v, int n
     gh_guard_set_isolated(g, node, true);
 }
 
+void gh_guard_restore(struct gh_guard *g, enum gh_action action, const char *node, int64_t t)
+{
+    if (action == GH_ACT_NONE)
+        return;
+    rate_push(g, t);
+    if (!node || !gh_guard_action_removes_node(action))
+        return;
+    struct node_state *s = get(g, node);
+    if (!s)
+        return;
+    if (s->last_action == INT64_MIN || t > s->last_action)
+        s->last_action = t;
+    gh_guard_note_blame(g, node, t);
+}
+
 bool gh_guard_may_release(const struct gh_guard *g, const char *node,
                           struct gh_guard_verdict *out)
 {

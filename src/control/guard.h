@@ -87,6 +87,13 @@ int gh_guard_check(const struct gh_guard *g, const enum gh_action *acts, int n, 
 void gh_guard_commit(struct gh_guard *g, const struct gh_guard_verdict *v, int n,
                      const char *node, int64_t now);
 
+/* Counts an action allowed before this process started (read back from the
+ * audit store at t) toward the hourly rate; when it removes node (may be
+ * NULL) from service, starts the node's cooldown at t and notes a blame for
+ * the storm breaker. Whether the node is still isolated is left to what the
+ * informers say (gh_guard_set_isolated). */
+void gh_guard_restore(struct gh_guard *g, enum gh_action action, const char *node, int64_t t);
+
 /* Returning node to service: allowed unless dry run. Never counted. */
 bool gh_guard_may_release(const struct gh_guard *g, const char *node,
                           struct gh_guard_verdict *out);

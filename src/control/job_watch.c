@@ -29,7 +29,12 @@ struct gh_job_watch {
     struct kind k[NKINDS];
 };
 
-static const char *const keep[] = {"/metadata/labels", "/metadata/ownerReferences"};
+static const char *const keep[] = {"/metadata/labels", "/metadata/ownerReferences",
+                                   /* a job's remaining run and restart cost (job_costs.h) */
+                                   "/metadata/creationTimestamp",
+                                   "/metadata/annotations/gpuheal.io~1expected-end",
+                                   "/metadata/annotations/gpuheal.io~1remaining",
+                                   "/metadata/annotations/gpuheal.io~1restart-cost"};
 
 static void discover(void *ud);
 
@@ -189,5 +194,12 @@ static const struct kind *find(const struct gh_job_watch *w, const struct gh_kub
 const struct gh_kube_store *gh_job_watch_jobs(const struct gh_job_watch *w)
 {
     const struct kind *k = find(w, &gh_kube_res_jobs);
+    return k && k->inf ? gh_kube_informer_store(k->inf) : NULL;
+}
+
+const struct gh_kube_store *gh_job_watch_store(const struct gh_job_watch *w, const char *kind)
+{
+    const struct gh_kube_res *res = kind ? gh_job_res_of_kind(kind) : NULL;
+    const struct kind *k = res ? find(w, res) : NULL;
     return k && k->inf ? gh_kube_informer_store(k->inf) : NULL;
 }

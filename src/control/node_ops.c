@@ -235,9 +235,30 @@ struct drain {
     struct dpod *p;
     size_t n, cap;
     int inflight;
+    atomic_int *shared; /* evictions in flight across drains (borrowed); NULL: none */
+    int total;          /* their bound */
     bool too_many;
     long last_http;
 };
+
+/* A place for one more eviction under the bound across the drains that
+ * run at once (one per executor worker); false: all taken, wait. */
+static bool slot_take(struct drain *d)
+{
+    if (!d->shared)
+        return true;
+    int have = atomic_load(d->shared);
+    while (have < d->total)
+        if (atomic_compare_exchange_weak(d->shared, &have, have + 1))
+            return true;
+    return false;
+}
+
+static void slot_give(struct drain *d)
+{
+    if (d->shared)
+        atomic_fetch_sub(d->shared, 1);
+}
 
 static int drain_item(void *ud, json_t *pod)
 {
@@ -282,6 +303,7 @@ static void evicted(void *ud, int rc, struct gh_kube_resp *resp, const struct gh
     struct dpod *p = ud;
     struct drain *d = p->d;
     d->inflight--;
+    slot_give(d);
     d->last_http = resp ? resp->http : 0;
     if (rc == GH_OK) {
         p->state = P_EVICTED;
@@ -308,10 +330,12 @@ int gh_act_drain_node(const struct gh_act_ctx *x, const char *node, const struct
 {
     memset(r, 0, sizeof *r);
     const struct gh_clock *clk = x->clock ? x->clock : gh_clock_real();
-    int k = o && o->concurrency > 0 ? o->concurrency : 4;
+    int k = o && o->concurrency > 0 ? o->concurrency : 8;
     int64_t timeout = o && o->timeout_ns > 0 ? o->timeout_ns : 60 * GH_NS_PER_S;
     int64_t grace = o ? o->grace_s : -1;
-    struct drain d = {.x = x};
+    struct drain d = {.x = x,
+                      .shared = o ? o->inflight : NULL,
+                      .total = o && o->total > 0 ? o->total : 64};
     char sel[300];
     snprintf(sel, sizeof sel, "spec.nodeName=%s", node);
     struct gh_kube_list_opts lo = {.field_selector = sel};
@@ -337,6 +361,7 @@ int gh_act_drain_node(const struct gh_act_ctx *x, const char *node, const struct
     for (;;) {
         int64_t now = gh_clock_now(clk);
         size_t open = 0;
+        bool starved = false; /* a pod could go now but the bound across drains is full */
         for (size_t i = 0; i < d.n; i++) {
             struct dpod *p = &d.p[i];
             if (p->state == P_INFLIGHT)
@@ -346,6 +371,10 @@ int gh_act_drain_node(const struct gh_act_ctx *x, const char *node, const struct
             open++;
             if (d.inflight >= k || p->retry_at > now || now >= deadline)
                 continue;
+            if (!slot_take(&d)) {
+                starved = true;
+                continue;
+            }
             json_t *body = json_pack("{s:s, s:s, s:{s:s, s:s}}", "apiVersion", "policy/v1",
                                      "kind", "Eviction", "metadata", "name", p->name,
                                      "namespace", p->ns);
@@ -361,6 +390,7 @@ int gh_act_drain_node(const struct gh_act_ctx *x, const char *node, const struct
                 rc = gh_kube_submit(x->c, &req, evicted, NULL, p, NULL, err);
             gh_kube_req_clear(&req);
             if (rc) {
+                slot_give(&d);
                 p->state = P_FAILED;
                 snprintf(p->msg, sizeof p->msg, "%.150s", err ? err->msg : "submit failed");
                 continue;
@@ -370,15 +400,21 @@ int gh_act_drain_node(const struct gh_act_ctx *x, const char *node, const struct
         }
         if (open == 0 || (now >= deadline && d.inflight == 0))
             break;
-        (void)gh_kube_client_run(x->c, 100, NULL);
+        /* a place freed by another drain is not an event of this client:
+         * look again soon when none of ours is in flight */
+        (void)gh_kube_client_run(x->c, starved && d.inflight == 0 ? 10 : 100, NULL);
     }
-    size_t ev = 0, gone = 0, blocked = 0, failed = 0;
+    size_t ev = 0, gone = 0, blocked = 0, unstarted = 0, failed = 0;
     const char *why = "";
     for (size_t i = 0; i < d.n; i++) {
         switch (d.p[i].state) {
         case P_EVICTED: ev++; break;
         case P_GONE: gone++; break;
         case P_PENDING:
+            if (!d.p[i].blocked) {
+                unstarted++; /* never had a place under the bounds on evictions in flight */
+                break;
+            }
             blocked++;
             why = d.p[i].msg;
             break;
@@ -389,11 +425,15 @@ int gh_act_drain_node(const struct gh_act_ctx *x, const char *node, const struct
         }
     }
     gh_act_result_api_ok(r, d.last_http ? d.last_http : 201);
-    if (blocked || failed) {
+    if (blocked || unstarted || failed) {
+        char waited[128] = "";
+        if (unstarted)
+            snprintf(waited, sizeof waited, ", %zu not started (the evictions in flight stayed "
+                     "at their bound)", unstarted);
         gh_act_result_set(r, "failed",
                           "%zu of %zu pods evicted from %s, %zu gone already; %zu kept by a "
-                          "PodDisruptionBudget after %.0f s, %zu failed%s%s",
-                          ev, d.n, node, gone, blocked, (double)timeout / 1e9, failed,
+                          "PodDisruptionBudget after %.0f s%s, %zu failed%s%s",
+                          ev, d.n, node, gone, blocked, (double)timeout / 1e9, waited, failed,
                           why[0] ? ": " : "", why);
         rc = GH_EAGAIN;
     } else {

@@ -12,7 +12,7 @@
 #define CRSET_MAX 64
 
 /* "90s", "1h30m", "500ms", "7d": a sum of number+unit terms. */
-static bool cr_duration(const char *s, int64_t *ns)
+bool gh_policy_cr_duration(const char *s, int64_t *ns)
 {
     double total = 0;
     if (!s || !*s)
@@ -20,7 +20,7 @@ static bool cr_duration(const char *s, int64_t *ns)
     while (*s) {
         char *end;
         double v = strtod(s, &end);
-        if (end == s || v < 0)
+        if (end == s || !(v >= 0)) /* NaN too */
             return false;
         static const struct {
             const char *unit;
@@ -74,7 +74,7 @@ static int engine_note(const char *desc, struct gh_rule *r, const char *field, s
             r->min_severity = (enum gh_severity)sv;
         } else if (!strcmp(key, "debounce") || !strcmp(key, "boot_grace")) {
             int64_t d;
-            if (!cr_duration(val, &d))
+            if (!gh_policy_cr_duration(val, &d))
                 return gh_err_set(err, GH_EINVAL, "%s.description: engine: %s: \"%s\" is not a "
                                   "duration", field, key, val);
             if (key[0] == 'd')
@@ -121,7 +121,7 @@ static int cr_actions(const json_t *acts, struct gh_rule *r, const char *field, 
             return rc;
         const json_t *ea = json_object_get(a, "escalateAfter");
         if (ea && esc_at < 0) {
-            if (!cr_duration(json_string_value(ea), &within))
+            if (!gh_policy_cr_duration(json_string_value(ea), &within))
                 return gh_err_set(err, GH_EINVAL, "%s.actions[%zu].escalateAfter: not a duration",
                                   field, i);
             const json_t *mr = json_object_get(a, "maxRetries");
@@ -197,7 +197,7 @@ static int cr_match(const json_t *m, struct gh_rule *r, const char *field, struc
         r->repetitions = (int)json_integer_value(rep);
     }
     const json_t *w = json_object_get(m, "window");
-    if (w && !cr_duration(json_string_value(w), &r->window_ns))
+    if (w && !gh_policy_cr_duration(json_string_value(w), &r->window_ns))
         return gh_err_set(err, GH_EINVAL, "%s.match.window: \"%s\" is not a duration", field,
                           json_string_value(w) ? json_string_value(w) : "");
     return GH_OK;
@@ -243,6 +243,57 @@ int gh_policy_cr_rules(const json_t *spec, struct gh_policy *out, struct gh_err 
     return GH_OK;
 }
 
+/* ---- spec.nodeSelector */
+
+#define SELECTOR_MAX 64
+
+/* A map of label name to string value, at most SELECTOR_MAX of them;
+ * absent or empty: every node. */
+static int cr_selector(const json_t *sel, struct gh_err *err)
+{
+    if (!sel || json_is_null(sel))
+        return GH_OK;
+    if (!json_is_object(sel))
+        return gh_err_set(err, GH_EINVAL, "spec.nodeSelector: a map of label name to value");
+    if (json_object_size(sel) > SELECTOR_MAX)
+        return gh_err_set(err, GH_EINVAL, "spec.nodeSelector: more than %d labels", SELECTOR_MAX);
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)sel, k, v) {
+        if (!json_is_string(v))
+            return gh_err_set(err, GH_EINVAL, "spec.nodeSelector.%.200s: a string value", k);
+    }
+    return GH_OK;
+}
+
+bool gh_policy_cr_selects(const json_t *selector, const json_t *labels)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)selector, k, v) {
+        const char *have = json_string_value(json_object_get(labels, k));
+        if (!have || !json_string_value(v) || strcmp(have, json_string_value(v)) != 0)
+            return false;
+    }
+    return true;
+}
+
+/* "k=v,k2=v2" into buf (truncated). */
+static void selector_text(const json_t *sel, char *buf, size_t cap)
+{
+    size_t used = 0;
+    const char *k;
+    json_t *v;
+    buf[0] = '\0';
+    json_object_foreach((json_t *)sel, k, v) {
+        int w = snprintf(buf + used, cap - used, "%s%s=%s", used ? "," : "", k,
+                         json_string_value(v) ? json_string_value(v) : "");
+        if (w < 0 || (size_t)w >= cap - used)
+            return;
+        used += (size_t)w;
+    }
+}
+
 /* ---- the set of objects */
 
 struct crobj {
@@ -251,7 +302,14 @@ struct crobj {
     int priority;
     bool seen;
     struct gh_policy *rules; /* the accepted version's rules (owned), NULL: none yet */
+    json_t *selector;        /* the accepted version's spec.nodeSelector (owned), NULL: all */
     struct gh_policy_cr_verdict last;
+};
+
+/* Rules [first, first + n) of the merged policy are object o's. */
+struct crrange {
+    int first, n;
+    size_t o;
 };
 
 struct gh_policy_crset {
@@ -260,6 +318,8 @@ struct gh_policy_crset {
     size_t n;
     bool built;
     struct gh_policy *in_force; /* the last merged result (owned), for comparison */
+    struct crrange range[CRSET_MAX]; /* whose rules are where, as of the last end */
+    size_t n_range;
 };
 
 struct gh_policy_crset *gh_policy_crset_new(const struct gh_policy *base)
@@ -274,8 +334,10 @@ void gh_policy_crset_free(struct gh_policy_crset *s)
 {
     if (!s)
         return;
-    for (size_t i = 0; i < s->n; i++)
+    for (size_t i = 0; i < s->n; i++) {
         free(s->o[i].rules);
+        json_decref(s->o[i].selector);
+    }
     free(s->in_force);
     free(s);
 }
@@ -325,7 +387,13 @@ void gh_policy_crset_offer(struct gh_policy_crset *s, const json_t *obj,
     }
     struct gh_policy *p = calloc(1, sizeof *p);
     struct gh_err err = {{0}};
+    const json_t *sel = json_object_get(spec, "nodeSelector");
+    json_t *sel_copy = NULL;
     int rc = p ? gh_policy_cr_rules(spec, p, &err) : gh_err_set(&err, GH_ENOMEM, "out of memory");
+    if (!rc)
+        rc = cr_selector(sel, &err);
+    if (!rc && json_object_size(sel) > 0 && !(sel_copy = json_deep_copy(sel)))
+        rc = gh_err_set(&err, GH_ENOMEM, "out of memory");
     o->generation = gen;
     v->fresh = true;
     if (rc) {
@@ -342,9 +410,13 @@ void gh_policy_crset_offer(struct gh_policy_crset *s, const json_t *obj,
         v->accepted = true;
         v->changed = !o->rules || o->rules->n_rules != p->n_rules ||
                      memcmp(o->rules->rules, p->rules, (size_t)p->n_rules * sizeof p->rules[0]) ||
-                     o->priority != (int)json_integer_value(prio);
+                     o->priority != (int)json_integer_value(prio) ||
+                     !(o->selector == sel_copy || (o->selector && sel_copy &&
+                                                   json_equal(o->selector, sel_copy)));
         free(o->rules);
         o->rules = p;
+        json_decref(o->selector);
+        o->selector = sel_copy;
         o->priority = (int)json_integer_value(prio);
         v->rules = p->n_rules;
         snprintf(v->reason, sizeof v->reason, "Accepted");
@@ -365,10 +437,12 @@ struct gh_policy *gh_policy_crset_end(struct gh_policy_crset *s, int *n_objects)
 {
     size_t keep = 0;
     for (size_t i = 0; i < s->n; i++) {
-        if (s->o[i].seen)
+        if (s->o[i].seen) {
             s->o[keep++] = s->o[i];
-        else
+        } else {
             free(s->o[i].rules);
+            json_decref(s->o[i].selector);
+        }
     }
     s->n = keep;
     struct crobj *order[CRSET_MAX];
@@ -384,10 +458,13 @@ struct gh_policy *gh_policy_crset_end(struct gh_policy_crset *s, int *n_objects)
     if (n > 0)
         p->n_rules = 0;
     int used = 0;
+    s->n_range = 0;
     for (size_t i = 0; i < n; i++) {
         const struct gh_policy *r = order[i]->rules;
         if (p->n_rules + r->n_rules > GH_POLICY_MAX_RULES)
             break; /* lower priorities past the bound are left out */
+        s->range[s->n_range++] =
+            (struct crrange){p->n_rules, r->n_rules, (size_t)(order[i] - s->o)};
         memcpy(&p->rules[p->n_rules], r->rules, (size_t)r->n_rules * sizeof r->rules[0]);
         p->n_rules += r->n_rules;
         used++;
@@ -408,4 +485,32 @@ struct gh_policy *gh_policy_crset_end(struct gh_policy_crset *s, int *n_objects)
     s->in_force = copy;
     s->built = true;
     return p;
+}
+
+bool gh_policy_crset_governs(const struct gh_policy_crset *s, int rule, const json_t *labels,
+                             char *why, size_t cap)
+{
+    for (size_t i = 0; i < s->n_range; i++) {
+        const struct crrange *r = &s->range[i];
+        if (rule < r->first || rule >= r->first + r->n || r->o >= s->n)
+            continue;
+        const struct crobj *o = &s->o[r->o];
+        if (!o->selector || gh_policy_cr_selects(o->selector, labels))
+            return true;
+        char sel[256];
+        selector_text(o->selector, sel, sizeof sel);
+        if (why && cap)
+            snprintf(why, cap, "RecoveryPolicy %s governs only nodes with the labels %s", o->name,
+                     sel);
+        return false;
+    }
+    return true; /* the base policy's rules, or no object's: every node */
+}
+
+bool gh_policy_crset_has_selectors(const struct gh_policy_crset *s)
+{
+    for (size_t i = 0; i < s->n_range; i++)
+        if (s->range[i].o < s->n && s->o[s->range[i].o].selector)
+            return true;
+    return false;
 }

@@ -12,6 +12,10 @@
  * within W, that entry is replaced by the entries after it (the escalation).
  * Without escalateAfter every entry is a base action.
  *
+ * An object's spec.nodeSelector limits the nodes its rules govern
+ * (gh_policy_crset_governs; the controller's engine skips, for a finding
+ * on a node, the rules of objects that do not select it).
+ *
  * An object whose rules do not convert is rejected as a whole; the set
  * keeps the last version of it that was accepted. Settings (reorder
  * window, detectors) are never taken from objects: they stay the base
@@ -31,6 +35,15 @@
  * class \"gpu\"") and out->n_rules unchanged when any rule is invalid;
  * GH_ELIMIT when out would exceed GH_POLICY_MAX_RULES. */
 int gh_policy_cr_rules(const json_t *spec, struct gh_policy *out, struct gh_err *err);
+
+/* "90s", "1h30m", "500ms", "7d" (a sum of number+unit terms, units ms, s,
+ * m, h, d) into *ns; false for anything else. */
+bool gh_policy_cr_duration(const char *s, int64_t *ns);
+
+/* A RecoveryPolicy's spec.nodeSelector (borrowed; NULL or empty: every
+ * node) selects a node whose metadata.labels are labels (borrowed; NULL:
+ * none) when every label it names is there with the same value. */
+bool gh_policy_cr_selects(const json_t *selector, const json_t *labels);
 
 /* The verdict on one object, for its status and the log. */
 struct gh_policy_cr_verdict {
@@ -61,5 +74,17 @@ void gh_policy_crset_offer(struct gh_policy_crset *s, const json_t *obj,
  * in force differ from those of the previous pass (or the first pass), else
  * NULL. *n_objects: objects whose rules are in force (0: the base's). */
 struct gh_policy *gh_policy_crset_end(struct gh_policy_crset *s, int *n_objects);
+
+/* Whether rule (an index into the merged policy of the last pass, which is
+ * the engine's: the last one gh_policy_crset_end returned) governs a node
+ * whose metadata.labels are labels (borrowed; NULL: none): true when the
+ * rule's object has no spec.nodeSelector or its selector selects the
+ * node, and for rules of the base policy. When not, why (cap bytes) says
+ * so: "RecoveryPolicy NAME governs only nodes with the labels k=v". */
+bool gh_policy_crset_governs(const struct gh_policy_crset *s, int rule, const json_t *labels,
+                             char *why, size_t cap);
+/* True when an object in force has a non-empty spec.nodeSelector (else
+ * every rule governs every node). */
+bool gh_policy_crset_has_selectors(const struct gh_policy_crset *s);
 
 #endif

@@ -48,6 +48,8 @@ struct gh_decider {
     struct gh_strmap *hists;    /* "RULE#SUBJECT" -> struct hist * */
     struct gh_decider_stats st;
     int64_t last_hw;
+    gh_rule_filter_fn governs; /* NULL: every rule governs every node */
+    void *governs_ctx;
 };
 
 void gh_finding_init(struct gh_finding *f)
@@ -293,6 +295,14 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
         d->st.unmatched++;
         return GH_OUT_UNMATCHED;
     }
+    /* the first matching rule that governs the finding's node; when none
+     * does, the first match decides and the driver records that no rule
+     * governs the node (it calls the same filter) */
+    for (int gi = ri; d->governs && gi >= 0 && f->node; gi = gh_policy_match_from(p, &q, gi + 1))
+        if (d->governs(d->governs_ctx, gi, f->node)) {
+            ri = gi;
+            break;
+        }
     const struct gh_rule *r = &p->rules[ri];
     enum gh_action base[GH_POLICY_MAX_ACTIONS];
     int n_base = base_actions(r, f, base);
@@ -608,6 +618,12 @@ void gh_decider_set_policy(struct gh_decider *d, const struct gh_policy *policy)
     d->policy = policy;
     gh_strmap_remove_if(d->occs, drop_any_occ, NULL);
     gh_strmap_remove_if(d->hists, drop_any, NULL);
+}
+
+void gh_decider_set_rule_filter(struct gh_decider *d, gh_rule_filter_fn fn, void *ctx)
+{
+    d->governs = fn;
+    d->governs_ctx = ctx;
 }
 
 void gh_decider_stats(const struct gh_decider *d, struct gh_decider_stats *out) { *out = d->st; }

@@ -40,6 +40,10 @@ void gh_decider_expire(struct gh_decider *d, int64_t now);
  * so they are dropped; episodes (what was decided) are kept. */
 void gh_decider_set_policy(struct gh_decider *d, const struct gh_policy *policy);
 
+/* Which rules govern which nodes (engine.h, gh_engine_set_rule_filter). */
+typedef bool (*gh_rule_filter_fn)(void *ctx, int rule, const char *node);
+void gh_decider_set_rule_filter(struct gh_decider *d, gh_rule_filter_fn fn, void *ctx);
+
 struct gh_decider_stats {
     uint64_t findings, decided, absorbed, pending, grace, unmatched;
 };

@@ -390,7 +390,7 @@ static void report(struct gh_engine *e, struct sjob *j, const char *node, int gp
                 n_node_ranks, n_slow);
     gh_sfmt(f.what, sizeof f.what,
              "%s of %s is %.0f%% slower than the job's median step in >= %d of the last %d steps; "
-             "the expected loss, %.1f h over the remaining %.1f h, %s the restart cost of %.1f h",
+             "the expected loss, %.2f h over the remaining %.2f h, %s the restart cost of %.2f h",
              who, j->name, slowdown * 100, st->straggler_k, st->straggler_n, loss / 3600,
              remaining / 3600, worth ? "exceeds" : "does not exceed", total_cost / 3600);
     gh_ctx_report(e, &f);

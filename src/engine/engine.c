@@ -455,6 +455,13 @@ void gh_engine_set_policy(struct gh_engine *e, const struct gh_policy *policy)
     gh_decider_set_policy(e->decider, policy);
 }
 
+void gh_engine_set_rule_filter(struct gh_engine *e, bool (*fn)(void *ctx, int rule,
+                                                                const char *node),
+                               void *ctx)
+{
+    gh_decider_set_rule_filter(e->decider, fn, ctx);
+}
+
 void gh_engine_stats(const struct gh_engine *e, struct gh_engine_stats *out)
 {
     memset(out, 0, sizeof *out);

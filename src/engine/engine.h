@@ -116,6 +116,17 @@ const struct gh_policy *gh_engine_policy(const struct gh_engine *e);
  * inside the incident callback. */
 void gh_engine_set_policy(struct gh_engine *e, const struct gh_policy *policy);
 
+/* Rules that govern only some nodes (the controller's RecoveryPolicy
+ * nodeSelector): for a finding on a node, the first matching rule for
+ * which fn(ctx, rule index, node) is true decides; when none is, the first
+ * matching rule does, and fn's owner says so in the incident. Findings
+ * without a node are not filtered. fn NULL (the default): every rule
+ * governs every node. fn runs inside ingest/tick/finish, like the incident
+ * callback, and must not call back into the engine. */
+void gh_engine_set_rule_filter(struct gh_engine *e, bool (*fn)(void *ctx, int rule,
+                                                                const char *node),
+                               void *ctx);
+
 struct gh_engine_stats {
     struct gh_timeline_stats timeline;
     uint64_t findings, incidents, absorbed, pending, grace, unmatched;

@@ -111,7 +111,12 @@ bool gh_policy_equal(const struct gh_policy *a, const struct gh_policy *b)
 
 int gh_policy_match(const struct gh_policy *p, const struct gh_policy_query *q)
 {
-    for (int i = 0; i < p->n_rules; i++) {
+    return gh_policy_match_from(p, q, 0);
+}
+
+int gh_policy_match_from(const struct gh_policy *p, const struct gh_policy_query *q, int from)
+{
+    for (int i = from < 0 ? 0 : from; i < p->n_rules; i++) {
         const struct gh_rule *r = &p->rules[i];
         if (r->classes && !(r->classes & (1u << q->cls)))
             continue;

@@ -136,6 +136,8 @@ struct gh_policy_query {
 /* Index of the first rule whose static match (class, kind, code, severity,
  * threshold) accepts q, or -1. */
 int gh_policy_match(const struct gh_policy *p, const struct gh_policy_query *q);
+/* The same, from rule index `from` on (0: gh_policy_match). */
+int gh_policy_match_from(const struct gh_policy *p, const struct gh_policy_query *q, int from);
 
 /* Actions of rule r for its n-th incident (for a catalog rule at level 0 the
  * caller substitutes the catalog's actions; this returns 0 of them) (1-based) on a subject within the

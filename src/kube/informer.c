@@ -16,6 +16,11 @@ struct pev {
     json_t *obj; /* owned reference */
 };
 
+/* The key of an object added to the cache (max_objects). */
+struct added {
+    char *ns, *name; /* owned; ns NULL: cluster-scoped */
+};
+
 struct gh_kube_informer {
     struct gh_kube_client *c;
     const struct gh_kube_res *res;
@@ -46,6 +51,9 @@ struct gh_kube_informer {
     int64_t watch_started;
     struct gh_kube_status ev_status; /* of an ERROR event */
     struct gh_kube_informer_stats st;
+    size_t max_objects;              /* 0: unbounded */
+    struct added *ring;              /* max_objects keys, in the order added */
+    size_t rhead, rn;
 };
 
 static void start_list(struct gh_kube_informer *inf);
@@ -72,6 +80,38 @@ static void set_rv(struct gh_kube_informer *inf, const json_t *obj)
         snprintf(inf->rv, sizeof inf->rv, "%s", rv);
 }
 
+/* A bounded cache: the first added (still cached) leaves when one more is
+ * added at the bound. Keys of objects deleted meanwhile count until their
+ * turn, so the cache never holds more than max_objects. */
+static void bound_cache(struct gh_kube_informer *inf, const json_t *added)
+{
+    const char *name = gh_kube_meta_name(added), *ns = gh_kube_meta_namespace(added);
+    if (!inf->max_objects || !name)
+        return;
+    if (inf->rn == inf->max_objects) {
+        struct added *k = &inf->ring[inf->rhead];
+        bool same = k->name && !strcmp(k->name, name) &&
+                    ((!k->ns && !ns) || (k->ns && ns && !strcmp(k->ns, ns)));
+        json_t *meta = same ? NULL : json_pack("{s:s}", "name", k->name ? k->name : "");
+        if (meta && k->ns)
+            json_object_set_new(meta, "namespace", json_string(k->ns));
+        json_t *key = meta ? json_pack("{s:o}", "metadata", meta) : NULL, *old = NULL;
+        if (key && gh_kube_store_remove(inf->store, key, &old, NULL) == GH_OK && old)
+            inf->st.evicted++;
+        json_decref(old);
+        json_decref(key);
+        free(k->ns);
+        free(k->name);
+        k->ns = k->name = NULL;
+        inf->rhead = (inf->rhead + 1) % inf->max_objects;
+        inf->rn--;
+    }
+    struct added *k = &inf->ring[(inf->rhead + inf->rn) % inf->max_objects];
+    k->name = strdup(name);
+    k->ns = ns ? strdup(ns) : NULL;
+    inf->rn++;
+}
+
 static void apply_upsert(struct gh_kube_informer *inf, const json_t *full)
 {
     enum gh_kube_change chg;
@@ -83,6 +123,8 @@ static void apply_upsert(struct gh_kube_informer *inf, const json_t *full)
         report(inf, rc, NULL, e.msg);
         return;
     }
+    if (chg == GH_KUBE_ADDED)
+        bound_cache(inf, kept);
     if (chg == GH_KUBE_ADDED && inf->h.on_add)
         inf->h.on_add(inf->ud, kept);
     else if (chg == GH_KUBE_UPDATED && inf->h.on_update)
@@ -464,7 +506,12 @@ int gh_kube_informer_new(struct gh_kube_client *c, const struct gh_kube_informer
     inf->backoff_min = o->backoff_min_ns > 0 ? o->backoff_min_ns : 500 * GH_NS_PER_MS;
     inf->backoff_max = o->backoff_max_ns > 0 ? o->backoff_max_ns : 30 * GH_NS_PER_S;
     inf->watch_timeout_s = o->watch_timeout_s > 0 ? o->watch_timeout_s : 300;
+    inf->max_objects = o->max_objects;
     int rc;
+    if (inf->max_objects && !(inf->ring = calloc(inf->max_objects, sizeof *inf->ring))) {
+        rc = gh_err_set(err, GH_ENOMEM, "out of memory");
+        goto fail;
+    }
     if (dup_opt(&inf->ns, o->ns) || dup_opt(&inf->label, o->label_selector) ||
         dup_opt(&inf->field, o->field_selector)) {
         rc = gh_err_set(err, GH_ENOMEM, "out of memory");
@@ -520,6 +567,11 @@ void gh_kube_informer_free(struct gh_kube_informer *inf)
     free(inf->ns);
     free(inf->label);
     free(inf->field);
+    for (size_t i = 0; inf->ring && i < inf->max_objects; i++) {
+        free(inf->ring[i].ns);
+        free(inf->ring[i].name);
+    }
+    free(inf->ring);
     free(inf);
 }
 

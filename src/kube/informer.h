@@ -43,6 +43,10 @@ struct gh_kube_informer_opts {
     int64_t backoff_max_ns;        /* 0: 30 s */
     int watch_timeout_s;           /* server timeoutSeconds, jittered up to x2; 0: 300 */
     size_t max_event;              /* largest watch event; 0: 16 MiB */
+    size_t max_objects;            /* cache at most this many objects, the first added
+                                      leaving first (no delete handler; a relist shows
+                                      the ones still on the server as adds again);
+                                      0: no bound */
 };
 
 struct gh_kube_handlers {
@@ -85,6 +89,7 @@ struct gh_kube_informer_stats {
     unsigned long events;     /* ADDED/MODIFIED/DELETED applied */
     unsigned long bookmarks;
     unsigned long resyncs;
+    unsigned long evicted;    /* left the cache for max_objects */
     int64_t last_backoff_ns;
 };
 void gh_kube_informer_stats(const struct gh_kube_informer *inf, struct gh_kube_informer_stats *st);

@@ -6,7 +6,9 @@
 # in /metrics, and a validated node still returned to service while the
 # breaker holds); (2) a straggler node of a running Indexed Job, worth a
 # restart (isolated, job restarted away, diagnostics requested) and, with a
-# short remaining run, not worth it (incident recorded, nothing done);
+# short remaining run, not worth it (incident recorded, nothing done), once
+# from the policy's assume_remaining and once from the job's pods'
+# gpuheal.io/expected-end annotation (the Job object's restart-cost used);
 # (3) a flapping node (pods of three jobs failing first on it): quarantined
 # (cordon + taint), diagnostics requested, kept out of service by a stale
 # validation and returned only by a Validated=True set after the isolation.
@@ -222,6 +224,35 @@ check "straggler B: job not restarted" sh -c "! '$K' -n '$NS' get job sb -o json
 check "straggler B: same Job object" [ "$(job_uid sb)" = "$SB_UID" ]
 check "straggler B: no action recorded" sh -c "! grep -qE '(isolate_node|restart_from_checkpoint|run_diagnostics) .*: succeeded' '$TMP/strag-b.txt'"
 check "straggler B: controller stops cleanly" stop_controller
+
+# C: the default policy (24 h assumed), but the job's pods say it ends in
+# 5 min (gpuheal.io/expected-end): not worth it; their restart-cost is not
+# a duration: a warning naming pod, annotation and value; the Job object's
+# own restart-cost (48h) is the one used (the job object wins per figure)
+DB4="sqlite:$TMP/straggler-annotated.db"
+END=$(date -u -d '+5 minutes' +%FT%TZ)
+"$K" -n "$NS" annotate pods -l batch.kubernetes.io/job-name=sb --overwrite \
+  "gpuheal.io/expected-end=$END" gpuheal.io/restart-cost=soon >/dev/null || bad "straggler C: annotate"
+"$K" -n "$NS" annotate job sb --overwrite gpuheal.io/restart-cost=48h >/dev/null || bad "straggler C: annotate job"
+start_controller "$DB4" --max-unavailable 10 || exit 1
+wait_for 20 grep -q "event=job_informer kind=Job " "$CTL_LOG" || bad "straggler C: Job informer"
+sleep 1
+costs_warned() { grep -q 'event=job_costs_invalid job='"$NS"'/sb pod '"$NS"'/sb-.*gpuheal.io/restart-cost "soon": not a duration' "$CTL_LOG"; }
+check "straggler C: invalid restart-cost logged (pod, annotation, value)" wait_for 10 costs_warned
+check "straggler C: logged once for the job" [ "$(grep -c 'event=job_costs_invalid job='"$NS"'/sb ' "$CTL_LOG")" = 1 ]
+steps "$NS/sb" "$Y" 1.15 24 "${BN[@]}" | inject || bad "straggler C: inject"
+strag_c() { explain_has "node/$Y" "$DB4" "straggler"; }
+check "straggler C: incident recorded for $Y" wait_for 20 strag_c
+explain "node/$Y" "$DB4" > "$TMP/strag-c.txt"
+check "straggler C: not worth restarting" grep -q "does not exceed the restart cost" "$TMP/strag-c.txt"
+check "straggler C: remaining is the job's" grep -qE "over the remaining 0\.0[78] h, does not exceed the restart cost of 48\.0[0-9] h" "$TMP/strag-c.txt"
+check "straggler C: remaining from the pods' gpuheal.io/expected-end" grep -q "Job costs: remaining [0-9.]* min (annotation gpuheal.io/expected-end on pod $NS/sb-[^,]*, end ${END%Z}" "$TMP/strag-c.txt"
+check "straggler C: from the Job object" grep -q "restart cost 48.0 h (annotation gpuheal.io/restart-cost on Job $NS/sb)" "$TMP/strag-c.txt"
+check "straggler C: rule straggler-not-worth-restart" grep -q "rule straggler-not-worth-restart chose" "$TMP/strag-c.txt"
+sleep 2
+check "straggler C: $Y not cordoned" uncordoned "$Y"
+check "straggler C: job not restarted" [ "$(job_uid sb)" = "$SB_UID" ]
+check "straggler C: controller stops cleanly" stop_controller
 
 # ---- 3. flapping node --------------------------------------------------------
 F="$NS-f1"

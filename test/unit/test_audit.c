@@ -64,6 +64,22 @@ static int count_pending(void *ud, const struct gh_audit_intent *it)
     return 0;
 }
 
+struct allowed_seen {
+    int n;
+    int64_t ts;
+    char action[32], target[64];
+};
+
+static int note_allowed(void *ud, int64_t ts, const char *action, const char *target)
+{
+    struct allowed_seen *a = ud;
+    a->n++;
+    a->ts = ts;
+    snprintf(a->action, sizeof a->action, "%s", action);
+    snprintf(a->target, sizeof a->target, "%s", target);
+    return 0;
+}
+
 static void exercise(const char *url)
 {
     struct gh_err err = {{0}};
@@ -87,6 +103,17 @@ static void exercise(const char *url)
     struct gh_audit_guard g2 = {"inc-00000000000000aa", T0 + 261000000, "reboot_node", "node/gpu-17",
                                 "rate", "denied", "not acted: rate (10 actions in the last hour)"};
     assert_int_equal(gh_audit_record_guard(a, &g2, &err), 0);
+    /* what a restarted controller counts again: the allowed one only (not the
+     * denial), and none after its time */
+    struct allowed_seen allowed = {0};
+    assert_int_equal(gh_audit_allowed_since(a, T0, note_allowed, &allowed, &err), 0);
+    assert_int_equal(allowed.n, 1);
+    assert_int_equal(allowed.ts, T0 + 260000000);
+    assert_string_equal(allowed.action, "isolate_node");
+    assert_string_equal(allowed.target, "node/gpu-17");
+    memset(&allowed, 0, sizeof allowed);
+    assert_int_equal(gh_audit_allowed_since(a, T0 + 260000001, note_allowed, &allowed, &err), 0);
+    assert_int_equal(allowed.n, 0);
 
     /* intent before acting, action, intent done */
     struct gh_audit_intent it;
@@ -197,6 +224,14 @@ static void exercise(const char *url)
     assert_int_equal(gh_audit_subject_parse("node/gpu-17", &other, &err), 0);
     assert_int_equal(gh_audit_query(a, &other, T0 + 1000000000LL, 0, &recs, &nr, &err), 0);
     assert_int_equal(nr, 0);
+    /* a release is never counted again */
+    struct gh_audit_guard rel = {"inc-00000000000000aa", T0 + 262000000, "release_node",
+                                 "node/gpu-17", "none", "allowed", "validated"};
+    assert_int_equal(gh_audit_record_guard(a, &rel, &err), 0);
+    struct allowed_seen after = {0};
+    assert_int_equal(gh_audit_allowed_since(a, T0, note_allowed, &after, &err), 0);
+    assert_int_equal(after.n, 1);
+    assert_string_equal(after.action, "isolate_node");
     gh_audit_close(a);
 }
 

@@ -173,6 +173,49 @@ static void test_storm_breaker(void **st)
     gh_guard_free(g);
 }
 
+static void restored(struct gh_guard_config *c)
+{
+    c->max_actions_per_hour = 3;
+    c->node_cooldown_ns = 600 * S;
+    c->storm_nodes = 2;
+    c->storm_window_ns = 60 * S;
+    c->storm_hold_ns = 300 * S;
+}
+
+/* What a restarted controller reads back from the audit store counts as if
+ * this process had allowed it: rate, cooldown and storm; not the budget
+ * (the informers say which nodes are held). */
+static void test_restore(void **st)
+{
+    (void)st;
+    struct gh_guard *g = make(restored);
+    gh_guard_restore(g, GH_ACT_ISOLATE_NODE, "n1", T0);
+    gh_guard_restore(g, GH_ACT_RESTART_FROM_CHECKPOINT, NULL, T0);
+    gh_guard_restore(g, GH_ACT_NONE, "n9", T0); /* ignored */
+    assert_int_equal(gh_guard_isolated_count(g), 0);
+    enum gh_action retry = GH_ACT_RETRY_IN_PLACE;
+    struct gh_guard_verdict v[3];
+    /* two of three spent: one more, then the rate */
+    assert_int_equal(gh_guard_check(g, &retry, 1, NULL, false, T0 + 5 * S, v), 1);
+    gh_guard_commit(g, v, 1, NULL, T0 + 5 * S);
+    assert_int_equal(gh_guard_check(g, &retry, 1, NULL, false, T0 + 6 * S, v), 0);
+    assert_string_equal(v[0].guard, "rate");
+    /* n1 cools for 600 s from the restored action (rate aside) */
+    struct gh_guard_verdict w[3];
+    gh_guard_check(g, isolate_restart, 3, "n1", false, T0 + 3600 * S + 1, w);
+    assert_int_equal(w[0].outcome, GH_GUARD_ALLOW); /* cooldown over, rate window too */
+    struct gh_guard *g2 = make(restored);
+    gh_guard_restore(g2, GH_ACT_ISOLATE_NODE, "n1", T0);
+    gh_guard_check(g2, isolate_restart, 3, "n1", false, T0 + 60 * S, w);
+    assert_string_equal(w[0].guard, "cooldown");
+    /* and n1's blame counts toward the storm breaker */
+    assert_false(gh_guard_storm_open(g2, T0 + 10 * S));
+    gh_guard_note_blame(g2, "n2", T0 + 10 * S);
+    assert_true(gh_guard_storm_open(g2, T0 + 10 * S));
+    gh_guard_free(g2);
+    gh_guard_free(g);
+}
+
 static void dry(struct gh_guard_config *c)
 {
     c->dry_run = true;
@@ -219,7 +262,7 @@ int main(void)
         cmocka_unit_test(test_budget_absolute), cmocka_unit_test(test_budget_percent),
         cmocka_unit_test(test_rate),            cmocka_unit_test(test_cooldown),
         cmocka_unit_test(test_storm_breaker),   cmocka_unit_test(test_dry_run),
-        cmocka_unit_test(test_approval),
+        cmocka_unit_test(test_approval),        cmocka_unit_test(test_restore),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,6 +2,7 @@
  * GPUHEAL_* environment variables, then a config file), loads the
  * Kubernetes configuration (kubeconfig or in-cluster) and the policy, and
  * runs the controller until SIGTERM/SIGINT. */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "control/controller.h"
 #include "engine/policy.h"
 #include "kube/kubeconfig.h"
+#include "signal/signal_json.h"
 
 #define CONFIG_MAX (256 * 1024)
 
@@ -37,6 +39,16 @@ static const struct setting {
     {"journal-retention", false, "keep accepted signals journalled this long for replay on "
                                  "start (the policy's detector windows, at least 1h; "
                                  "off: no journal, a 200 is not durable)"},
+    {"ingest-max-body", false, "ingest request body limit in bytes, K/M/G or Ki/Mi/Gi "
+                               "suffix (8Mi; at most 1Gi): larger gets 413"},
+    {"ingest-max-line", false, "ingest line length limit in bytes (64Ki, also the most): a "
+                               "longer line is rejected (422)"},
+    {"ingest-max-lines", false, "lines in one ingest request (10000; at most 1000000): more "
+                                "gets 413"},
+    {"ingest-max-connections", false, "ingest connections at once (256; at most 65536)"},
+    {"ingest-idle-timeout", false, "close an idle ingest connection after this (30s; 1s to 1h)"},
+    {"ingest-dedup-capacity", false, "signal ids remembered to drop duplicates (1048576, about "
+                                     "24 MiB; at most 67108864)"},
     {"dry-run", true, "decide and record, never act"},
     {"require-approval", true, "act only on incidents approved with `gpuheal approve ID`"},
     {"max-unavailable", false, "nodes gpuheal may hold out of service: N or P% (10, 10%)"},
@@ -47,7 +59,8 @@ static const struct setting {
     {"storm-hold", false, "storm breaker stays open this long after the last blame (15m)"},
     {"taint-effect", false, "NoSchedule (default) or NoExecute"},
     {"drain-timeout", false, "give up on pods a PodDisruptionBudget keeps (60s)"},
-    {"drain-concurrency", false, "evictions in flight while draining (4)"},
+    {"drain-concurrency", false, "evictions in flight while draining a node (8)"},
+    {"drain-evictions-in-flight", false, "evictions in flight across all drains at once (64)"},
     {"identity", false, "this replica's name (default: hostname-pid)"},
     {"lease-namespace", false, "namespace of the leader Lease (gpuheal-system)"},
     {"lease-name", false, "name of the leader Lease (gpuheal-controller)"},
@@ -180,6 +193,72 @@ static bool integer(const struct values *v, const char *name, long *out)
     return true;
 }
 
+/* A positive size or count of setting name, at most max: *out unchanged
+ * when not set. bytes: K, M, G (1000s) and Ki, Mi, Gi (1024s) suffixes. */
+static bool size_setting(const struct values *v, const char *name, bool bytes, uint64_t max,
+                         uint64_t *out)
+{
+    const char *s = get(v, name);
+    if (!s)
+        return true;
+    static const struct {
+        const char *suffix;
+        uint64_t mul;
+    } units[] = {{"", 1},       {"K", 1000},       {"M", 1000000},       {"G", 1000000000},
+                 {"Ki", 1024},  {"Mi", 1024 * 1024}, {"Gi", 1024ull * 1024 * 1024}};
+    char *end;
+    errno = 0;
+    unsigned long long x = s[0] >= '0' && s[0] <= '9' ? strtoull(s, &end, 10) : 0;
+    uint64_t mul = 0;
+    if (s[0] >= '0' && s[0] <= '9' && !errno)
+        for (size_t i = 0; i < (bytes ? sizeof units / sizeof units[0] : 1); i++)
+            if (strcmp(end, units[i].suffix) == 0)
+                mul = units[i].mul;
+    if (!mul) {
+        fprintf(stderr, "gpuheal-controller: --%s: \"%s\" is not a %s\n", name, s,
+                bytes ? "size (bytes, or with a K, M, G, Ki, Mi or Gi suffix)" : "count");
+        return false;
+    }
+    if (x == 0) {
+        fprintf(stderr, "gpuheal-controller: --%s: %s is not a positive %s\n", name, s,
+                bytes ? "size" : "count");
+        return false;
+    }
+    if (x > max / mul) {
+        fprintf(stderr, "gpuheal-controller: --%s: %s is more than %llu\n", name, s,
+                (unsigned long long)max);
+        return false;
+    }
+    *out = x * mul;
+    return true;
+}
+
+/* The ingest endpoint's limits (docs/controller.md, "Configuration"). */
+static bool ingest_limits(const struct values *v, struct gh_controller_opts *o)
+{
+    uint64_t body = 0, line = 0, lines = 0, conns = 0, dedup = 0;
+    int64_t idle = 0;
+    if (!size_setting(v, "ingest-max-body", true, 1024ull * 1024 * 1024, &body) ||
+        !size_setting(v, "ingest-max-line", true, GH_SIGNAL_LINE_MAX, &line) ||
+        !size_setting(v, "ingest-max-lines", false, 1000000, &lines) ||
+        !size_setting(v, "ingest-max-connections", false, 65536, &conns) ||
+        !size_setting(v, "ingest-dedup-capacity", false, 64ull * 1024 * 1024, &dedup) ||
+        !duration(v, "ingest-idle-timeout", &idle))
+        return false;
+    if (get(v, "ingest-idle-timeout") && (idle < GH_NS_PER_S || idle > 3600 * GH_NS_PER_S)) {
+        fprintf(stderr, "gpuheal-controller: --ingest-idle-timeout: %s is not within 1s to 1h\n",
+                get(v, "ingest-idle-timeout"));
+        return false;
+    }
+    o->ingest_body_max = (size_t)body;
+    o->ingest_line_max = (size_t)line;
+    o->ingest_max_lines = (size_t)lines;
+    o->ingest_max_connections = (unsigned)conns;
+    o->ingest_dedup_capacity = (size_t)dedup;
+    o->ingest_idle_timeout_s = (unsigned)(idle / GH_NS_PER_S);
+    return true;
+}
+
 static struct gh_policy *load_policy(const char *path)
 {
     FILE *f = fopen(path, "rb");
@@ -304,10 +383,18 @@ int main(int argc, char **argv)
             o.guards.max_isolated_pct = 0;
         }
     }
-    long rate = o.guards.max_actions_per_hour, storm = o.guards.storm_nodes, conc = 4, workers = 8;
+    long rate = o.guards.max_actions_per_hour, storm = o.guards.storm_nodes, conc = 8, workers = 8;
+    long dtotal = 64;
     if (!integer(&v, "max-actions-per-hour", &rate) || !integer(&v, "storm-nodes", &storm) ||
-        !integer(&v, "drain-concurrency", &conc) || !integer(&v, "executor-workers", &workers))
+        !integer(&v, "drain-concurrency", &conc) || !integer(&v, "executor-workers", &workers) ||
+        !integer(&v, "drain-evictions-in-flight", &dtotal))
         goto out;
+    if (dtotal < 1 || dtotal > 4096) {
+        fprintf(stderr, "gpuheal-controller: --drain-evictions-in-flight: %ld is not 1 to 4096\n",
+                dtotal);
+        goto out;
+    }
+    o.drain.total = (int)dtotal;
     if (workers < 1 || workers > 64) {
         fprintf(stderr, "gpuheal-controller: --executor-workers: 1 to 64\n");
         goto out;
@@ -342,6 +429,8 @@ int main(int argc, char **argv)
     if (jr && !strcmp(jr, "off"))
         o.journal_retention_ns = -1;
     else if (!duration(&v, "journal-retention", &o.journal_retention_ns))
+        goto out;
+    if (!ingest_limits(&v, &o))
         goto out;
     o.crash_after = getenv("GPUHEAL_TEST_CRASH_AFTER");
 
