@@ -48,23 +48,7 @@ trap cleanup EXIT
 "$K" create ns "$NS" >/dev/null || { echo "FAIL: namespace"; exit 1; }
 echo "secret-token-$RANDOM" > "$TMP/token"
 for n in $NODES; do mknode $n || { echo "FAIL: node $n"; exit 1; }; done
-heartbeat() {
-  for n in $NODES; do
-    cat <<EOF
-apiVersion: coordination.k8s.io/v1
-kind: Lease
-metadata: {name: $NS-$n, namespace: kube-node-lease}
-spec: {holderIdentity: $NS-$n, leaseDurationSeconds: 40, renewTime: "$(date -u +%FT%T.%6NZ)"}
----
-EOF
-  done | "$K" apply -f - >/dev/null 2>&1
-  return 0
-}
-( i=0; while kill -0 $$ 2>/dev/null; do
-    [ $((i % 10)) -eq 0 ] && heartbeat
-    kubelet; sleep 1; i=$((i + 1))
-  done ) &
-KUBELET_PID=$!
+start_kubelet_heartbeat $NODES
 
 "$GH_BIN/gpuheal" policy default | sed -e 's/^\(  hold:\) *30s/\1 2s/' > "$TMP/policy.yaml"
 

@@ -54,23 +54,7 @@ for n in g1 g2 g3 g4; do mknode $n || { echo "FAIL: node $n"; exit 1; }; done
 # the kubelet's part (lib.sh), and the node heartbeats (Leases in
 # kube-node-lease), or the node lifecycle controller marks the nodes
 # NotReady after 40 s and taints them
-heartbeat() {
-  for n in g1 g2 g3 g4; do
-    cat <<EOF
-apiVersion: coordination.k8s.io/v1
-kind: Lease
-metadata: {name: $NS-$n, namespace: kube-node-lease}
-spec: {holderIdentity: $NS-$n, leaseDurationSeconds: 40, renewTime: "$(date -u +%FT%T.%6NZ)"}
----
-EOF
-  done | "$K" apply -f - >/dev/null 2>&1
-  return 0
-}
-( i=0; while kill -0 $$ 2>/dev/null; do
-    [ $((i % 10)) -eq 0 ] && heartbeat
-    kubelet; sleep 1; i=$((i + 1))
-  done ) &
-KUBELET_PID=$!
+start_kubelet_heartbeat g1 g2 g3 g4
 
 pod_of() { "$K" -n "$NS" get pods -l "batch.kubernetes.io/job-name=$1" -o jsonpath='{.items[0].metadata.name}'; }
 

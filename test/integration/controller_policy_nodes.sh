@@ -49,15 +49,7 @@ explain() { "$GH_BIN/gpuheal" explain "$1" --db "$DB" 2>/dev/null; }
 explain_has() { local o; o=$(explain "$1") && grep -qF -- "$2" <<< "$o"; }
 diag_requested() { local o; o=$("$K" get gpunodehealth "$1" -o jsonpath='{.metadata.annotations}' 2>/dev/null) && grep -q request-run_diagnostics <<< "$o"; }
 rp_accepted() { [ "$("$K" get recoverypolicy "$1" -o jsonpath='{.status.conditions[?(@.type=="Accepted")].status}' 2>/dev/null)" = True ]; }
-heartbeat() {
-  local n rt
-  rt=$(date -u +%FT%T.%6NZ)
-  for n in $NODES; do
-    echo "---"
-    echo "{apiVersion: coordination.k8s.io/v1, kind: Lease, metadata: {name: $NS-$n, namespace: kube-node-lease}, spec: {holderIdentity: $NS-$n, leaseDurationSeconds: 40, renewTime: \"$rt\"}}"
-  done | "$K" apply -f - >/dev/null 2>&1
-  return 0
-}
+heartbeat() { heartbeat_leases $NODES; }
 rp() { # name priority rack rule action
   cat <<EOF2 | "$K" apply -f - >/dev/null
 apiVersion: gpuheal.io/v1alpha1

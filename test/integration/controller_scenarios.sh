@@ -75,21 +75,9 @@ spec:
 EOF
 }
 
-# The kubelets' node Leases, renewed: without them the node lifecycle
-# controller marks our nodes NotReady after its grace period (40-50 s), which
-# the controller would see as node_not_ready signals (a flapping count, the
-# node-not-ready rule) and the scheduler as an unreachable taint.
-heartbeat() {
-  local n rt
-  rt=$(date -u +%FT%T.%6NZ)
-  {
-    echo "apiVersion: v1"; echo "kind: List"; echo "items:"
-    for n in $NODES; do
-      echo "- {apiVersion: coordination.k8s.io/v1, kind: Lease, metadata: {name: $NS-$n, namespace: kube-node-lease, labels: {gpuheal.io/pool: \"$NS\"}}, spec: {holderIdentity: $NS-$n, leaseDurationSeconds: 40, renewTime: \"$rt\"}}"
-    done
-  } | "$K" apply -f - >/dev/null 2>&1
-  return 0
-}
+# the kubelets' node Leases (lib.sh): no node_not_ready in play (a flapping
+# count, the node-not-ready rule)
+heartbeat() { heartbeat_leases $NODES; }
 
 # node's GPUNodeHealth Validated=True, its lastTransitionTime at OFFSET (date -d)
 validate() { # node offset

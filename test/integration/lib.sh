@@ -10,7 +10,8 @@
 #  (their own flags, an array) and CTL_READY (the log text that says the
 #  controller is ready; event=leading unless set): node_yaml / mknode (fake
 #  GPU Nodes $NS-NAME), kubelet / start_kubelet (bound pods Running, deleted
-#  pods removed; sets KUBELET_PID), mkjob (Indexed Job), bound, node_of,
+#  pods removed; sets KUBELET_PID), heartbeat_leases / start_kubelet_heartbeat
+#  (node Leases renewed), mkjob (Indexed Job), bound, node_of,
 #  start_controller (per-start files, CTL_LOG, PORT) / stop_controller,
 #  inject, now, xid79, node predicates (cordoned, tainted...), died, and
 #  cleanup parts (delete_incidents, delete_gnh, rm_tmp).
@@ -86,6 +87,31 @@ kubelet() {
 # every second in the background while the script runs
 start_kubelet() {
   ( while kill -0 $$ 2>/dev/null; do kubelet; sleep 1; done ) &
+  KUBELET_PID=$!
+}
+# heartbeat_leases SUFFIX...: the kubelets' node Leases ($NS-SUFFIX in
+# kube-node-lease, labelled gpuheal.io/pool=$NS), renewed now: without them
+# the node lifecycle controller marks fake nodes NotReady after its grace
+# period (40-50 s), which the controller would see as node_not_ready
+# signals and the scheduler as an unreachable taint
+heartbeat_leases() {
+  local n rt
+  rt=$(date -u +%FT%T.%6NZ)
+  {
+    echo "apiVersion: v1"; echo "kind: List"; echo "items:"
+    for n in "$@"; do
+      echo "- {apiVersion: coordination.k8s.io/v1, kind: Lease, metadata: {name: $NS-$n, namespace: kube-node-lease, labels: {gpuheal.io/pool: \"$NS\"}}, spec: {holderIdentity: $NS-$n, leaseDurationSeconds: 40, renewTime: \"$rt\"}}"
+    done
+  } | "$K" apply -f - >/dev/null 2>&1
+  return 0
+}
+# start_kubelet_heartbeat SUFFIX...: start_kubelet, plus the nodes' Leases
+# every 10 s
+start_kubelet_heartbeat() {
+  ( i=0; while kill -0 $$ 2>/dev/null; do
+      [ $((i % 10)) -eq 0 ] && heartbeat_leases "$@"
+      kubelet; sleep 1; i=$((i + 1))
+    done ) &
   KUBELET_PID=$!
 }
 
