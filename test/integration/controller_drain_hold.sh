@@ -34,7 +34,7 @@ NODES="g1 g2 g3 g4 g5"
 cleanup() {
   [ -n "$CTL_PID" ] && kill -9 "$CTL_PID" 2>/dev/null
   [ -n "${PID_B:-}" ] && kill -9 "$PID_B" 2>/dev/null
-  [ -n "${PG_DIR:-}" ] && runas "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m immediate stop >/dev/null 2>&1 && rm -rf "$PG_DIR"
+  pg_stop
   kill "$KUBELET_PID" 2>/dev/null
   "$K" delete ns "$NS" --wait=false >/dev/null 2>&1
   "$K" delete nodes -l "gpuheal.io/pool=$NS" --wait=false >/dev/null 2>&1
@@ -198,58 +198,42 @@ check "d: the approval recorded" grep -q "approved by holdtest" "$TMP/d.txt"
 check "d: controller stops cleanly on SIGTERM" stop_controller
 
 # ---- e. two replicas, shared PostgreSQL: the standby resumes the hold
-runas() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
-if [ -n "$PG_BIN" ] && [ -x "$PG_BIN/initdb" ]; then
-  PG_DIR=$(mktemp -d /tmp/gh-pg-hold.XXXXXX)
-  [ "$(id -u)" = 0 ] && chown postgres "$PG_DIR"
-  if runas "$PG_BIN/initdb" -D "$PG_DIR/data" -A trust -U postgres --no-sync >/dev/null 2>&1 &&
-     runas "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -o "-k $PG_DIR -c listen_addresses= -F" -l "$PG_DIR/log" -w start >/dev/null 2>&1; then
-    PGURL="postgresql://postgres@$(echo "$PG_DIR" | sed 's|/|%2F|g'):5432/postgres"
-    V=${NODE[j5]}
-    timeout_s 30s
-    replica() { # name
-      "$GH_BIN/gpuheal-controller" --kubeconfig "$GH_KUBECONFIG" --listen 127.0.0.1:0 \
-        --token-file "$TMP/token" --db "$PGURL" --watch-namespace "$NS" \
-        --node-selector "gpuheal.io/pool=$NS" --lease-namespace "$NS" --lease-name hold \
-        --lease-duration 4s --renew-deadline 3s --retry-period 1s --reorder-window 200ms \
-        --policy "$TMP/policy.yaml" --node-cooldown 0s --max-unavailable 10 \
-        --identity "$1" > "$TMP/$1.out" 2> "$TMP/$1.log" &
-    }
-    port_of() { sed -nE 's/^listening on port ([0-9]+)$/\1/p' "$TMP/$1.out" | tail -n 1; }
-    replica ha-a; CTL_PID=$!
-    wait_for 20 grep -q "event=leading" "$TMP/ha-a.log" || bad "e: first replica leads"
-    replica ha-b; PID_B=$!
-    wait_for 20 grep -q "holder=ha-a" "$TMP/ha-b.log" || bad "e: standby sees the leader"
-    PORT=$(port_of ha-a)
-    sxid "$V"
-    check "e: the leader holds the drain of $V" wait_for 20 grep -q "event=drain_waiting .*node=$V" "$TMP/ha-a.log"
-    T0=$(fsec)
-    check "e: the hold is in the PostgreSQL store" wait_for 10 held_in_store "$V" "$PGURL"
-    IE=$(explain "$V" "$PGURL" | sed -n 's/^\[[0-9]*\] \(inc-[0-9a-f]*\):.*/\1/p' | tail -1)
-    check "e: the standby holds nothing" sh -c "! grep -q 'event=drain_' '$TMP/ha-b.log'"
-    kill9
-    check "e: the standby takes over" wait_for 20 grep -q "event=leading" "$TMP/ha-b.log"
-    check "e: and resumes the hold of $IE" wait_for 10 grep -q "event=drain_hold_resumed id=$IE .*left_s=" "$TMP/ha-b.log"
-    left=$(sed -nE "s/.*event=drain_hold_resumed id=$IE .*left_s=([0-9.]+).*/\1/p" "$TMP/ha-b.log" | tail -1)
-    since=$(elapsed "$T0" "$(fsec)")
-    # the same deadline: what is left plus what passed is the 30 s timeout
-    check "e: the deadline kept (${left} s left, ${since} s after the hold)" \
-      awk -v l="$left" -v s="$since" 'BEGIN { exit !(l + s >= 28 && l + s <= 32) }'
-    check "e: ${POD[j5]} not evicted at the takeover" not_evicted "${POD[j5]}"
-    PORT=$(port_of ha-b)
-    ckpt j5 42
-    check "e: after the checkpoint ${POD[j5]} evicted" wait_for 15 evicted "${POD[j5]}"
-    e_done() { explain "$V" "$PGURL" | grep -q "drain_node node/$V: succeeded"; }
-    wait_for 15 e_done
-    explain "$V" "$PGURL" > "$TMP/e.txt"
-    check "e: one drain_node action" [ "$(grep -c "drain_node node/$V: succeeded" "$TMP/e.txt")" = 1 ]
-    check "e: audit row hold_resumed by ha-b" grep -q "drain_node node/$V: hold_resumed \[checkpoint\] - resumed by ha-b on becoming leader: [0-9.]* s left" "$TMP/e.txt"
-    check "e: audit row released (checkpoint step 42)" grep -q "drain_node node/$V: released \[checkpoint\] - released: job $NS/j5 saved checkpoint step 42" "$TMP/e.txt"
-    kill "$PID_B" 2>/dev/null; wait "$PID_B" 2>/dev/null; PID_B=""
-  else
-    bad "e: could not start a private PostgreSQL cluster"
-  fi
+pg_start; pg_rc=$?
+if [ $pg_rc = 0 ]; then
+  V=${NODE[j5]}
+  timeout_s 30s
+  start_replica "$PGURL" hold ha-a; CTL_PID=$!
+  wait_for 20 grep -q "event=leading" "$TMP/ha-a.log" || bad "e: first replica leads"
+  start_replica "$PGURL" hold ha-b; PID_B=$!
+  wait_for 20 grep -q "holder=ha-a" "$TMP/ha-b.log" || bad "e: standby sees the leader"
+  PORT=$(port_of ha-a)
+  sxid "$V"
+  check "e: the leader holds the drain of $V" wait_for 20 grep -q "event=drain_waiting .*node=$V" "$TMP/ha-a.log"
+  T0=$(fsec)
+  check "e: the hold is in the PostgreSQL store" wait_for 10 held_in_store "$V" "$PGURL"
+  IE=$(explain "$V" "$PGURL" | sed -n 's/^\[[0-9]*\] \(inc-[0-9a-f]*\):.*/\1/p' | tail -1)
+  check "e: the standby holds nothing" sh -c "! grep -q 'event=drain_' '$TMP/ha-b.log'"
+  kill9
+  check "e: the standby takes over" wait_for 20 grep -q "event=leading" "$TMP/ha-b.log"
+  check "e: and resumes the hold of $IE" wait_for 10 grep -q "event=drain_hold_resumed id=$IE .*left_s=" "$TMP/ha-b.log"
+  left=$(sed -nE "s/.*event=drain_hold_resumed id=$IE .*left_s=([0-9.]+).*/\1/p" "$TMP/ha-b.log" | tail -1)
+  since=$(elapsed "$T0" "$(fsec)")
+  # the same deadline: what is left plus what passed is the 30 s timeout
+  check "e: the deadline kept (${left} s left, ${since} s after the hold)" \
+    awk -v l="$left" -v s="$since" 'BEGIN { exit !(l + s >= 28 && l + s <= 32) }'
+  check "e: ${POD[j5]} not evicted at the takeover" not_evicted "${POD[j5]}"
+  PORT=$(port_of ha-b)
+  ckpt j5 42
+  check "e: after the checkpoint ${POD[j5]} evicted" wait_for 15 evicted "${POD[j5]}"
+  e_done() { explain "$V" "$PGURL" | grep -q "drain_node node/$V: succeeded"; }
+  wait_for 15 e_done
+  explain "$V" "$PGURL" > "$TMP/e.txt"
+  check "e: one drain_node action" [ "$(grep -c "drain_node node/$V: succeeded" "$TMP/e.txt")" = 1 ]
+  check "e: audit row hold_resumed by ha-b" grep -q "drain_node node/$V: hold_resumed \[checkpoint\] - resumed by ha-b on becoming leader: [0-9.]* s left" "$TMP/e.txt"
+  check "e: audit row released (checkpoint step 42)" grep -q "drain_node node/$V: released \[checkpoint\] - released: job $NS/j5 saved checkpoint step 42" "$TMP/e.txt"
+  kill "$PID_B" 2>/dev/null; wait "$PID_B" 2>/dev/null; PID_B=""
+elif [ $pg_rc = 1 ]; then
+  bad "e: could not start a private PostgreSQL cluster"
 else
   echo "skip: e (no PostgreSQL server binaries)"
 fi

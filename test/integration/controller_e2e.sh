@@ -37,11 +37,8 @@ cleanup() {
   "$K" delete gpunodehealths -l "gpuheal.io/pool=$NS" --wait=false >/dev/null 2>&1
   delete_gnh g1 g2 g3 g4
   delete_incidents
-  if [ -n "$PG_DIR" ]; then
-    runas "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m immediate stop >/dev/null 2>&1
-  fi
+  pg_stop
   rm_tmp
-  rm -rf "$PG_DIR"
 }
 trap cleanup EXIT
 
@@ -50,9 +47,6 @@ echo "secret-token-$RANDOM" > "$TMP/token"
 
 # four GPU nodes of our own (tainted so that other tests' pods stay away)
 for n in g1 g2 g3 g4; do mknode $n || { echo "FAIL: node $n"; exit 1; }; done
-
-# when this script runs as root, PostgreSQL runs as "postgres"
-runas() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 
 # the kubelet's part, every second in the background: bound pods become
 # Running, deleted pods go away
@@ -212,41 +206,26 @@ check "crash: incident decided once" [ "$(grep -c '^\[' "$TMP/crash.txt")" = 1 ]
 stop_controller
 
 # ---- 8. PostgreSQL ----------------------------------------------------------
-PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
-if [ -n "$PG_BIN" ] && [ -x "$PG_BIN/initdb" ]; then
-  PG_DIR=$(mktemp -d /tmp/gh-pg-e2e.XXXXXX)
-  [ "$(id -u)" = 0 ] && chown postgres "$PG_DIR"
-  if runas "$PG_BIN/initdb" -D "$PG_DIR/data" -A trust -U postgres --no-sync >/dev/null 2>&1 &&
-     runas "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -o "-k $PG_DIR -c listen_addresses= -F" -l "$PG_DIR/log" -w start >/dev/null 2>&1; then
-    PGURL="postgresql://postgres@$(echo "$PG_DIR" | sed 's|/|%2F|g'):5432/postgres"
-    start_controller "$PGURL" --max-unavailable 10 || exit 1
-    F=$(for n in g1 g2 g3 g4; do uncordoned "$NS-$n" && echo "$NS-$n"; done | head -1)
-    xid79 "$F" 5 | inject
-    check "postgres: $F cordoned" wait_for 20 cordoned "$F"
-    pg_explained() { "$GH_BIN/gpuheal" explain "node/$F" --db "$PGURL" | grep -q "isolate_node node/$F: succeeded"; }
-    check "postgres: explain from the PostgreSQL store" wait_for 10 pg_explained
-    check "postgres: controller stops cleanly" stop_controller
-  else
-    bad "postgres: could not start a private cluster"
-  fi
+pg_start; pg_rc=$?
+if [ $pg_rc = 0 ]; then
+  start_controller "$PGURL" --max-unavailable 10 || exit 1
+  F=$(for n in g1 g2 g3 g4; do uncordoned "$NS-$n" && echo "$NS-$n"; done | head -1)
+  xid79 "$F" 5 | inject
+  check "postgres: $F cordoned" wait_for 20 cordoned "$F"
+  pg_explained() { "$GH_BIN/gpuheal" explain "node/$F" --db "$PGURL" | grep -q "isolate_node node/$F: succeeded"; }
+  check "postgres: explain from the PostgreSQL store" wait_for 10 pg_explained
+  check "postgres: controller stops cleanly" stop_controller
+elif [ $pg_rc = 1 ]; then
+  bad "postgres: could not start a private cluster"
 else
   echo "skip: postgres (no server binaries)"
 fi
 
 # ---- 9. two replicas: only the leader acts; the standby takes over ---------
 HA_DB="${PGURL:-sqlite:$TMP/ha.db}"
-start_replica() { # name -> background controller, log $TMP/$name.log
-  "$GH_BIN/gpuheal-controller" --kubeconfig "$GH_KUBECONFIG" --listen 127.0.0.1:0 \
-    --token-file "$TMP/token" --db "$HA_DB" --watch-namespace "$NS" \
-    --node-selector "gpuheal.io/pool=$NS" --lease-namespace "$NS" --lease-name ha \
-    --lease-duration 4s --renew-deadline 3s --retry-period 1s --reorder-window 200ms \
-    --policy "$TMP/policy.yaml" --node-cooldown 0s --max-unavailable 10 \
-    --identity "$1" > "$TMP/$1.out" 2> "$TMP/$1.log" &
-}
-port_of() { sed -nE 's/^listening on port ([0-9]+)$/\1/p' "$TMP/$1.out" | tail -n 1; }
-start_replica ha-a; PID_A=$!
+start_replica "$HA_DB" ha ha-a; PID_A=$!
 wait_for 20 grep -q "event=leading" "$TMP/ha-a.log" || bad "ha: first replica leads"
-start_replica ha-b; PID_B=$!
+start_replica "$HA_DB" ha ha-b; PID_B=$!
 wait_for 20 grep -q "holder=ha-a" "$TMP/ha-b.log" || bad "ha: standby sees the leader"
 G=$(for n in g1 g2 g3 g4; do uncordoned "$NS-$n" && echo "$NS-$n"; done | head -1)
 PORT=$(port_of ha-b)

@@ -13,7 +13,8 @@
 #  pods removed; sets KUBELET_PID), heartbeat_leases / start_kubelet_heartbeat
 #  (node Leases renewed), mkjob (Indexed Job), bound, node_of,
 #  start_controller (per-start files, CTL_LOG, PORT) / stop_controller,
-#  inject, now, xid79, node predicates (cordoned, tainted...), died, and
+#  inject, now, xid79, runas / pg_start / pg_stop (a private PostgreSQL:
+#  PGURL), start_replica / port_of, node predicates (cordoned, tainted...), died, and
 #  cleanup parts (delete_incidents, delete_gnh, rm_tmp).
 #  Agent scripts - they set node (the Node's name), tmp (work folder) and
 #  aport (the agent's HTTP port) where used: k, fake_node / delete_fake_node,
@@ -193,6 +194,41 @@ inject() { # JSON lines on stdin
 xid79() { # node gpu
   echo '{"ts":"'"$(now)"'","node":"'"$1"'","gpu":'"$2"',"source":"kmsg","kind":"xid","code":79,"msg":"NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, GPU has fallen off the bus.","id":"xid-'"$1"'-'"$RANDOM"'"}'
 }
+
+# ---- controller scripts: a private PostgreSQL, controller replicas ---------
+# as root, PostgreSQL runs as "postgres"
+runas() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+# pg_start: a private PostgreSQL cluster on a Unix socket in a temp folder;
+# sets PG_BIN, PG_DIR and PGURL. Returns 2 without the server binaries (a
+# skip), 1 when the cluster does not start; pg_stop undoes it.
+pg_start() {
+  PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+  { [ -n "$PG_BIN" ] && [ -x "$PG_BIN/initdb" ]; } || return 2
+  PG_DIR=$(mktemp -d /tmp/gh-pg.XXXXXX)
+  [ "$(id -u)" = 0 ] && chown postgres "$PG_DIR"
+  runas "$PG_BIN/initdb" -D "$PG_DIR/data" -A trust -U postgres --no-sync >/dev/null 2>&1 &&
+    runas "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -o "-k $PG_DIR -c listen_addresses= -F" \
+      -l "$PG_DIR/log" -w start >/dev/null 2>&1 || return 1
+  PGURL="postgresql://postgres@$(echo "$PG_DIR" | sed 's|/|%2F|g'):5432/postgres"
+}
+pg_stop() {
+  [ -n "${PG_DIR:-}" ] || return 0
+  runas "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m immediate stop >/dev/null 2>&1
+  rm -rf "$PG_DIR"
+  PG_DIR=""
+}
+# start_replica DB LEASE NAME: a controller replica in the background ($! its
+# pid): Lease LEASE in $NS, identity NAME, output $TMP/NAME.out, log
+# $TMP/NAME.log; port_of NAME: its ingest port
+start_replica() {
+  "$GH_BIN/gpuheal-controller" --kubeconfig "$GH_KUBECONFIG" --listen 127.0.0.1:0 \
+    --token-file "$TMP/token" --db "$1" --watch-namespace "$NS" \
+    --node-selector "gpuheal.io/pool=$NS" --lease-namespace "$NS" --lease-name "$2" \
+    --lease-duration 4s --renew-deadline 3s --retry-period 1s --reorder-window 200ms \
+    --policy "$TMP/policy.yaml" --node-cooldown 0s --max-unavailable 10 \
+    --identity "$3" > "$TMP/$3.out" 2> "$TMP/$3.log" &
+}
+port_of() { sed -nE 's/^listening on port ([0-9]+)$/\1/p' "$TMP/$1.out" | tail -n 1; }
 
 # ---- controller scripts: node state ---------------------------------------
 taints_of() { "$K" get node "$1" -o jsonpath='{range .spec.taints[*]}{.key}:{.effect}{" "}{end}'; }
