@@ -490,39 +490,6 @@ static int write_kubeconfig(struct gh_kube_client *c, const struct gh_kube_confi
     return 0;
 }
 
-/* deploy/rbac/controller.yaml grants nodes get/list/watch/patch, but the
- * isolate action writes the Node with update (PUT): without this extra
- * grant every cordon is refused (403). The bench adds it and says so. */
-static void grant_node_update(struct gh_kube_client *c)
-{
-    static const struct gh_kube_res cr = {"rbac.authorization.k8s.io", "v1", "clusterroles",
-                                          "ClusterRole", false};
-    static const struct gh_kube_res crb = {"rbac.authorization.k8s.io", "v1",
-                                           "clusterrolebindings", "ClusterRoleBinding", false};
-    const char *name = "gpuheal-scale-bench-node-update";
-    json_t *role = json_pack("{s:s, s:s, s:{s:s}, s:[{s:[s], s:[s], s:[s]}]}", "apiVersion",
-                             "rbac.authorization.k8s.io/v1", "kind", "ClusterRole", "metadata",
-                             "name", name, "rules", "apiGroups", "", "resources", "nodes", "verbs",
-                             "update");
-    json_t *bind = json_pack("{s:s, s:s, s:{s:s}, s:{s:s, s:s, s:s}, s:[{s:s, s:s, s:s}]}",
-                             "apiVersion", "rbac.authorization.k8s.io/v1", "kind",
-                             "ClusterRoleBinding", "metadata", "name", name, "roleRef", "apiGroup",
-                             "rbac.authorization.k8s.io", "kind", "ClusterRole", "name", name,
-                             "subjects", "kind", "ServiceAccount", "name", SA_NAME, "namespace",
-                             SA_NS);
-    struct gh_kube_ref r1 = {&cr, NULL, NULL}, r2 = {&crb, NULL, NULL};
-    struct gh_kube_status st;
-    struct gh_err err;
-    if (role)
-        (void)gh_kube_create(c, &r1, role, NULL, &st, &err);
-    if (bind)
-        (void)gh_kube_create(c, &r2, bind, NULL, &st, &err);
-    json_decref(role);
-    json_decref(bind);
-    printf("NOTE: deploy/rbac/controller.yaml lacks 'update' on nodes, which isolate_node needs "
-           "(PUT); the bench binds ClusterRole %s to %s/%s\n", name, SA_NS, SA_NAME);
-}
-
 static int start_controller(struct child *ch, const struct cfg *g, double qps)
 {
     double qpsv = qps;
@@ -980,7 +947,6 @@ int main(int argc, char **argv)
         return 1;
     sleep(5); /* kwok settles the drain pods */
     printf("load average before the controller starts: %.2f\n", load1());
-    grant_node_update(c);
     int rc = start_controller(&ch, &g, g.qps);
     if (rc) {
         fprintf(stderr, "scale: controller did not start (%s/controller.log)\n", ch.dir);

@@ -707,16 +707,13 @@ static void hold_resumed(void *ud, struct gh_drain_hold *h)
 /* Leading: the drains held by the previous leader (or this process before
  * a restart) are held again, with their deadlines (drain_hold.h). Reads
  * the store from the loop, once per leadership. */
-static void resume_holds(struct gh_controller *ctl)
+static void resume_holds(struct gh_controller *ctl, struct gh_audit *a)
 {
-    struct gh_audit *a = NULL;
     struct gh_err err;
     int64_t back = ctl->o.remember_ns > 0 ? ctl->o.remember_ns : 7 * 24 * 3600 * GH_NS_PER_S;
-    if (gh_audit_open(ctl->o.db_url, &a, &err) ||
-        gh_drain_holds_resume(a, now(ctl) - back, now(ctl), ctl->identity, hold_resumed, ctl,
+    if (gh_drain_holds_resume(a, now(ctl) - back, now(ctl), ctl->identity, hold_resumed, ctl,
                               &err))
         GH_LOG(GH_LOG_ERROR, "event=drain_holds_unread error=\"%s\"", err.msg);
-    gh_audit_close(a);
     release_drains(ctl); /* those whose deadline passed meanwhile */
 }
 
@@ -1305,7 +1302,7 @@ static int restore_one(void *ud, int64_t ts, const char *action, const char *tar
  * failover neither resets the rate nor forgets a cooldown. What this process
  * allowed while it led is in memory already: only rows since it last
  * stopped leading are read. A short read on the loop, once per won lease. */
-static void restore_guards(struct gh_controller *ctl)
+static void restore_guards(struct gh_controller *ctl, struct gh_audit *a)
 {
     const struct gh_guard_config *gc = gh_guard_config(ctl->guard);
     int64_t t = now(ctl), back = 3600 * GH_NS_PER_S;
@@ -1317,23 +1314,30 @@ static void restore_guards(struct gh_controller *ctl)
     if (ctl->led_until > since)
         since = ctl->led_until;
     struct restore_ctx r = {ctl, 0};
-    struct gh_audit *a = NULL;
     struct gh_err err;
-    if (gh_audit_open(ctl->o.db_url, &a, &err) ||
-        gh_audit_allowed_since(a, since, restore_one, &r, &err)) {
+    if (gh_audit_allowed_since(a, since, restore_one, &r, &err)) {
         GH_LOG(GH_LOG_WARN, "event=guards_not_restored error=\"%s\" (rate and cooldowns start "
                "empty)", err.msg);
     } else if (r.n) {
         GH_LOG(GH_LOG_INFO, "event=guards_restored actions=%zu since_s=%.0f", r.n,
                (double)(t - since) / 1e9);
     }
-    gh_audit_close(a);
 }
 
+/* Leadership won: what earlier leaders left in the store (the guards'
+ * history, the held drains) is read through one store opened for both. */
 static void lead(struct gh_controller *ctl)
 {
     ctl->leading = true;
-    restore_guards(ctl);
+    struct gh_audit *a = NULL;
+    struct gh_err err;
+    if (gh_audit_open(ctl->o.db_url, &a, &err)) {
+        GH_LOG(GH_LOG_ERROR, "event=store_unread error=\"%s\" (guards start empty, held "
+               "drains not resumed)", err.msg);
+        a = NULL;
+    }
+    if (a)
+        restore_guards(ctl, a);
     journal_catch_up(ctl);
     atomic_store(&ctl->ready, true);
     gh_ctl_metrics_gauge(ctl->metrics, GH_GAUGE_LEADER, 1);
@@ -1341,7 +1345,9 @@ static void lead(struct gh_controller *ctl)
     memset(&t, 0, sizeof t);
     t.kind = GH_TASK_REPLAY;
     submit(ctl, &t);
-    resume_holds(ctl);
+    if (a)
+        resume_holds(ctl, a);
+    gh_audit_close(a);
     for (size_t i = 0; i < ctl->n_deferred; i++)
         decide(ctl, ctl->deferred[i].inc, ctl->deferred[i].first_arrival);
     ctl->n_deferred = 0;

@@ -202,47 +202,13 @@ static bool from_line(const struct ctx *c, const void *p)
     return u >= lo && u < lo + c->len;
 }
 
-/* RFC 3629 (no overlongs, no surrogates, <= U+10FFFF): jansson's rule. */
-static bool utf8_ok(const unsigned char *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = s[i], k;
-        uint32_t cp;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if (c >= 0xC2 && c <= 0xDF) {
-            k = 1, cp = c & 0x1F;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            k = 2, cp = c & 0x0F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            k = 3, cp = c & 0x07;
-        } else {
-            return false;
-        }
-        if (n - i <= k)
-            return false;
-        for (unsigned j = 1; j <= k; j++) {
-            if ((s[i + j] & 0xC0) != 0x80)
-                return false;
-            cp = (cp << 6) | (s[i + j] & 0x3F);
-        }
-        if ((k == 2 && cp < 0x800) || (k == 3 && cp < 0x10000) || cp > 0x10FFFF ||
-            (cp >= 0xD800 && cp <= 0xDFFF))
-            return false;
-        i += k + 1;
-    }
-    return true;
-}
-
 /* What jansson checks on every string and key: no NUL (only reachable
  * through \u0000, so only in yajl's decode buffer) and strict UTF-8. */
 static bool text_ok(const struct ctx *c, const unsigned char *s, size_t n)
 {
     if (!from_line(c, s) && memchr(s, '\0', n))
         return false;
-    return !c->high || utf8_ok(s, n);
+    return !c->high || gh_utf8_valid((const char *)s, n);
 }
 
 static int give_up(struct ctx *c)

@@ -282,16 +282,15 @@ static bool is_hex(const char *s, size_t n)
     return true;
 }
 
-/* Strict UTF-8 (RFC 3629: no overlongs, no surrogates, <= U+10FFFF), the
- * same rule jansson applies in json_string(). */
-static bool utf8_valid(const char *str)
+bool gh_utf8_valid(const char *str, size_t len)
 {
     const unsigned char *s = (const unsigned char *)str;
-    while (*s) {
-        unsigned c = *s, n;
+    size_t i = 0;
+    while (i < len) {
+        unsigned c = s[i], n;
         uint32_t cp;
         if (c < 0x80) {
-            s++;
+            i++;
             continue;
         } else if (c >= 0xC2 && c <= 0xDF) {
             n = 1, cp = c & 0x1F;
@@ -302,15 +301,17 @@ static bool utf8_valid(const char *str)
         } else {
             return false;
         }
-        for (unsigned i = 1; i <= n; i++) {
-            if ((s[i] & 0xC0) != 0x80)
+        if (len - i <= n)
+            return false;
+        for (unsigned k = 1; k <= n; k++) {
+            if ((s[i + k] & 0xC0) != 0x80)
                 return false;
-            cp = (cp << 6) | (s[i] & 0x3F);
+            cp = (cp << 6) | (s[i + k] & 0x3F);
         }
         if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10FFFF ||
             (cp >= 0xD800 && cp <= 0xDFFF))
             return false;
-        s += n + 1;
+        i += n + 1;
     }
     return true;
 }
@@ -732,7 +733,7 @@ fail:
  * signal always reads back. */
 static int check_string(const char *name, const char *v, bool nonempty, struct gh_err *err)
 {
-    if (!utf8_valid(v))
+    if (!gh_utf8_valid(v, strlen(v)))
         return gh_err_set(err, GH_EINVAL, "field \"%s\": not valid UTF-8", name);
     if (nonempty && !*v)
         return gh_err_set(err, GH_EINVAL, "field \"%s\": empty", name);

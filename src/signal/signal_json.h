@@ -69,6 +69,10 @@
 
 #include "signal/signal.h"
 
+/* Strict UTF-8 of s[0..len) (RFC 3629: no overlongs, no surrogates,
+ * <= U+10FFFF), the rule jansson applies to every string it decodes. */
+bool gh_utf8_valid(const char *s, size_t len);
+
 /* Hard cap on one JSON line (bytes, without the newline). */
 #define GH_SIGNAL_LINE_MAX (64 * 1024)
 
