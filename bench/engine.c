@@ -8,7 +8,9 @@
  *   4. false alarms per 10^6 healthy rank-steps (1,024 ranks, 3% jitter);
  *   5. per-step cost when few ranks of a large job report (64 of 65,536
  *      declared): the straggler detector's work follows the reports.
- * Usage: engine [--quick] [--throughput-only] */
+ * Usage: engine [--quick] [--throughput-only] [--steal-only | --copy-only]
+ *   --steal-only / --copy-only run one of the two throughput passes (for a
+ *   profiler: `valgrind --tool=callgrind --toggle-collect='gh_engine_*'`). */
 #include <malloc.h>
 #include <math.h>
 #include <stdio.h>
@@ -187,12 +189,19 @@ static void throughput(long steps, bool steal)
     printf("throughput (%s) %.2f M signals/s (%ld signals, %.2f s in the engine, one core; %ld incidents)\n",
            steal ? "steal" : "copy ", (double)n / engine_s / 1e6, n, engine_s, c.incidents);
     if (steal) {
-        printf("memory               %.0f KiB engine total (%zu B accounted); heap delta %.0f KiB\n",
-               (double)es.bytes / 1024, es.bytes, (double)(m1.uordblks - m0.uordblks) / 1024);
-        printf("memory per GPU/rank  %.0f B per tracked GPU = per rank here (%d GPUs, %d ranks)\n",
-               (double)(m1.uordblks - m0.uordblks) / RANKS, RANKS, RANKS);
+        printf("memory               %.0f KiB engine total (%zu B accounted); heap delta %.0f KiB in use, "
+               "%.0f KiB footprint (with malloc's free chunks)\n",
+               (double)es.bytes / 1024, es.bytes, (double)(m1.uordblks - m0.uordblks) / 1024,
+               ((double)(m1.arena + m1.hblkhd) - (double)(m0.arena + m0.hblkhd)) / 1024);
+        printf("memory per GPU/rank  %.0f B per tracked GPU = per rank here (%d GPUs, %d ranks); "
+               "%.0f B without the dead entries pooled for reuse\n",
+               (double)(m1.uordblks - m0.uordblks) / RANKS, RANKS, RANKS,
+               ((double)(m1.uordblks - m0.uordblks) - (double)es.timeline.pooled_bytes) / RANKS);
         printf("                     of which detectors %.0f B/rank, timeline %.0f B/GPU\n",
                (double)es.detector_bytes / RANKS, (double)es.timeline.bytes / RANKS);
+        printf("timeline             %llu entries live, %llu pooled for reuse, %zu shared names\n",
+               (unsigned long long)es.timeline.entries_live, (unsigned long long)es.timeline.pooled,
+               es.timeline.names);
     }
     gh_engine_free(e);
     free(batch);
@@ -292,14 +301,20 @@ static int cmp_long(const void *a, const void *b)
 
 int main(int argc, char **argv)
 {
-    bool quick = false, only_throughput = false;
+    bool quick = false, only_throughput = false, steal = true, copy = true;
     for (int i = 1; i < argc; i++) {
         quick |= strcmp(argv[i], "--quick") == 0;
         only_throughput |= strcmp(argv[i], "--throughput-only") == 0;
+        if (strcmp(argv[i], "--steal-only") == 0)
+            only_throughput = true, copy = false;
+        if (strcmp(argv[i], "--copy-only") == 0)
+            only_throughput = true, steal = false;
     }
     printf("gpuheal engine benchmark (%d ranks, %d per node)\n", RANKS, RPN);
-    throughput(quick ? 300 : 2000, true);
-    throughput(quick ? 300 : 2000, false);
+    if (steal)
+        throughput(quick ? 300 : 2000, true);
+    if (copy)
+        throughput(quick ? 300 : 2000, false);
     if (only_throughput)
         return 0;
 

@@ -410,8 +410,10 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
         if (inc.n_evidence < GH_INCIDENT_MAX_EVIDENCE)
             inc.evidence[inc.n_evidence++] = ev[i];
     }
+    /* first_ts is the ts of the earliest evidence (spec section 3): a
+     * detector's onset that its evidence no longer holds does not count. */
     inc.first_ts = f->first_ts ? f->first_ts : now;
-    if (inc.n_evidence && inc.evidence[0]->ts_ns < inc.first_ts)
+    if (inc.n_evidence)
         inc.first_ts = inc.evidence[0]->ts_ns;
 
     /* Actions, escalated by earlier incidents of this rule on this subject. */

@@ -200,6 +200,8 @@ static void on_app_xid(struct app *a, struct gh_engine *e, const struct gh_tl_en
             f.kind = GH_KIND_XID;
             f.code = s->code;
             f.severity = GH_SEV_HIGH;
+            f.has_metric = true; /* how many jobs: the app-xid-same-gpu rule's threshold */
+            f.metric = n_jobs;
             f.node = s->node;
             f.gpu = gpu;
             f.job = job;

@@ -187,6 +187,14 @@ static void fl_on_signal(void *state, struct gh_engine *e, const struct gh_tl_en
     enum gh_podfail pf = gh_classify_pod_failure(s);
     if (pf == GH_PF_IGNORE || pf == GH_PF_OOM)
         return;
+    /* A failure that a decided GPU, memory or interconnect incident on this
+     * node explains is that incident's consequence, with its own escalation
+     * on repeats: counting it here too would make a second incident of one
+     * root cause. */
+    enum gh_class cls;
+    if (gh_ctx_node_episode(e, s->node, ent->ts_ns, &cls) &&
+        (cls == GH_CLASS_GPU_HARDWARE || cls == GH_CLASS_GPU_MEMORY || cls == GH_CLASS_INTERCONNECT))
+        return;
     const char *job = s->job ? s->job : gh_ctx_job_on(e, s->node, -1);
     char key[300];
     gh_sfmt(key, sizeof key, "%s%s", job ? "" : "pod:", job ? job : s->pod ? s->pod : "?");

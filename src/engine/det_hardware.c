@@ -30,6 +30,7 @@ struct gstate {
     int64_t seen;              /* ts of the latest reading */
     int64_t throttle_since[2]; /* thermal, power; INT64_MIN = not throttled */
     int64_t throttle_last[2];
+    const struct gh_tl_entry *throttle_ev[2]; /* the streak's first reading (ref) */
     bool remap_pending, remap_failure, remap_seen;
 };
 
@@ -50,6 +51,15 @@ static int hw_create(struct gh_engine *e, void **state)
     return h->gpus && h->counters ? GH_OK : GH_ENOMEM;
 }
 
+static void gstate_free(struct gstate *g)
+{
+    if (g) {
+        gh_tl_unref(g->throttle_ev[0]);
+        gh_tl_unref(g->throttle_ev[1]);
+    }
+    free(g);
+}
+
 static void free_values(struct gh_strmap *m)
 {
     if (m)
@@ -61,7 +71,10 @@ static void free_values(struct gh_strmap *m)
 static void hw_destroy(void *state)
 {
     struct hw *h = state;
-    free_values(h->gpus);
+    if (h->gpus)
+        for (size_t i = 0; i < gh_strmap_count(h->gpus); i++)
+            gstate_free(gh_strmap_value(h->gpus, i));
+    gh_strmap_free(h->gpus);
     free_values(h->counters);
     free(h);
 }
@@ -69,7 +82,7 @@ static void hw_destroy(void *state)
 static struct gstate *gpu_state(struct hw *h, const struct gh_signal *s)
 {
     char key[300];
-    gh_sfmt(key, sizeof key, "%s/%d", s->node ? s->node : "", s->gpu);
+    gh_strmap_key_int(key, sizeof key, s->node, '/', s->gpu); /* "%s/%d", no printf */
     bool created;
     struct gstate *g = gh_strmap_get_or_alloc(h->gpus, key, sizeof *g, NULL, &created);
     if (g && created) {
@@ -289,12 +302,18 @@ static void on_throttle(struct hw *h, struct gh_engine *e, const struct gh_tl_en
         ent->ts_ns - g->throttle_last[i] > gh_ctx_settings(e)->counter_window_ns)
         g->throttle_since[i] = INT64_MIN;
     g->throttle_last[i] = ent->ts_ns;
-    if (!s->throttled) {
+    if (!s->throttled)
         g->throttle_since[i] = INT64_MIN;
-        return;
+    if (g->throttle_since[i] == INT64_MIN && g->throttle_ev[i]) {
+        gh_tl_unref(g->throttle_ev[i]);
+        g->throttle_ev[i] = NULL;
     }
-    if (g->throttle_since[i] == INT64_MIN)
+    if (!s->throttled)
+        return;
+    if (g->throttle_since[i] == INT64_MIN) {
         g->throttle_since[i] = ent->ts_ns;
+        g->throttle_ev[i] = gh_tl_ref(ent);
+    }
     double secs = (double)(ent->ts_ns - g->throttle_since[i]) / 1e9;
     if (secs <= 0)
         return;
@@ -315,11 +334,13 @@ static void on_throttle(struct hw *h, struct gh_engine *e, const struct gh_tl_en
     f.node = s->node;
     f.gpu = s->gpu;
     f.first_ts = g->throttle_since[i];
-    /* Evidence: the readings of the streak the timeline still holds. */
+    /* Evidence: the streak's first reading (the onset, first_ts), then the
+     * readings of the streak the timeline still holds. */
+    gh_finding_add(&f, g->throttle_ev[i]);
     const struct gh_tl_entry *v[GH_FINDING_MAX_EVIDENCE];
     size_t n = gh_timeline_query(gh_ctx_timeline(e), s->gpu >= 0 ? GH_TL_GPU : GH_TL_NODE, s->node,
                                  s->gpu, GH_KIND_BIT(s->kind), g->throttle_since[i], ent->ts_ns,
-                                 false, v, GH_FINDING_MAX_EVIDENCE - 1);
+                                 false, v, GH_FINDING_MAX_EVIDENCE - 2);
     for (size_t k = 0; k < n; k++)
         if (v[k]->sig.gpu == s->gpu)
             gh_finding_add(&f, v[k]);
@@ -405,7 +426,7 @@ static bool drop_gpu(const char *key, void *value, void *ctx)
      * throttling streak ends anyway after a gap of a counter window.) */
     if (g && (g->seen >= *before || g->remap_pending || g->remap_failure))
         return false;
-    free(g);
+    gstate_free(g);
     return true;
 }
 

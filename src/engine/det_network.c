@@ -229,7 +229,13 @@ static void on_nic(struct net *n, struct gh_engine *e, const struct gh_tl_entry 
                         if (c->ts[k] > ent->ts_ns - st->nic_window_ns)
                             sum += c->d[k];
                     }
-                    if (sum >= st->nic_error_burst) {
+                    /* Errors on a port that is down are part of the outage:
+                     * the flap or dead-link verdict decides it (one incident
+                     * per root cause), not a burst of its own. */
+                    bool down = s->state == GH_LINK_DOWN || p->down_since != INT64_MIN;
+                    if (down && sum >= st->nic_error_burst)
+                        gh_ctx_note_hw_alert(e, s->node, ent->ts_ns);
+                    else if (sum >= st->nic_error_burst) {
                         char name[300], what[320];
                         port_name(s, name, sizeof name);
                         gh_sfmt(what, sizeof what, "%s counted %lld %s errors within %llds", name,

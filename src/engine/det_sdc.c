@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "engine/classify.h"
 #include "engine/detector.h"
@@ -147,7 +148,17 @@ static bool already(struct sdc *s, struct gh_engine *e, struct sdcjob *j, int64_
     return false;
 }
 
-static const char *val(const struct gh_tl_entry *e) { return e->sig.value ? e->sig.value : ""; }
+static const char *val(const struct gh_tl_entry *e)
+{
+    const char *v = e->sig.value ? e->sig.value : "";
+    return v[0] == '0' && (v[1] == 'x' || v[1] == 'X') ? v + 2 : v;
+}
+
+/* Checksums are hex: "0xAB12" and "ab12" are the same value. */
+static bool same_value(const struct gh_tl_entry *a, const struct gh_tl_entry *b)
+{
+    return strcasecmp(val(a), val(b)) == 0;
+}
 
 static int cmp_replica_rank(const void *a, const void *b)
 {
@@ -206,7 +217,7 @@ static void finalize_ck(struct sdc *s, struct gh_engine *e, struct sdcjob *j, st
         for (int i = 0; i < m; i++) {
             int c = 0;
             for (int k = 0; k < m; k++)
-                c += strcmp(val(col[i]), val(col[k])) == 0;
+                c += same_value(col[i], col[k]);
             if (c > bc) {
                 bc = c;
                 best = i;
@@ -216,7 +227,7 @@ static void finalize_ck(struct sdc *s, struct gh_engine *e, struct sdcjob *j, st
             continue; /* all agree */
         if (bc * 2 > m) {
             for (int i = 0; i < m; i++)
-                if (strcmp(val(col[i]), val(col[best])) != 0 && n_sus < CK_MAX)
+                if (!same_value(col[i], col[best]) && n_sus < CK_MAX)
                     sus[n_sus++] = col[i];
             if (!agree) {
                 agree = col[best];

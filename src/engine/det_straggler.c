@@ -34,8 +34,11 @@ struct rank {
     uint32_t bits;      /* slow flags of the last steps, newest in bit 0 */
     uint16_t nobs;
     float ewma;         /* ratio to the median, smoothed */
+    float slow_ewma;    /* the same over the slow steps of the current streak only:
+                           how much slower it is when slow (ewma lags behind) */
     int64_t streak_ts;  /* ts of the first slow step of the current run */
-    const struct gh_tl_entry *ev[SLOW_EV]; /* latest slow steps (refs) */
+    const struct gh_tl_entry *ev[SLOW_EV]; /* the streak's first slow step, then the
+                                              latest ones (refs) */
 };
 
 struct bucket {
@@ -53,6 +56,7 @@ struct nodeacc {
     uint16_t nobs;
     bool reported;
     float ewma;
+    float slow_ewma;
     int64_t streak_ts;
 };
 
@@ -318,11 +322,18 @@ static void build_order(struct sjob *j)
     j->order_dirty = false;
 }
 
-static void push_ev(struct rank *r, const struct gh_tl_entry *ent)
+/* Keeps ev[0], the first slow step of the streak (the incident's first_ts
+ * is its ts), and the latest ones after it. A new streak starts afresh. */
+static void push_ev(struct rank *r, const struct gh_tl_entry *ent, bool new_streak)
 {
+    if (new_streak) {
+        for (int k = 0; k < r->n_ev; k++)
+            gh_tl_unref(r->ev[k]);
+        r->n_ev = 0;
+    }
     if (r->n_ev == SLOW_EV) {
-        gh_tl_unref(r->ev[0]);
-        memmove(r->ev, r->ev + 1, (SLOW_EV - 1) * sizeof r->ev[0]);
+        gh_tl_unref(r->ev[1]);
+        memmove(r->ev + 1, r->ev + 2, (SLOW_EV - 2) * sizeof r->ev[0]);
         r->n_ev--;
     }
     r->ev[r->n_ev++] = ent; /* steals the caller's reference */
@@ -396,6 +407,15 @@ static void report(struct gh_engine *e, struct sjob *j, const char *node, int gp
     gh_ctx_report(e, &f);
 }
 
+/* How much slower (0.10 = 10%) a rank or node is: over its slow steps when
+ * it has a streak (a smoothed ratio over every step lags far behind a
+ * slowdown that just began), else its smoothed ratio. */
+static double slowness(float ewma, float slow_ewma)
+{
+    double r = slow_ewma > ewma ? slow_ewma : ewma;
+    return r > 1.0 ? r - 1.0 : 0;
+}
+
 static void finalize(struct strag *s, struct gh_engine *e, struct sjob *j, struct bucket *b)
 {
     const struct gh_policy_settings *st = gh_ctx_settings(e);
@@ -433,10 +453,12 @@ static void finalize(struct strag *s, struct gh_engine *e, struct sjob *j, struc
         float ratio = (float)(v / med);
         rk->ewma = rk->nobs == 1 ? ratio : 0.9f * rk->ewma + 0.1f * ratio;
         if (slow) {
-            if ((rk->bits & ~1u) == 0 || rk->streak_ts == INT64_MIN || rk->streak_ts == 0)
+            bool fresh = (rk->bits & ~1u) == 0 || rk->streak_ts == INT64_MIN || rk->streak_ts == 0;
+            if (fresh)
                 rk->streak_ts = b->ev[r] ? b->ev[r]->ts_ns : gh_ctx_now(e);
+            rk->slow_ewma = fresh || rk->slow_ewma <= 0 ? ratio : 0.7f * rk->slow_ewma + 0.3f * ratio;
             if (b->ev[r]) {
-                push_ev(rk, b->ev[r]);
+                push_ev(rk, b->ev[r], fresh);
                 b->ev[r] = NULL;
             }
         } else if (rk->bits == 0) {
@@ -504,8 +526,13 @@ static void finalize(struct strag *s, struct gh_engine *e, struct sjob *j, struc
                 na->nobs++;
             float ratio = others > 0 ? (float)(nmed[t] / others) : 1.0f;
             na->ewma = na->nobs == 1 ? ratio : 0.9f * na->ewma + 0.1f * ratio;
-            if (slow && (na->streak_ts == INT64_MIN || (na->bits & ~1u) == 0))
-                na->streak_ts = gh_ctx_now(e);
+            if (slow) {
+                bool fresh = na->streak_ts == INT64_MIN || (na->bits & ~1u) == 0;
+                if (fresh)
+                    na->streak_ts = gh_ctx_now(e);
+                na->slow_ewma =
+                    fresh || na->slow_ewma <= 0 ? ratio : 0.7f * na->slow_ewma + 0.3f * ratio;
+            }
             if (!na->reported && __builtin_popcount(na->bits) >= st->straggler_k)
                 nodes_flagged++;
         }
@@ -521,7 +548,7 @@ static void finalize(struct strag *s, struct gh_engine *e, struct sjob *j, struc
     int ni = 0;
     for (int i = 0; i < j->n_order && ni < j->n_nodes; ni++) {
         int32_t node = j->ranks[j->order[i]].node_idx;
-        int start = i, n_rank = 0, n_slow = 0, worst = -1;
+        int start = i, n_rank = 0, n_slow = 0, n_lean = 0, worst = -1;
         struct rank *evr[SLOW_EV];
         int n_evr = 0;
         int64_t first = INT64_MAX;
@@ -536,6 +563,8 @@ static void finalize(struct strag *s, struct gh_engine *e, struct sjob *j, struc
                     first = rk->streak_ts;
                 if (n_evr < SLOW_EV)
                     evr[n_evr++] = rk;
+            } else if (!rk->reported && 2 * __builtin_popcount(rk->bits) >= st->straggler_k) {
+                n_lean++; /* half way there: slow too, only a little less often */
             }
         }
         struct nodeacc *na = &j->nodes[ni];
@@ -544,14 +573,18 @@ static void finalize(struct strag *s, struct gh_engine *e, struct sjob *j, struc
         if (!node_slow && n_slow == 0)
             continue;
         const char *node_name = gh_topology_node_name(topo, (size_t)node);
-        if (node_slow || (n_rank >= 2 && n_slow * 2 >= n_rank)) {
+        /* The node as a whole when most of its ranks are slow (flagged, or
+         * half way to it: a node slow as a whole makes its ranks cross the
+         * threshold at nearly the same time, not at exactly the same step). */
+        if (node_slow || (n_rank >= 2 && (n_slow + n_lean) * 2 >= n_rank)) {
             if (na->streak_ts != INT64_MIN && na->streak_ts < first)
                 first = na->streak_ts;
             if (n_evr == 0)
                 for (int k = start; k < i && n_evr < SLOW_EV; k++)
                     if (j->ranks[j->order[k]].n_ev)
                         evr[n_evr++] = &j->ranks[j->order[k]];
-            double slowdown = (node_slow ? na->ewma : j->ranks[worst].ewma) - 1.0;
+            double slowdown = (node_slow ? slowness(na->ewma, na->slow_ewma)
+                                         : slowness(j->ranks[worst].ewma, j->ranks[worst].slow_ewma));
             report(e, j, node_name, -1, -1, n_slow, n_rank, slowdown > 0 ? slowdown : 0,
                    first == INT64_MAX ? gh_ctx_now(e) : first, evr, n_evr);
             na->reported = true;
@@ -559,7 +592,7 @@ static void finalize(struct strag *s, struct gh_engine *e, struct sjob *j, struc
                 j->ranks[j->order[k]].reported = true;
         } else {
             struct rank *w = &j->ranks[worst];
-            report(e, j, node_name, w->gpu, worst, 1, n_rank, w->ewma - 1.0 > 0 ? w->ewma - 1.0 : 0,
+            report(e, j, node_name, w->gpu, worst, 1, n_rank, slowness(w->ewma, w->slow_ewma),
                    w->streak_ts != INT64_MIN ? w->streak_ts : gh_ctx_now(e), &w, 1);
             w->reported = true;
         }

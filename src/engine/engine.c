@@ -48,7 +48,12 @@ struct gh_engine {
     uint64_t expired_jobs;
     void *state[N_DET];
     int64_t deadline[N_DET];
+    int64_t min_deadline; /* the least of deadline[], kept up to date */
     uint32_t kinds[N_DET];
+    /* Per kind, the detectors that take it, in GH_DET_* order: dispatch
+     * walks only those. */
+    uint8_t by_kind[GH_KIND__COUNT][N_DET];
+    uint8_t n_by_kind[GH_KIND__COUNT];
     int64_t window_ns;
     size_t max_pending;
     int64_t now, start;
@@ -116,7 +121,11 @@ struct gh_engine *gh_engine_new(const struct gh_policy *policy, const struct gh_
         e->kinds[i] = detectors[i]->kinds;
         if (detectors[i]->create(e, &e->state[i]) != GH_OK)
             goto oom;
+        for (int k = 0; k < GH_KIND__COUNT; k++)
+            if (e->kinds[i] & GH_KIND_BIT(k))
+                e->by_kind[k][e->n_by_kind[k]++] = (uint8_t)i;
     }
+    e->min_deadline = INT64_MAX;
     return e;
 oom:
     gh_engine_free(e);
@@ -236,6 +245,15 @@ static void note_job(struct gh_engine *e, const char *job, int64_t ts)
 
 static void sweep(struct gh_engine *e);
 
+static void update_min_deadline(struct gh_engine *e)
+{
+    int64_t dl = INT64_MAX;
+    for (size_t i = 0; i < N_DET; i++)
+        if (e->deadline[i] < dl)
+            dl = e->deadline[i];
+    e->min_deadline = dl;
+}
+
 static void dispatch(struct gh_engine *e, const struct gh_tl_entry *ent)
 {
     const struct gh_signal *sg = &ent->sig;
@@ -254,15 +272,24 @@ static void dispatch(struct gh_engine *e, const struct gh_tl_entry *ent)
         if (sg->kind == GH_KIND_POD_STARTED && sg->node && *sg->job)
             gh_topology_note(e->topo, sg->job, sg->node, -1, -1);
     }
-    uint32_t bit = GH_KIND_BIT(ent->sig.kind);
-    for (size_t i = 0; i < N_DET; i++) {
-        if (!(e->kinds[i] & bit))
-            continue;
+    /* The timeline admits only kinds < GH_KIND__COUNT. */
+    unsigned k = (unsigned)ent->sig.kind, n = e->n_by_kind[k];
+    bool stale = false; /* the least deadline moved later: look again */
+    for (unsigned d = 0; d < n; d++) {
+        size_t i = e->by_kind[k][d];
         e->dispatched++;
         detectors[i]->on_signal(e->state[i], e, ent);
-        if (detectors[i]->next_deadline)
+        if (detectors[i]->next_deadline) {
+            int64_t old = e->deadline[i];
             e->deadline[i] = detectors[i]->next_deadline(e->state[i]);
+            if (e->deadline[i] <= e->min_deadline)
+                e->min_deadline = e->deadline[i];
+            else if (old == e->min_deadline)
+                stale = true;
+        }
     }
+    if (stale)
+        update_min_deadline(e);
     if (e->now >= e->next_sweep)
         sweep(e);
 }
@@ -283,6 +310,7 @@ static void fire(struct gh_engine *e, int64_t t)
         if (e->deadline[i] <= t)
             e->deadline[i] = INT64_MAX;
     }
+    update_min_deadline(e);
     if (e->next_sweep != INT64_MIN && e->now >= e->next_sweep)
         sweep(e);
 }
@@ -296,10 +324,7 @@ static void run(struct gh_engine *e, int64_t now, bool force, int64_t deadline_h
         bool sig_ready = sig_ts != INT64_MAX &&
                          (force || sig_ts <= now - e->window_ns ||
                           gh_timeline_pending(e->tl) > e->max_pending);
-        int64_t dl = INT64_MAX;
-        for (size_t i = 0; i < N_DET; i++)
-            if (e->deadline[i] < dl)
-                dl = e->deadline[i];
+        int64_t dl = e->min_deadline;
         bool dl_ready = dl != INT64_MAX && dl <= deadline_horizon;
         if (sig_ready && (!dl_ready || sig_ts <= dl)) {
             const struct gh_tl_entry *ent = gh_timeline_release(e->tl, now, true);
@@ -423,6 +448,7 @@ static void sweep(struct gh_engine *e)
         if (detectors[i]->next_deadline)
             e->deadline[i] = detectors[i]->next_deadline(e->state[i]);
     }
+    update_min_deadline(e);
     if (st->job_idle_ns > 0 && now > INT64_MIN + st->job_idle_ns) {
         x.before = now - st->job_idle_ns;
         gh_strmap_remove_if(e->jobs_seen, drop_idle_job, &x);

@@ -2,33 +2,71 @@
 #include "engine/stats.h"
 
 #include <math.h>
+#include <stdbool.h>
 
-/* Wirth's selection: after the call v[k] holds the k-th smallest and
- * v[0..k) <= v[k] <= v(k..n). Signed indices: the scans may step below 0. */
-static double select_kth(double *v, size_t n, size_t kk)
+/* Small inputs (a node's ranks) and the last few values of a selection:
+ * insertion sort. */
+#define SMALL_N 16
+
+static void insertion_sort(double *v, size_t n)
 {
-    long l = 0, m = (long)n - 1, k = (long)kk;
-    while (l < m) {
-        double x = v[k];
-        long i = l, j = m;
-        do {
-            while (v[i] < x)
-                i++;
-            while (x < v[j])
-                j--;
-            if (i <= j) {
-                double t = v[i];
-                v[i] = v[j];
-                v[j] = t;
-                i++;
-                j--;
-            }
-        } while (i <= j);
-        if (j < k)
-            l = i;
-        if (k < i)
-            m = j;
+    for (size_t i = 1; i < n; i++) {
+        double x = v[i];
+        size_t j = i;
+        for (; j > 0 && x < v[j - 1]; j--)
+            v[j] = v[j - 1];
+        v[j] = x;
     }
+}
+
+/* Moves the values of v[lo..hi) below p (le: not above p) to its front, in
+ * no particular order; returns the end of them. No branch on the values:
+ * step times compare unpredictably, and a mispredicted branch per value
+ * cost more than the comparisons themselves. */
+static size_t partition(double *v, size_t lo, size_t hi, double p, bool le)
+{
+    size_t i = lo;
+    if (le) {
+        for (size_t j = lo; j < hi; j++) {
+            double x = v[j];
+            v[j] = v[i];
+            v[i] = x;
+            i += x <= p;
+        }
+    } else {
+        for (size_t j = lo; j < hi; j++) {
+            double x = v[j];
+            v[j] = v[i];
+            v[i] = x;
+            i += x < p;
+        }
+    }
+    return i;
+}
+
+static double min2(double a, double b) { return b < a ? b : a; }
+static double max2(double a, double b) { return b > a ? b : a; }
+
+/* Quickselect: after the call v[k] holds the k-th smallest and
+ * v[0..k) <= v[k] <= v(k..n) (finite values). Each round splits the range
+ * around the median of three of its values into below, equal and above. */
+static double select_kth(double *v, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n;
+    while (hi - lo > SMALL_N) {
+        double a = v[lo], b = v[lo + (hi - lo) / 2], c = v[hi - 1];
+        double p = max2(min2(a, b), min2(max2(a, b), c));
+        size_t lt = partition(v, lo, hi, p, false); /* [lo,lt) < p: p is in [lt,hi) */
+        if (k < lt) {
+            hi = lt;
+            continue;
+        }
+        size_t eq = partition(v, lt, hi, p, true); /* [lt,eq) == p < [eq,hi) */
+        if (k < eq)
+            return v[k];
+        lo = eq;
+    }
+    insertion_sort(v + lo, hi - lo);
     return v[k];
 }
 
@@ -36,14 +74,17 @@ double gh_stats_median(double *v, size_t n)
 {
     if (n == 0)
         return NAN;
+    if (n <= SMALL_N) {
+        insertion_sort(v, n);
+        return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
+    }
     double upper = select_kth(v, n, n / 2);
     if (n % 2)
         return upper;
     /* The lower middle is the maximum of the left part after selection. */
     double lower = v[0];
     for (size_t i = 1; i < n / 2; i++)
-        if (v[i] > lower)
-            lower = v[i];
+        lower = max2(lower, v[i]);
     return (lower + upper) / 2.0;
 }
 

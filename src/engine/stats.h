@@ -6,8 +6,9 @@
 
 #include <stddef.h>
 
-/* Median of v[0..n) (n > 0). Reorders v in place (selection). For even n,
- * the mean of the two middle values. */
+/* Median of v[0..n) (n > 0, finite values). Reorders v in place
+ * (selection; insertion sort up to 16 values). For even n, the mean of the
+ * two middle values. */
 double gh_stats_median(double *v, size_t n);
 
 /* Median absolute deviation around med of v[0..n): writes |v[i]-med| into

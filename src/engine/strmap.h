@@ -53,6 +53,32 @@ size_t gh_strmap_remove_if(struct gh_strmap *m, bool (*drop)(const char *key, vo
 /* Approximate bytes held by the map itself (not values). */
 size_t gh_strmap_memory(const struct gh_strmap *m);
 
+/* Writes the key "<prefix><sep><n>" into buf (prefix NULL = ""), cut at
+ * cap - 1 bytes and NUL-terminated (cap > 0) exactly as snprintf(buf, cap,
+ * "%s/%d", ...) would with sep '/': a per-signal key without printf.
+ * Returns buf. */
+static inline char *gh_strmap_key_int(char *buf, size_t cap, const char *prefix, char sep, int n)
+{
+    char digits[12];
+    size_t nd = 0, o = 0;
+    unsigned u = n < 0 ? 0u - (unsigned)n : (unsigned)n;
+    do {
+        digits[nd++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (n < 0)
+        digits[nd++] = '-';
+    if (prefix)
+        for (; *prefix && o + 1 < cap; prefix++)
+            buf[o++] = *prefix;
+    if (o + 1 < cap)
+        buf[o++] = sep;
+    while (nd && o + 1 < cap)
+        buf[o++] = digits[--nd];
+    buf[o] = '\0';
+    return buf;
+}
+
 #define GH_HASH_INIT 1469598103934665603ULL
 
 /* 64-bit FNV-1a of a NUL-terminated string (NULL hashes as ""). Inline:

@@ -12,22 +12,133 @@
 
 /* The timeline keeps a global byte counter in the entry's owner; entries are
  * freed by whoever drops the last reference, so the counter lives in a small
- * shared header the entry points to. */
-struct owner {
-    size_t bytes;
-    uint64_t live;
-    uint32_t refs; /* the timeline itself + live entries */
-};
+ * shared header the entry points to. The owner also keeps a bounded pool of
+ * dead entries for the next pushes (an entry is ~440 bytes: one malloc and
+ * one free per signal were about a seventh of the engine's instructions);
+ * the pool exists only while the timeline does.
+ *
+ * The node and job names of entries are shared: sig.node and sig.job point
+ * at keys of the owner's name table, counted per entry, instead of one heap
+ * copy each per entry (64 bytes of an entry's ~500; a copy saves two
+ * mallocs and two frees; a stolen signal's strings are freed at once
+ * instead of when the entry dies). NAME_NONE: the entry owns that string
+ * itself (the table could not take it). */
+#define NAME_NONE UINT32_MAX
+enum { NAME_NODE, NAME_JOB };
 
 struct entry {
     struct gh_tl_entry pub;
-    struct owner *owner;
+    union {
+        struct owner *owner;     /* live */
+        struct entry *next_free; /* dead, in the owner's pool */
+    } u;
+    uint32_t name_ix[2]; /* NAME_NODE, NAME_JOB: index in owner->names */
 };
+
+struct owner {
+    size_t bytes;
+    uint64_t live;
+    uint32_t refs;           /* the timeline itself + live entries */
+    bool pooling;            /* false once the timeline is gone */
+    struct entry *pool;      /* dead entries, owned */
+    size_t n_pool;
+    struct gh_strmap *names; /* the shared names */
+    uint32_t *name_refs;     /* per names index: entries + hints using it */
+    size_t name_cap;
+    /* Names come in runs (one node's GPUs, one job's ranks): per field, the
+     * last name used, which the hint keeps alive (one reference). */
+    long hint[2];
+    const char *hint_key[2];
+};
+
+/* Dead entries kept for reuse: at most an eighth of the live ones (at least
+ * POOL_MIN), so the pool follows the stream's churn and stays small. */
+#define POOL_MIN 256
+
+static void pool_drain(struct owner *o)
+{
+    while (o->pool) {
+        struct entry *n = o->pool->u.next_free;
+        free(o->pool);
+        o->pool = n;
+    }
+    o->n_pool = 0;
+}
 
 static void owner_unref(struct owner *o)
 {
-    if (o && --o->refs == 0)
+    if (o && --o->refs == 0) {
+        pool_drain(o);
+        gh_strmap_free(o->names);
+        free(o->name_refs);
         free(o);
+    }
+}
+
+static void name_put(struct owner *o, uint32_t i)
+{
+    if (--o->name_refs[i] == 0)
+        gh_strmap_remove(o->names, i);
+}
+
+/* name_get's lookup when the hint does not match. */
+static const char *name_get_slow(struct owner *o, int field, const char *name, uint32_t *ix)
+{
+    bool created;
+    long i = gh_strmap_intern(o->names, name, &created, NULL);
+    if (i < 0)
+        return NULL;
+    if ((size_t)i >= o->name_cap) {
+        size_t ncap = o->name_cap ? o->name_cap * 2 : 64;
+        while (ncap <= (size_t)i)
+            ncap *= 2;
+        uint32_t *nr = realloc(o->name_refs, ncap * sizeof *nr);
+        if (!nr) {
+            if (created)
+                gh_strmap_remove(o->names, (size_t)i);
+            return NULL;
+        }
+        memset(nr + o->name_cap, 0, (ncap - o->name_cap) * sizeof *nr);
+        o->name_refs = nr;
+        o->name_cap = ncap;
+    }
+    o->name_refs[i] += 2; /* the caller's and the hint's */
+    if (o->hint_key[field])
+        name_put(o, (uint32_t)o->hint[field]);
+    o->hint[field] = i;
+    o->hint_key[field] = gh_strmap_key(o->names, (size_t)i);
+    *ix = (uint32_t)i;
+    return o->hint_key[field];
+}
+
+/* The shared copy of name (borrowed) with one more user, its index in *ix;
+ * NULL when the table cannot take it. */
+static inline const char *name_get(struct owner *o, int field, const char *name, uint32_t *ix)
+{
+    if (o->hint_key[field] && strcmp(o->hint_key[field], name) == 0) {
+        *ix = (uint32_t)o->hint[field];
+        o->name_refs[*ix]++;
+        return o->hint_key[field];
+    }
+    return name_get_slow(o, field, name, ix);
+}
+
+/* Frees the signal's owned strings (the list of signal.c's
+ * GH_SIGNAL_STRINGS) without re-initialising it: the entry is dead. The
+ * size check below fails when struct gh_signal changes; then bring this
+ * list up to date with signal.c. */
+_Static_assert(sizeof(struct gh_signal) == 376 || sizeof(void *) != 8,
+               "struct gh_signal changed: update sig_free_strings() in timeline.c");
+#define SIG_STRINGS(X)                                                                   \
+    X(node) X(pci) X(uuid) X(msg) X(id) X(process) X(switch_id) X(counter) X(device) X(job) \
+    X(path) X(value) X(namespace_) X(pod) X(reason) X(check) X(detail)
+static void sig_free_strings(struct gh_signal *s)
+{
+#define FREE_SET(f)                                                                      \
+    if (s->f)                                                                            \
+        free(s->f);
+    SIG_STRINGS(FREE_SET)
+#undef FREE_SET
 }
 
 const struct gh_tl_entry *gh_tl_ref(const struct gh_tl_entry *e)
@@ -45,10 +156,26 @@ void gh_tl_unref(const struct gh_tl_entry *ce)
     if (--e->refs)
         return;
     struct entry *en = (struct entry *)e;
-    en->owner->bytes -= e->bytes;
-    en->owner->live--;
-    gh_signal_clear(&e->sig);
-    owner_unref(en->owner);
+    struct owner *o = en->u.owner;
+    o->bytes -= e->bytes;
+    o->live--;
+    if (en->name_ix[NAME_NODE] != NAME_NONE) {
+        name_put(o, en->name_ix[NAME_NODE]);
+        e->sig.node = NULL;
+    }
+    if (en->name_ix[NAME_JOB] != NAME_NONE) {
+        name_put(o, en->name_ix[NAME_JOB]);
+        e->sig.job = NULL;
+    }
+    sig_free_strings(&e->sig);
+    if (o->pooling && (o->n_pool < POOL_MIN || o->n_pool < o->live / 8)) {
+        en->u.next_free = o->pool;
+        o->pool = en;
+        o->n_pool++;
+        o->refs--; /* the timeline still holds the owner */
+        return;
+    }
+    owner_unref(o);
     free(en);
 }
 
@@ -75,15 +202,24 @@ struct hnode {
 struct gh_timeline {
     struct gh_timeline_config cfg;
     struct owner *owner;
-    /* reorder buffer: binary min-heap on (ts, seq), keys inline so that
-     * sifting does not touch the entries */
+    /* reorder buffer: signals that arrive in order (ts not below the
+     * previous one's) queue in a FIFO ring; the others go to a binary
+     * min-heap on (ts, seq), keys inline so that sifting does not touch the
+     * entries. Release takes the smaller head of the two: the same order as
+     * one heap, at O(1) for the usual, mostly ordered stream. */
+    struct hnode *fifo;
+    size_t fifo_head, fifo_len, fifo_cap; /* cap: a power of two */
     struct hnode *heap;
     size_t heap_len, heap_cap;
     uint64_t seq;
     const struct gh_tl_entry *last_released; /* held until the next release */
-    /* dedup: two generations of open-addressed 64-bit keys (0 = empty) */
-    uint64_t *gen[2];
+    /* dedup: two generations of open-addressed 64-bit keys (0 = empty),
+     * interleaved: slot i of generation g is gen[2 * i + (g ^ cur)], so that
+     * the two probes of a key share a cache line (the table is 512 KiB and
+     * the keys are random: one miss per signal instead of two) */
+    uint64_t *gen;
     size_t gen_count[2], gen_slots;
+    unsigned gen_cur; /* which lane is generation 0 (the current one) */
     /* entities */
     struct gh_strmap *nodes, *jobs; /* values: struct entity * */
     const char *last_node, *last_job; /* map-owned keys of the last lookups ... */
@@ -141,15 +277,17 @@ struct gh_timeline *gh_timeline_new(const struct gh_timeline_config *cfg)
         slots *= 2;
     tl->gen_slots = slots;
     tl->owner = calloc(1, sizeof *tl->owner);
-    tl->gen[0] = calloc(slots, sizeof(uint64_t));
-    tl->gen[1] = calloc(slots, sizeof(uint64_t));
+    if (tl->owner)
+        tl->owner->names = gh_strmap_new((size_t)1 << 30);
+    tl->gen = calloc(2 * slots, sizeof(uint64_t));
     tl->nodes = gh_strmap_new(tl->cfg.max_entities);
     tl->jobs = gh_strmap_new(tl->cfg.max_entities);
-    if (!tl->owner || !tl->gen[0] || !tl->gen[1] || !tl->nodes || !tl->jobs) {
+    if (!tl->owner || !tl->owner->names || !tl->gen || !tl->nodes || !tl->jobs) {
         gh_timeline_free(tl);
         return NULL;
     }
     tl->owner->refs = 1;
+    tl->owner->pooling = true;
     tl->st.watermark_ns = INT64_MIN;
     return tl;
 }
@@ -181,6 +319,9 @@ void gh_timeline_free(struct gh_timeline *tl)
     for (size_t i = 0; i < tl->heap_len; i++)
         gh_tl_unref(tl->heap[i].e);
     free(tl->heap);
+    for (size_t i = 0; i < tl->fifo_len; i++)
+        gh_tl_unref(tl->fifo[(tl->fifo_head + i) & (tl->fifo_cap - 1)].e);
+    free(tl->fifo);
     gh_tl_unref(tl->last_released);
     if (tl->nodes)
         for (size_t i = 0; i < gh_strmap_count(tl->nodes); i++)
@@ -190,20 +331,35 @@ void gh_timeline_free(struct gh_timeline *tl)
             entity_free(gh_strmap_value(tl->jobs, i));
     gh_strmap_free(tl->nodes);
     gh_strmap_free(tl->jobs);
-    free(tl->gen[0]);
-    free(tl->gen[1]);
+    free(tl->gen);
     free(tl->scratch);
+    if (tl->owner) {
+        /* Entries still referenced elsewhere are freed, not pooled. */
+        tl->owner->pooling = false;
+        pool_drain(tl->owner);
+    }
     owner_unref(tl->owner);
     free(tl);
 }
 
 /* ---- dedup ------------------------------------------------------------ */
 
+/* One step of the content hash: xor, multiply by an odd constant, fold the
+ * high half down. Each step is a bijection of h for a given v, so two
+ * signals that differ in one number never collide; the finaliser below
+ * spreads every bit into the low bits the table indexes by. Cheaper than
+ * gh_hash_u64 per field (the hash is on the per-signal path). */
+static inline uint64_t mix(uint64_t h, uint64_t v)
+{
+    h = (h ^ v) * 0x9e3779b97f4a7c15ULL;
+    return h ^ (h >> 32);
+}
+
 static uint64_t hash_double(uint64_t h, double d)
 {
     uint64_t u;
     memcpy(&u, &d, sizeof u);
-    return gh_hash_u64(h, u);
+    return mix(h, u);
 }
 
 /* The dedup key: the emitter's id when given, else the signal's content. */
@@ -213,25 +369,25 @@ static uint64_t dedup_key(const struct gh_signal *s)
     if (s->id && *s->id) {
         h = gh_hash_str(h ^ 0x1d, s->id);
     } else {
-        h = gh_hash_u64(h, (uint64_t)s->ts_ns);
-        h = gh_hash_u64(h, ((uint64_t)s->kind << 8) | (uint64_t)s->source);
-        h = gh_hash_u64(h, (uint64_t)(int64_t)s->gpu);
+        h = mix(h, (uint64_t)s->ts_ns);
+        h = mix(h, ((uint64_t)s->kind << 8) | (uint64_t)s->source);
+        h = mix(h, (uint64_t)(int64_t)s->gpu);
         h = gh_hash_str(h, s->node);
         h = gh_hash_str(h, s->pci);
         h = gh_hash_str(h, s->msg);
-        h = gh_hash_u64(h, (uint64_t)(int64_t)s->code);
-        h = gh_hash_u64(h, (uint64_t)s->count);
+        h = mix(h, (uint64_t)(int64_t)s->code);
+        h = mix(h, (uint64_t)s->count);
         h = gh_hash_str(h, s->counter);
         h = gh_hash_str(h, s->device);
-        h = gh_hash_u64(h, ((uint64_t)(uint32_t)s->port << 32) | (uint32_t)s->link);
-        h = gh_hash_u64(h, ((uint64_t)s->state << 8) | ((uint64_t)s->bits << 4) |
-                               ((uint64_t)s->throttled << 3) | ((uint64_t)s->pending << 2) |
-                               ((uint64_t)s->failure << 1) | (uint64_t)s->passed);
+        h = mix(h, ((uint64_t)(uint32_t)s->port << 32) | (uint32_t)s->link);
+        h = mix(h, ((uint64_t)s->state << 8) | ((uint64_t)s->bits << 4) |
+                       ((uint64_t)s->throttled << 3) | ((uint64_t)s->pending << 2) |
+                       ((uint64_t)s->failure << 1) | (uint64_t)s->passed);
         h = hash_double(h, s->celsius);
         h = hash_double(h, s->watts);
         h = gh_hash_str(h, s->job);
-        h = gh_hash_u64(h, ((uint64_t)(uint32_t)s->rank << 32) | (uint32_t)s->replica);
-        h = gh_hash_u64(h, (uint64_t)s->step);
+        h = mix(h, ((uint64_t)(uint32_t)s->rank << 32) | (uint32_t)s->replica);
+        h = mix(h, (uint64_t)s->step);
         h = hash_double(h, s->step_ms);
         h = hash_double(h, s->has_loss ? s->loss : -0.0);
         h = gh_hash_str(h, s->value);
@@ -239,16 +395,18 @@ static uint64_t dedup_key(const struct gh_signal *s)
         h = gh_hash_str(h, s->pod);
         h = gh_hash_str(h, s->reason);
         h = gh_hash_str(h, s->check);
-        h = gh_hash_u64(h, (uint64_t)(int64_t)s->exit_code);
+        h = mix(h, (uint64_t)(int64_t)s->exit_code);
     }
+    h = gh_hash_u64(h, 0); /* finaliser */
     return h ? h : 1;
 }
 
-static bool gen_has(const struct gh_timeline *tl, int g, uint64_t key)
+static bool gen_has(const struct gh_timeline *tl, unsigned g, uint64_t key)
 {
     size_t mask = tl->gen_slots - 1, i = (size_t)key & mask;
+    unsigned lane = g ^ tl->gen_cur;
     for (;;) {
-        uint64_t v = tl->gen[g][i];
+        uint64_t v = tl->gen[2 * i + lane];
         if (v == 0)
             return false;
         if (v == key)
@@ -265,17 +423,17 @@ static bool dedup_seen(struct gh_timeline *tl, uint64_t key)
     if (gen_has(tl, 0, key) || gen_has(tl, 1, key))
         return true;
     if (tl->gen_count[0] >= tl->cfg.dedup_cap) {
-        uint64_t *t = tl->gen[1];
-        tl->gen[1] = tl->gen[0];
+        /* The old generation's lane becomes the current one, emptied. */
+        tl->gen_cur ^= 1;
         tl->gen_count[1] = tl->gen_count[0];
-        memset(t, 0, tl->gen_slots * sizeof *t);
-        tl->gen[0] = t;
+        for (size_t i = 0; i < tl->gen_slots; i++)
+            tl->gen[2 * i + tl->gen_cur] = 0;
         tl->gen_count[0] = 0;
     }
     size_t mask = tl->gen_slots - 1, i = (size_t)key & mask;
-    while (tl->gen[0][i])
+    while (tl->gen[2 * i + tl->gen_cur])
         i = (i + 1) & mask;
-    tl->gen[0][i] = key;
+    tl->gen[2 * i + tl->gen_cur] = key;
     tl->gen_count[0]++;
     return false;
 }
@@ -287,8 +445,29 @@ static bool before(const struct hnode *a, const struct hnode *b)
     return a->ts < b->ts || (a->ts == b->ts && a->seq < b->seq);
 }
 
+/* Queues e in the FIFO when it sorts after the FIFO's tail (or the FIFO is
+ * empty), else in the heap. */
 static int heap_push(struct gh_timeline *tl, struct gh_tl_entry *e)
 {
+    struct hnode x = {e->ts_ns, e->seq, e};
+    size_t fmask = tl->fifo_cap - 1;
+    if (tl->fifo_len == 0 || !before(&x, &tl->fifo[(tl->fifo_head + tl->fifo_len - 1) & fmask])) {
+        if (tl->fifo_len == tl->fifo_cap) {
+            size_t ncap = tl->fifo_cap ? tl->fifo_cap * 2 : 64;
+            struct hnode *nf = malloc(ncap * sizeof *nf);
+            if (!nf)
+                return GH_ENOMEM;
+            for (size_t i = 0; i < tl->fifo_len; i++)
+                nf[i] = tl->fifo[(tl->fifo_head + i) & fmask];
+            free(tl->fifo);
+            tl->fifo = nf;
+            tl->fifo_cap = ncap;
+            tl->fifo_head = 0;
+            fmask = ncap - 1;
+        }
+        tl->fifo[(tl->fifo_head + tl->fifo_len++) & fmask] = x;
+        return GH_OK;
+    }
     if (tl->heap_len == tl->heap_cap) {
         size_t ncap = tl->heap_cap ? tl->heap_cap * 2 : 64;
         struct hnode *nh = realloc(tl->heap, ncap * sizeof *nh);
@@ -297,7 +476,6 @@ static int heap_push(struct gh_timeline *tl, struct gh_tl_entry *e)
         tl->heap = nh;
         tl->heap_cap = ncap;
     }
-    struct hnode x = {e->ts_ns, e->seq, e};
     size_t i = tl->heap_len++;
     while (i > 0) {
         size_t p = (i - 1) / 2;
@@ -310,8 +488,25 @@ static int heap_push(struct gh_timeline *tl, struct gh_tl_entry *e)
     return GH_OK;
 }
 
+/* The first waiting node in (ts, seq) order: the FIFO's head or the heap's
+ * top; NULL when nothing waits. */
+static const struct hnode *pending_first(const struct gh_timeline *tl)
+{
+    const struct hnode *f = tl->fifo_len ? &tl->fifo[tl->fifo_head] : NULL;
+    if (!tl->heap_len)
+        return f;
+    return f && before(f, &tl->heap[0]) ? f : &tl->heap[0];
+}
+
+/* Removes and returns the first waiting entry (something must wait). */
 static struct gh_tl_entry *heap_pop(struct gh_timeline *tl)
 {
+    if (tl->fifo_len && (!tl->heap_len || before(&tl->fifo[tl->fifo_head], &tl->heap[0]))) {
+        struct gh_tl_entry *e = tl->fifo[tl->fifo_head].e;
+        tl->fifo_head = (tl->fifo_head + 1) & (tl->fifo_cap - 1);
+        tl->fifo_len--;
+        return e;
+    }
     struct gh_tl_entry *top = tl->heap[0].e;
     struct hnode last = tl->heap[--tl->heap_len];
     size_t i = 0, n = tl->heap_len;
@@ -336,10 +531,13 @@ static struct gh_tl_entry *heap_pop(struct gh_timeline *tl)
 static size_t strbytes(const char *s) { return s ? strlen(s) + 1 : 0; }
 
 /* Approximate heap bytes of an entry: the struct and the strings that are
- * usually there (an estimate for the memory figures, not an exact count). */
-static uint32_t signal_bytes(const struct gh_signal *s)
+ * usually there (an estimate for the memory figures, not an exact count);
+ * shared names count in the name table, not here. */
+static uint32_t signal_bytes(const struct gh_signal *s, const struct entry *en)
 {
-    size_t b = sizeof(struct entry) + strbytes(s->node) + strbytes(s->job) + strbytes(s->msg) +
+    size_t b = sizeof(struct entry) +
+               (en->name_ix[NAME_NODE] == NAME_NONE ? strbytes(s->node) : 0) +
+               (en->name_ix[NAME_JOB] == NAME_NONE ? strbytes(s->job) : 0) + strbytes(s->msg) +
                (s->pod ? strbytes(s->pod) + strbytes(s->namespace_) + strbytes(s->reason) : 0) +
                (s->counter ? strbytes(s->counter) + strbytes(s->device) : 0) + strbytes(s->value) +
                strbytes(s->path) + strbytes(s->pci) + strbytes(s->id);
@@ -356,17 +554,55 @@ static int push_common(struct gh_timeline *tl, struct gh_signal *s, bool steal,
         tl->st.duplicates++;
         return GH_EAGAIN;
     }
-    struct entry *en = calloc(1, sizeof *en);
-    if (!en)
-        return gh_err_set(err, GH_ENOMEM, "timeline: out of memory");
+    struct owner *o = tl->owner;
+    struct entry *en = o->pool;
+    if (en) {
+        o->pool = en->u.next_free;
+        o->n_pool--;
+    } else {
+        en = malloc(sizeof *en);
+        if (!en)
+            return gh_err_set(err, GH_ENOMEM, "timeline: out of memory");
+    }
+    /* The names first: a copy then copies only the other strings. */
+    const char *node = s->node ? name_get(o, NAME_NODE, s->node, &en->name_ix[NAME_NODE]) : NULL;
+    const char *job = s->job ? name_get(o, NAME_JOB, s->job, &en->name_ix[NAME_JOB]) : NULL;
+    if (!node)
+        en->name_ix[NAME_NODE] = NAME_NONE;
+    if (!job)
+        en->name_ix[NAME_JOB] = NAME_NONE;
     if (steal) {
         en->pub.sig = *s;
         gh_signal_init(s);
-    } else if (gh_signal_copy(&en->pub.sig, s, err) != GH_OK) {
-        free(en);
-        return GH_ENOMEM;
+        if (node) {
+            free(en->pub.sig.node);
+            en->pub.sig.node = (char *)node;
+        }
+        if (job) {
+            free(en->pub.sig.job);
+            en->pub.sig.job = (char *)job;
+        }
+    } else {
+        struct gh_signal src = *s;
+        if (node)
+            src.node = NULL;
+        if (job)
+            src.job = NULL;
+        if (gh_signal_copy(&en->pub.sig, &src, err) != GH_OK) {
+            if (node)
+                name_put(o, en->name_ix[NAME_NODE]);
+            if (job)
+                name_put(o, en->name_ix[NAME_JOB]);
+            free(en);
+            return GH_ENOMEM;
+        }
+        if (node)
+            en->pub.sig.node = (char *)node;
+        if (job)
+            en->pub.sig.job = (char *)job;
     }
     struct gh_tl_entry *e = &en->pub;
+    e->late = false;
     e->arrival_ns = arrival_ns;
     e->ts_ns = e->sig.ts_ns;
     if (arrival_ns != INT64_MIN && e->ts_ns > arrival_ns + tl->cfg.max_ahead_ns) {
@@ -375,8 +611,8 @@ static int push_common(struct gh_timeline *tl, struct gh_signal *s, bool steal,
     }
     e->seq = tl->seq++;
     e->refs = 1; /* the reorder buffer's */
-    e->bytes = signal_bytes(&e->sig);
-    en->owner = tl->owner;
+    e->bytes = signal_bytes(&e->sig, en);
+    en->u.owner = tl->owner;
     tl->owner->refs++;
     tl->owner->bytes += e->bytes;
     tl->owner->live++;
@@ -401,10 +637,11 @@ int gh_timeline_push_steal(struct gh_timeline *tl, struct gh_signal *s, int64_t 
 
 int64_t gh_timeline_pending_ts(const struct gh_timeline *tl)
 {
-    return tl->heap_len ? tl->heap[0].ts : INT64_MAX;
+    const struct hnode *f = pending_first(tl);
+    return f ? f->ts : INT64_MAX;
 }
 
-size_t gh_timeline_pending(const struct gh_timeline *tl) { return tl->heap_len; }
+size_t gh_timeline_pending(const struct gh_timeline *tl) { return tl->heap_len + tl->fifo_len; }
 
 /* ---- retain ----------------------------------------------------------- */
 
@@ -522,10 +759,11 @@ static void retain(struct gh_timeline *tl, const struct gh_tl_entry *e)
 
 const struct gh_tl_entry *gh_timeline_release(struct gh_timeline *tl, int64_t now, bool force)
 {
-    if (!tl->heap_len)
+    const struct hnode *first = pending_first(tl);
+    if (!first)
         return NULL;
-    bool over = tl->heap_len > tl->cfg.max_pending;
-    bool ready = now != INT64_MIN && tl->heap[0].ts <= now - tl->cfg.window_ns;
+    bool over = tl->heap_len + tl->fifo_len > tl->cfg.max_pending;
+    bool ready = now != INT64_MIN && first->ts <= now - tl->cfg.window_ns;
     if (!force && !over && !ready)
         return NULL;
     struct gh_tl_entry *e = heap_pop(tl);
@@ -651,9 +889,14 @@ void gh_timeline_stats(const struct gh_timeline *tl, struct gh_timeline_stats *o
 {
     *out = tl->st;
     out->entries_live = tl->owner->live;
+    out->pooled = tl->owner->n_pool;
+    out->pooled_bytes = tl->owner->n_pool * sizeof(struct entry);
+    out->names = gh_strmap_live(tl->owner->names);
     out->nodes = gh_strmap_live(tl->nodes);
     out->jobs = gh_strmap_live(tl->jobs);
-    size_t b = sizeof *tl + tl->owner->bytes + tl->heap_cap * sizeof(struct hnode) +
+    size_t b = sizeof *tl + tl->owner->bytes + (tl->heap_cap + tl->fifo_cap) * sizeof(struct hnode) +
+               out->pooled_bytes + gh_strmap_memory(tl->owner->names) +
+               tl->owner->name_cap * sizeof(uint32_t) +
                2 * tl->gen_slots * sizeof(uint64_t) + gh_strmap_memory(tl->nodes) +
                gh_strmap_memory(tl->jobs) + tl->scratch_cap * sizeof(void *);
     for (int pass = 0; pass < 2; pass++) {

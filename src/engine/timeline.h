@@ -104,6 +104,9 @@ struct gh_timeline_stats {
     uint64_t pushed, duplicates, released, late, forced, ahead_clamped, entries_live;
     uint64_t evicted[GH_KIND__COUNT];
     uint64_t entities_full; /* signals not retained for want of a node/job slot */
+    uint64_t pooled;        /* dead entries kept for reuse ... */
+    size_t pooled_bytes;    /* ... and their bytes (counted in bytes) */
+    size_t names;           /* distinct node and job names the entries share */
     size_t nodes, jobs;     /* entities held now */
     int64_t watermark_ns;   /* ts of the last released signal */
     size_t bytes;           /* approximate memory held */

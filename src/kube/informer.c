@@ -217,15 +217,17 @@ static void retry_timer_fn(void *ud)
         start_watch(inf);
 }
 
+/* The base doubles from backoff_min up to backoff_max; the delay is uniform
+ * in [base/2, base), so informers that failed together (an apiserver
+ * restart) spread their retries out, at the cap too. */
 static void schedule_retry(struct gh_kube_informer *inf)
 {
     inf->backoff = inf->backoff ? inf->backoff * 2 : inf->backoff_min;
     if (inf->backoff > inf->backoff_max)
         inf->backoff = inf->backoff_max;
-    int64_t d = gh_kube_jitter(inf->c, inf->backoff, 1.0);
-    if (d > inf->backoff_max)
-        d = inf->backoff_max;
+    int64_t d = gh_kube_jitter(inf->c, inf->backoff / 2, 1.0);
     inf->st.last_backoff_ns = d;
+    inf->st.retries++;
     gh_kube_timer_cancel(inf->c, inf->timer);
     inf->timer = gh_kube_timer_add(inf->c, d, retry_timer_fn, inf);
 }

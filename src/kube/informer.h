@@ -39,7 +39,9 @@ struct gh_kube_informer_opts {
     size_t nindexes;
     int page_size;                 /* list limit; 0: 500 */
     int64_t resync_ns;             /* replay every cached object as an update; 0: never */
-    int64_t backoff_min_ns;        /* 0: 500 ms */
+    int64_t backoff_min_ns;        /* retry base after a failure, doubled per failure up
+                                      to backoff_max_ns; each delay is uniform in
+                                      [base/2, base) (jitter); 0: 500 ms */
     int64_t backoff_max_ns;        /* 0: 30 s */
     int watch_timeout_s;           /* server timeoutSeconds, jittered up to x2; 0: 300 */
     size_t max_event;              /* largest watch event; 0: 16 MiB */
@@ -91,6 +93,7 @@ struct gh_kube_informer_stats {
     unsigned long resyncs;
     unsigned long evicted;    /* left the cache for max_objects */
     int64_t last_backoff_ns;
+    unsigned long retries;    /* list/watch retries scheduled after a failure */
 };
 void gh_kube_informer_stats(const struct gh_kube_informer *inf, struct gh_kube_informer_stats *st);
 

@@ -17,6 +17,7 @@ struct gh_kube_leader {
     void *ud;
     struct gh_kube_call *call;
     uint64_t timer;
+    uint64_t deadline_timer; /* while leading: fires at last_renew_ok + renew deadline */
     bool running, leader;
     int64_t last_renew_ok;   /* local clock */
     char holder[254];
@@ -27,6 +28,7 @@ struct gh_kube_leader {
 
 static void tick(void *ud);
 static void schedule(struct gh_kube_leader *l);
+static void arm_deadline(struct gh_kube_leader *l);
 
 static int64_t now(const struct gh_kube_leader *l)
 {
@@ -88,6 +90,8 @@ static void write_done(void *ud, int rc, struct gh_kube_resp *resp, const struct
         l->last_renew_ok = now(l);
         observe_holder(l, l->identity);
         set_leader(l, true);
+        if (l->running && l->leader)
+            arm_deadline(l);
     } else if (l->leader && now(l) - l->last_renew_ok > l->renew_deadline_ns) {
         set_leader(l, false);
     } else if (resp->status.kind == GH_KUBE_R_CONFLICT ||
@@ -110,6 +114,7 @@ static void submit_write(struct gh_kube_leader *l, const json_t *base, bool crea
         rc = create ? gh_kube_req_create(&req, &ref, NULL, body, &e)
                     : gh_kube_req_update(&req, &ref, NULL, body, &e);
     json_decref(body);
+    req.timeout_ms = (long)(l->renew_deadline_ns / GH_NS_PER_MS);
     if (!rc)
         rc = gh_kube_submit(l->c, &req, write_done, NULL, l, &l->call, &e);
     if (rc)
@@ -175,10 +180,40 @@ static void tick(void *ud)
     struct gh_err e;
     struct gh_kube_ref ref = {&gh_kube_res_leases, l->ns, l->name};
     int rc = gh_kube_req_get(&req, &ref, NULL, &e);
+    /* a hung apiserver must not hold the state machine past the deadline */
+    req.timeout_ms = (long)(l->renew_deadline_ns / GH_NS_PER_MS);
     if (!rc)
         rc = gh_kube_submit(l->c, &req, get_done, NULL, l, &l->call, &e);
     if (rc)
         schedule(l);
+}
+
+/* The leader could not renew within the renew deadline: it stops leading
+ * now, whatever request is still on the wire (a hung apiserver or a dead
+ * connection answers nothing), so it never leads past the lease others see. */
+static void deadline_fn(void *ud)
+{
+    struct gh_kube_leader *l = ud;
+    l->deadline_timer = 0;
+    if (!l->running || !l->leader)
+        return;
+    if (now(l) - l->last_renew_ok < l->renew_deadline_ns) {
+        arm_deadline(l);
+        return;
+    }
+    if (l->call) {
+        gh_kube_cancel(l->c, l->call);
+        l->call = NULL;
+    }
+    set_leader(l, false);
+    schedule(l);
+}
+
+static void arm_deadline(struct gh_kube_leader *l)
+{
+    gh_kube_timer_cancel(l->c, l->deadline_timer);
+    l->deadline_timer =
+        gh_kube_timer_add(l->c, l->last_renew_ok + l->renew_deadline_ns - now(l), deadline_fn, l);
 }
 
 static void schedule(struct gh_kube_leader *l)
@@ -238,7 +273,8 @@ void gh_kube_leader_stop(struct gh_kube_leader *l)
         return;
     l->running = false;
     gh_kube_timer_cancel(l->c, l->timer);
-    l->timer = 0;
+    gh_kube_timer_cancel(l->c, l->deadline_timer);
+    l->timer = l->deadline_timer = 0;
     if (l->call)
         gh_kube_cancel(l->c, l->call);
     l->call = NULL;

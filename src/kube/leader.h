@@ -6,7 +6,9 @@
  *   - updates carry the read resourceVersion, so two contenders cannot both
  *     win (the loser gets 409 Conflict);
  *   - the leader renews every retry period and gives up leadership when it
- *     could not renew within the renew deadline. */
+ *     could not renew within the renew deadline: a timer fires then, even
+ *     while a request is still unanswered (each Lease request also times
+ *     out after the renew deadline). */
 #ifndef GH_KUBE_LEADER_H
 #define GH_KUBE_LEADER_H
 

@@ -395,6 +395,98 @@ static void trim_end(const char *s, size_t *n)
         (*n)--;
 }
 
+/* Length of the valid UTF-8 sequence (RFC 3629) at s[0..n), 0 when there is
+ * none. NUL counts as invalid: the text goes into C strings. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0], k;
+    uint32_t cp;
+    if (c && c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        k = 1, cp = c & 0x1F;
+    else if (c >= 0xE0 && c <= 0xEF)
+        k = 2, cp = c & 0x0F;
+    else if (c >= 0xF0 && c <= 0xF4)
+        k = 3, cp = c & 0x07;
+    else
+        return 0;
+    if (n <= k)
+        return 0;
+    for (unsigned j = 1; j <= k; j++) {
+        if ((s[j] & 0xC0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[j] & 0x3F);
+    }
+    if ((k == 2 && cp < 0x800) || (k == 3 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
+        return 0;
+    return k + 1;
+}
+
+/* Length of the run of ASCII bytes other than NUL at s[0..n), eight bytes
+ * at a time. */
+static size_t ascii_run(const char *s, size_t n)
+{
+    const uint64_t hi = 0x8080808080808080ULL, lo = 0x0101010101010101ULL;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v;
+        memcpy(&v, s + i, 8);
+        if ((v & hi) || ((v - lo) & ~v & hi))
+            break;
+    }
+    while (i < n && s[i] && !(s[i] & 0x80))
+        i++;
+    return i;
+}
+
+/* Copies s[0..n) into out (cap bytes, NUL added) as valid UTF-8: each byte
+ * that starts no valid sequence (a NUL, a stray continuation byte, an
+ * overlong form) becomes U+FFFD. Stops before a sequence that would not fit;
+ * returns the bytes written. Kernel lines are not guaranteed to be UTF-8
+ * (process names, firmware strings), signals must be. */
+static size_t utf8_clean(char *out, size_t cap, const char *s, size_t n)
+{
+    static const char repl[] = "\xEF\xBF\xBD";
+    const unsigned char *u = (const unsigned char *)s;
+    size_t o = 0;
+    if (!cap)
+        return 0;
+    for (size_t i = 0; i < n;) {
+        size_t r = ascii_run(s + i, n - i);
+        if (r) {
+            if (o + r >= cap)
+                r = cap - 1 - o;
+            memcpy(out + o, s + i, r);
+            o += r, i += r;
+            if (o + 1 >= cap)
+                break;
+            continue;
+        }
+        size_t k = utf8_seq(u + i, n - i);
+        const char *src = k ? s + i : repl;
+        size_t w = k ? k : 3;
+        if (o + w >= cap)
+            break;
+        memcpy(out + o, src, w);
+        o += w;
+        i += k ? k : 1;
+    }
+    out[o] = '\0';
+    return o;
+}
+
+/* gh_signal_set_str() of s[0..n) made valid UTF-8, at most MSG_MAX bytes. */
+static int set_text(char **field, const char *s, size_t n)
+{
+    if (n <= MSG_MAX && ascii_run(s, n) == n)     /* the common case: no copy */
+        return gh_signal_set_str(field, s, n);
+    char buf[MSG_MAX + 1];
+    size_t k = utf8_clean(buf, sizeof buf, s, n);
+    return gh_signal_set_str(field, buf, k);
+}
+
 /* ------------------------------------------------------------ time stamps */
 
 static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
@@ -559,6 +651,52 @@ static size_t parse_syslog_stamp(const struct gh_kmsg_parser *p, const char *s, 
     return i;
 }
 
+/* journalctl -o short-full / with-unit: "Sun 2025-02-23 16:24:18[.frac] CET".
+ * UTC/GMT name their offset; any other zone name is taken as the configured
+ * zone of zone-less stamps (resolving names would need the tz database).
+ * Returns bytes used. */
+static size_t parse_weekday_iso(const struct gh_kmsg_parser *p, const char *s, size_t n,
+                                int64_t *ns)
+{
+    static const char days[] = "MonTueWedThuFriSatSun";
+    bool day = false;
+    for (int d = 0; d < 7 && n >= 5; d++)
+        day = day || memcmp(s, days + 3 * d, 3) == 0;
+    if (!day || s[3] != ' ' || !isdigit((unsigned char)s[4]))
+        return 0;
+    size_t k = parse_iso(s + 4, n - 4, p->tz_s, ns);
+    if (!k || (4 + k < n && s[4 + k] != ' '))
+        return 0;
+    size_t i = 4 + k, z = i + 1, ze = z;
+    while (ze < n && ze - z < 6 && isupper((unsigned char)s[ze]))
+        ze++;
+    if (i < n && ze > z + 1 && (ze == n || s[ze] == ' ')) {
+        if ((ze - z == 3 && (memcmp(s + z, "UTC", 3) == 0 || memcmp(s + z, "GMT", 3) == 0)) ||
+            (ze - z == 2 && memcmp(s + z, "UT", 2) == 0))
+            parse_iso(s + 4, n - 4, 0, ns);
+        i = ze;
+    }
+    return i;
+}
+
+/* journalctl -o short-unix: "1740327858.123456" (seconds since the epoch).
+ * Returns bytes used; the caller checks that a kernel tag follows. */
+static size_t parse_epoch(const char *s, size_t n, int64_t *ns)
+{
+    long long sec;
+    size_t u;
+    int64_t frac;
+    /* 9 or 10 digits, up to 2100-01-01: no overflow in nanoseconds */
+    if (!parse_uint(s, n, 11, &sec, &u) || u < 9 || u > 10 || sec > 4102444800LL || u >= n ||
+        s[u] != '.')
+        return 0;
+    size_t k = u + parse_frac(s + u, n - u, &frac);
+    if (k == u || (k < n && s[k] != ' '))
+        return 0;
+    *ns = sec * GH_NS_PER_S + frac;
+    return k;
+}
+
 enum stamp_kind { ST_NONE, ST_WALL, ST_MONO, ST_OTHER };
 
 /* The inside of a [...] stamp. */
@@ -592,7 +730,9 @@ static enum stamp_kind parse_bracket(const struct gh_kmsg_parser *p, const char 
         if (parse_uint(t, m, 9, &sec, &u)) {
             int64_t frac = 0;
             size_t k = u + parse_frac(t + u, m - u, &frac);
-            if (k == m) {
+            size_t d = skip_sp(t, m, k);
+            /* journalctl -o short-delta: "[ 1234.567890 <    0.000123>]" */
+            if (k == m || (d > k && d < m && t[d] == '<' && t[m - 1] == '>')) {
                 *ns = sec * GH_NS_PER_S + frac;
                 return ST_MONO;
             }
@@ -703,6 +843,44 @@ static bool is_kernel_tag(const char *s, size_t n)
     return false;
 }
 
+/* Is "kernel:" or "<host> kernel:" next after position i? */
+static bool followed_by_kernel_tag(const char *s, size_t n, size_t i)
+{
+    size_t a = skip_sp(s, n, i), ae = token_end(s, n, a);
+    if (ae > a && is_kernel_tag(s + a, ae - a))
+        return true;
+    size_t b = skip_sp(s, n, ae), be = token_end(s, n, b);
+    return ae > a && be > b && is_kernel_tag(s + b, be - b);
+}
+
+/* util-linux `dmesg --decode` (-x) puts "%-6s:%-6s: " (facility, level) in
+ * front of the stamp: "kern  :warn  : ", "daemon:err   : ". Returns the bytes
+ * of that prefix at s, 0 when there is none. */
+static size_t decode_prefix(const char *s, size_t n)
+{
+    static const char *const levels[] = {"emerg", "alert", "crit", "err", "warn",
+                                         "notice", "info", "debug"};
+    size_t i = 0;
+    while (i < n && i < 8 && (islower((unsigned char)s[i]) || isdigit((unsigned char)s[i])))
+        i++;
+    if (i < 3)
+        return 0;
+    i = skip_sp(s, n, i);
+    if (i >= n || s[i] != ':')
+        return 0;
+    size_t ls = ++i;
+    while (i < n && islower((unsigned char)s[i]))
+        i++;
+    size_t le = i;
+    i = skip_sp(s, n, i);
+    if (i >= n || s[i] != ':')
+        return 0;
+    for (size_t k = 0; k < sizeof levels / sizeof levels[0]; k++)
+        if (strlen(levels[k]) == le - ls && memcmp(s + ls, levels[k], le - ls) == 0)
+            return i + 1;
+    return 0;
+}
+
 /* Strips the wrappers that real systems put in front of a kernel message
  * and collects their stamps. */
 static void parse_wrapper(const struct gh_kmsg_parser *p, const char *s, size_t n, struct wrap *w)
@@ -774,6 +952,22 @@ static void parse_wrapper(const struct gh_kmsg_parser *p, const char *s, size_t 
                 i++;
             continue;
         }
+        if (isupper((unsigned char)c) && (k = parse_weekday_iso(p, s + i, n - i, &ns)) > 0) {
+            if (!w->has_wall)
+                w->has_wall = true, w->wall_ns = ns;
+            i += k;
+            size_t h = skip_sp(s, n, i), he = token_end(s, n, h);
+            if (he > h && !is_kernel_tag(s + h, he - h))
+                i = he;
+            continue;
+        }
+        if (isdigit((unsigned char)c) && (k = parse_epoch(s + i, n - i, &ns)) > 0 &&
+            followed_by_kernel_tag(s, n, i + k)) {
+            if (!w->has_wall)
+                w->has_wall = true, w->wall_ns = ns;
+            i += k;
+            continue;
+        }
         if (isupper((unsigned char)c) && (k = parse_syslog_stamp(p, s + i, n - i, &ns)) > 0) {
             if (!w->has_wall)
                 w->has_wall = true, w->wall_ns = ns;
@@ -782,6 +976,10 @@ static void parse_wrapper(const struct gh_kmsg_parser *p, const char *s, size_t 
             size_t h = skip_sp(s, n, i), he = token_end(s, n, h);
             if (he > h && !is_kernel_tag(s + h, he - h))
                 i = he;
+            continue;
+        }
+        if (islower((unsigned char)c) && (k = decode_prefix(s + i, n - i)) > 0) {
+            i += k;
             continue;
         }
         size_t te = token_end(s, n, i);
@@ -1034,9 +1232,7 @@ static int tmp_begin(struct gh_kmsg_parser *p, struct line_ctx *lc, enum gh_kind
     meta_init(p, m, &lc->label);
     stamp_of(p, lc, &p->tmp.ts_ns, m);
     trim_end(ms, &mn);
-    if (mn > MSG_MAX)
-        mn = MSG_MAX;
-    return gh_signal_set_str(&p->tmp.msg, ms, mn);
+    return set_text(&p->tmp.msg, ms, mn);
 }
 
 static int set_cstr(char **f, const char *v)
@@ -1132,7 +1328,7 @@ static int do_xid(struct gh_kmsg_parser *p, struct line_ctx *lc, size_t a, size_
         size_t vn = ve - j;
         trim_end(s + j, &vn);
         if (vn > 0 && !(vn == 9 && memcmp(s + j, "<unknown>", 9) == 0) &&
-            (rc = gh_signal_set_str(&p->tmp.process, s + j, vn)))
+            (rc = set_text(&p->tmp.process, s + j, vn)))
             return oom(err);
     }
     const char *cb = find(s + j, n - j, "caused by previous Xid ");
@@ -1161,8 +1357,7 @@ static int do_sxid(struct gh_kmsg_parser *p, struct line_ctx *lc, size_t x, stru
                s[ts - 1] != ';')
             ts--;
         if (te > ts && te - ts < SWITCH_LEN && find(s + ts, te - ts, "nvswitch")) {
-            memcpy(sw, s + ts, te - ts);
-            sw[te - ts] = '\0';
+            utf8_clean(sw, sizeof sw, s + ts, te - ts);
             a = ts;
         }
     }
@@ -1232,14 +1427,16 @@ static int do_sxid(struct gh_kmsg_parser *p, struct line_ctx *lc, size_t x, stru
                 !same_or_absent(o->sw, sw) || !same_or_absent(o->pci, pci) ||
                 (!(sw[0] && o->sw[0]) && !(pci[0] && o->pci[0])))
                 continue;
-            if (o->msg_len + 1 + mn <= MSG_MAX) {
-                char *msg = malloc(o->msg_len + 1 + mn + 1);
+            char add[MSG_MAX + 1];
+            size_t an = utf8_clean(add, sizeof add, s + a, mn);
+            if (o->msg_len + 1 + an <= MSG_MAX) {
+                char *msg = malloc(o->msg_len + 1 + an + 1);
                 if (!msg)
                     return oom(err);
                 memcpy(msg, o->sig.msg, o->msg_len);
                 msg[o->msg_len] = '\n';
-                memcpy(msg + o->msg_len + 1, s + a, mn);
-                o->msg_len += 1 + mn;
+                memcpy(msg + o->msg_len + 1, add, an);
+                o->msg_len += 1 + an;
                 msg[o->msg_len] = '\0';
                 free(o->sig.msg);
                 o->sig.msg = msg;
@@ -1310,12 +1507,10 @@ static void set_other(struct line_ctx *lc, enum gh_kmsg_other o)
 static void probe_append(struct gh_kmsg_parser *p, const char *ms, size_t mn)
 {
     trim_end(ms, &mn);
-    if (p->pr_msg_len + 1 + mn >= MSG_MAX)
+    if (p->pr_msg_len + 2 >= MSG_MAX)
         return;
     p->pr_msg[p->pr_msg_len++] = '\n';
-    memcpy(p->pr_msg + p->pr_msg_len, ms, mn);
-    p->pr_msg_len += mn;
-    p->pr_msg[p->pr_msg_len] = '\0';
+    p->pr_msg_len += utf8_clean(p->pr_msg + p->pr_msg_len, MSG_MAX - p->pr_msg_len, ms, mn);
 }
 
 static int probe_emit(struct gh_kmsg_parser *p, struct line_ctx *lc, struct gh_err *err)
@@ -1341,11 +1536,7 @@ static void probe_open(struct gh_kmsg_parser *p, struct line_ctx *lc, const char
     meta_init(p, &p->pr_meta, &lc->label);
     stamp_of(p, lc, &p->pr_ts, &p->pr_meta);
     trim_end(ms, &mn);
-    if (mn >= MSG_MAX)
-        mn = MSG_MAX - 1;
-    memcpy(p->pr_msg, ms, mn);
-    p->pr_msg[mn] = '\0';
-    p->pr_msg_len = mn;
+    p->pr_msg_len = utf8_clean(p->pr_msg, MSG_MAX, ms, mn);
 }
 
 static void uuid_put(struct gh_kmsg_parser *p, const char *pci, const char *u, size_t un)
@@ -1365,8 +1556,7 @@ static void uuid_put(struct gh_kmsg_parser *p, const char *pci, const char *u, s
                 e = &p->uuid[i];
     }
     memcpy(e->pci, pci, PCI_LEN);
-    memcpy(e->uuid, u, un);
-    e->uuid[un] = '\0';
+    utf8_clean(e->uuid, UUID_LEN, u, un);
     e->age = ++p->uuid_age;
 }
 
@@ -1547,7 +1737,8 @@ static int do_aer(struct gh_kmsg_parser *p, struct line_ctx *lc, struct gh_err *
         else if (find(r, rn, "link has been reset"))
             counter = "link_reset";
         if (counter || starts(r, rn, "device recovery successful") ||
-            starts(r, rn, "Device recovery successful")) {
+            starts(r, rn, "Device recovery successful") ||
+            starts(r, rn, "subordinate device reset failed")) {
             p->aer_ctx = AER_UNC;
             set_other(lc, GH_KMSG_O_PCIE_AER);
             if (!counter)

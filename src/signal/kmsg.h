@@ -49,13 +49,17 @@
  *                                  spec/signals.md fits, or benign).
  * Counters from the kernel log are single occurrences: has_count is false.
  * msg is the kernel message without its wrapper (stamp, host, "kernel:"),
- * at most 4096 bytes; gh_kmsg_parser_meta() adds the /dev/kmsg seq, the MIG
+ * at most 4096 bytes. Every string of a signal is valid UTF-8: a byte of the
+ * log that starts no valid sequence (and a NUL) becomes U+FFFD; gh_kmsg_parser_meta() adds the /dev/kmsg seq, the MIG
  * GPU-I/GPU-CI of an Xid and the "caused by previous Xid" root cause.
  *
  * Timestamps (ts_ns): a wall-clock stamp on the line wins (ISO/RFC 3339 with
- * or without zone, ctime "[Sun Feb 23 16:24:18 2025]", syslog "Nov 29
- * 11:28:11", dmesg -H "[Nov29 11:28]"); stamps without a zone are local time
- * at opts.tz_offset_s (default UTC) and syslog stamps take opts.default_year.
+ * or without zone, also after dmesg --decode's "kern  :warn  : ", ctime
+ * "[Sun Feb 23 16:24:18 2025]", syslog "Nov 29 11:28:11", dmesg -H
+ * "[Nov29 11:28]", journalctl short-full "Sun 2025-02-23 16:24:18 CET" and
+ * short-unix "1740327858.123456 host kernel:"); stamps without a zone (or
+ * with a zone name other than UTC/GMT) are local time at opts.tz_offset_s
+ * (default UTC) and syslog stamps take opts.default_year.
  * Otherwise a seconds-since-boot stamp ("[1234.5]", /dev/kmsg usec) is added
  * to opts.boot_time_ns when known. Otherwise (no stamp, "[  +0.000844]"
  * relative stamps, "[...]", unknown boot time) the clock's now.

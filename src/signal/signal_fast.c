@@ -519,6 +519,10 @@ static bool opt_string(const struct val *v, char **dst, bool *oom)
 
 static bool is_hex(const char *s, size_t n)
 {
+    if (n > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) { /* "0x1f" as well as "1f" */
+        s += 2;
+        n -= 2;
+    }
     if (n == 0)
         return false;
     for (size_t i = 0; i < n; i++) {

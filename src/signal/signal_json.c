@@ -272,6 +272,10 @@ static bool node_required(enum gh_source src, enum gh_kind kind)
 
 static bool is_hex(const char *s, size_t n)
 {
+    if (n > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) { /* "0x1f" as well as "1f" */
+        s += 2;
+        n -= 2;
+    }
     if (n == 0)
         return false;
     for (size_t i = 0; i < n; i++) {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "signal/kmsg.h"
+#include "signal/signal_json.h"
 
 static int64_t fixed_now(void *ctx)
 {
@@ -53,6 +54,12 @@ static int on_signal(void *ctx, const struct gh_signal *s)
         die("malformed signal", s->msg);
     if (strlen(s->msg) > 4096)
         die("msg over its cap", NULL);
+    /* the encoder refuses invalid UTF-8: whatever bytes the log held, every
+     * string of a signal must be valid */
+    const char *strs[] = {s->msg, s->process, s->switch_id, s->uuid, s->pci, s->counter};
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        if (strs[i] && !gh_utf8_valid(strs[i], strlen(strs[i])))
+            die("string not valid UTF-8", NULL);
     if (s->pci) {
         char norm[24];
         if (!gh_kmsg_pci_normalize(s->pci, strlen(s->pci), norm, sizeof norm) ||

@@ -1,7 +1,9 @@
 /* test_kube_auth.c - the ways to reach and authenticate to the real control
  * plane: kubeconfig with inline certificates, with certificate files, with a
- * bearer token, with a token file re-read on rotation; in-cluster
- * configuration through path overrides; and refusal of an untrusted server
+ * bearer token, with a token file re-read on rotation (plain rewrite and the
+ * kubelet's ..data symlink swap; the next request carries the new token);
+ * in-cluster configuration through path overrides and through
+ * KUBERNETES_SERVICE_HOST/PORT; and refusal of an untrusted server
  * certificate. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -247,6 +249,33 @@ static void test_token_file_rotation(void **state)
     assert_int_equal(gh_kube_list(c, &ref, NULL, NULL, &st, &err), GH_OK);
     gh_kube_client_stats(c, &cs);
     assert_true(cs.token_reads >= 2);
+    /* the header really carries the file's current token: a token the
+     * apiserver rejects is used on the next request (401, though the last
+     * request succeeded), and a valid one again after that */
+    write_text(e->dir, "rotating-token", "revoked.token.value\n");
+    assert_int_not_equal(gh_kube_list(c, &ref, NULL, NULL, &st, &err), GH_OK);
+    assert_int_equal(st.code, 401);
+    write_text(e->dir, "rotating-token", t2);
+    assert_int_equal(gh_kube_list(c, &ref, NULL, NULL, &st, &err), GH_OK);
+    /* a rotation done the kubelet's way: ..data symlink swapped atomically */
+    char p1[256], p2[256], link[256], tmp[256], tok[256];
+    snprintf(p1, sizeof p1, "%s/..2026_a", e->dir);
+    snprintf(p2, sizeof p2, "%s/..2026_b", e->dir);
+    mkdir(p1, 0700);
+    mkdir(p2, 0700);
+    write_text(p1, "token", e->token);
+    write_text(p2, "token", "not-a-valid-token");
+    snprintf(link, sizeof link, "%s/..data", e->dir);
+    snprintf(tmp, sizeof tmp, "%s/..data_tmp", e->dir);
+    snprintf(tok, sizeof tok, "%s/rotating-token", e->dir);
+    assert_int_equal(symlink("..2026_a", link), 0);
+    assert_int_equal(unlink(tok), 0);
+    assert_int_equal(symlink("..data/token", tok), 0);
+    assert_int_equal(gh_kube_list(c, &ref, NULL, NULL, &st, &err), GH_OK);
+    assert_int_equal(symlink("..2026_b", tmp), 0);
+    assert_int_equal(rename(tmp, link), 0);
+    assert_int_not_equal(gh_kube_list(c, &ref, NULL, NULL, &st, &err), GH_OK);
+    assert_int_equal(st.code, 401);
     gh_kube_client_free(c);
     gh_kube_config_clear(&cfg);
 }
@@ -284,6 +313,63 @@ static void test_incluster_path_overrides(void **state)
     gh_kube_config_clear(&cfg);
 }
 
+/* The environment variables a pod is given (KUBERNETES_SERVICE_HOST/PORT), with
+ * only the service-account files' paths overridden. */
+static void test_incluster_environment(void **state)
+{
+    struct env *e = *state;
+    char sub[128];
+    snprintf(sub, sizeof sub, "%s/sa-env", e->dir);
+    mkdir(sub, 0700);
+    write_text(sub, "token", e->token);
+    write_bytes(sub, "ca.crt", e->admin.ca_pem.data, e->admin.ca_pem.len);
+    write_text(sub, "namespace", e->ns);
+    char api[256];
+    struct gh_err err;
+    assert_int_equal(gh_kube_testenv_var("GH_KUBE_API", api, sizeof api, &err), GH_OK);
+    const char *hostport = strstr(api, "://") + 3;
+    const char *colon = strrchr(hostport, ':');
+    char host[64];
+    snprintf(host, sizeof host, "%.*s", (int)(colon - hostport), hostport);
+    char tp[256], cp[256], np[256];
+    snprintf(tp, sizeof tp, "%s/token", sub);
+    snprintf(cp, sizeof cp, "%s/ca.crt", sub);
+    snprintf(np, sizeof np, "%s/namespace", sub);
+    struct gh_kube_incluster_paths paths = {tp, cp, np, NULL, NULL};
+    struct gh_kube_config cfg;
+
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    unsetenv("KUBERNETES_SERVICE_PORT");
+    assert_int_equal(gh_kube_incluster_load(&paths, &cfg, &err), GH_ENOTFOUND);
+    assert_non_null(strstr(err.msg, "KUBERNETES_SERVICE_HOST"));
+
+    setenv("KUBERNETES_SERVICE_HOST", host, 1);
+    setenv("KUBERNETES_SERVICE_PORT", colon + 1, 1);
+    int rc = gh_kube_incluster_load(&paths, &cfg, &err);
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    unsetenv("KUBERNETES_SERVICE_PORT");
+    assert_int_equal(rc, GH_OK);
+    assert_string_equal(cfg.server, api);
+    assert_string_equal(cfg.token_file, tp);
+    struct gh_kube_client *c = NULL;
+    assert_int_equal(gh_kube_client_new(&cfg, NULL, &c, &err), GH_OK);
+    assert_string_equal(gh_kube_client_namespace(c), e->ns);
+    struct gh_kube_ref ref = {&gh_kube_res_configmaps, e->ns, NULL};
+    assert_int_equal(gh_kube_list(c, &ref, NULL, NULL, NULL, &err), GH_OK);
+    gh_kube_client_free(c);
+    gh_kube_config_clear(&cfg);
+
+    /* a missing token file is named in the error */
+    snprintf(tp, sizeof tp, "%s/absent-token", sub);
+    setenv("KUBERNETES_SERVICE_HOST", host, 1);
+    setenv("KUBERNETES_SERVICE_PORT", colon + 1, 1);
+    rc = gh_kube_incluster_load(&paths, &cfg, &err);
+    unsetenv("KUBERNETES_SERVICE_HOST");
+    unsetenv("KUBERNETES_SERVICE_PORT");
+    assert_int_equal(rc, GH_ENOTFOUND);
+    assert_non_null(strstr(err.msg, "absent-token"));
+}
+
 static void test_untrusted_server_refused(void **state)
 {
     struct env *e = *state;
@@ -318,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_kubeconfig_token),
         cmocka_unit_test(test_token_file_rotation),
         cmocka_unit_test(test_incluster_path_overrides),
+        cmocka_unit_test(test_incluster_environment),
         cmocka_unit_test(test_untrusted_server_refused),
     };
     return cmocka_run_group_tests_name("kube_auth", tests, setup, teardown);

@@ -2,7 +2,8 @@
  * against the real control plane: the first (a child process) leads and
  * renews, the second waits; the leader is killed (SIGKILL, no release) and
  * the second takes over within the lease duration. Then a clean release
- * hands over at once. */
+ * hands over at once. And a leader whose apiserver hangs steps down within
+ * the renew deadline, before the lease could pass to another. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -30,6 +31,9 @@ struct env {
     char ns[64];
     pid_t child;
     struct gh_kube_leader *b, *c2;
+    struct gh_kube_testenv_apiserver api; /* private, for the renew-deadline test */
+    struct gh_kube_leader *d;
+    struct gh_kube_client *dc;
 };
 
 struct obs {
@@ -67,6 +71,11 @@ static int teardown(void **state)
     }
     gh_kube_leader_free(e->b);
     gh_kube_leader_free(e->c2);
+    if (e->api.pid)
+        kill(e->api.pid, SIGCONT);
+    gh_kube_leader_free(e->d);
+    gh_kube_client_free(e->dc);
+    gh_kube_testenv_apiserver_free(&e->api);
     gh_kube_testenv_drop_namespace(e->c, e->ns, NULL);
     gh_kube_client_free(e->c);
     free(e);
@@ -216,11 +225,56 @@ static void test_release_hands_over(void **state)
     gh_kube_client_free(c2);
 }
 
+static bool not_leader(void *ud) { return !gh_kube_leader_is_leader(ud); }
+
+/* The leader's apiserver hangs (SIGSTOP: connections open, no answers, the
+ * client's request timeout at its 60 s default): the leader stops leading
+ * once the renew deadline has passed since its last renewal, before the
+ * lease duration after which another contender may take over. */
+static void test_renew_deadline_on_hung_apiserver(void **state)
+{
+    struct env *e = *state;
+    struct gh_err err;
+    if (gh_kube_testenv_apiserver_start(&e->api, &err))
+        fail_msg("start apiserver: %s", err.msg);
+    assert_int_equal(gh_kube_testenv_apiserver_client(&e->api, NULL, &e->dc, &err), GH_OK);
+    struct obs od = {0};
+    char idd[64];
+    snprintf(idd, sizeof idd, "contender-d-%d", (int)getpid());
+    struct gh_kube_leader_opts lo = opts(e->ns, idd);
+    lo.name = "renew-deadline";
+    assert_int_equal(gh_kube_leader_new(e->dc, &lo, &cbs, &od, &e->d, &err), GH_OK);
+    assert_int_equal(gh_kube_leader_start(e->d, &err), GH_OK);
+    assert_true(gh_kube_testenv_until(e->dc, is_leader, e->d, 20000));
+    /* renewing: still the leader after more than a lease duration */
+    gh_kube_testenv_until(e->dc, never, NULL, 5000);
+    assert_true(gh_kube_leader_is_leader(e->d));
+    assert_int_equal(od.started, 1);
+
+    assert_int_equal(kill(e->api.pid, SIGSTOP), 0);
+    double t0 = mono_s();
+    assert_true(gh_kube_testenv_until(e->dc, not_leader, e->d, 30000));
+    double took = mono_s() - t0;
+    fprintf(stderr, "# stepped down %.2fs after the apiserver hung (renew deadline %.0fs, lease "
+                    "%.0fs)\n",
+            took, (double)RENEW_NS / GH_NS_PER_S, (double)LEASE_NS / GH_NS_PER_S);
+    assert_int_equal(od.stopped, 1);
+    /* the last renewal was at most one retry period before the hang */
+    assert_true(took >= (double)(RENEW_NS - RETRY_NS) / GH_NS_PER_S - 0.1);
+    assert_true(took < (double)LEASE_NS / GH_NS_PER_S);
+
+    /* the apiserver answers again: it campaigns and leads again */
+    assert_int_equal(kill(e->api.pid, SIGCONT), 0);
+    assert_true(gh_kube_testenv_until(e->dc, is_leader, e->d, 30000));
+    assert_int_equal(od.started, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_contenders_failover),
         cmocka_unit_test(test_release_hands_over),
+        cmocka_unit_test(test_renew_deadline_on_hung_apiserver),
     };
     return cmocka_run_group_tests_name("kube_leader", tests, setup, teardown);
 }

@@ -360,19 +360,27 @@ static void test_extra_labels(void **state)
     check_corpus_labels(GH_SOURCE_DIR "/test/data/kmsg-extra.txt");
 }
 
+static void test_real_corpus_labels(void **state)
+{
+    (void)state;
+    check_corpus_labels(GH_SOURCE_DIR "/test/data/kmsg-corpus-extra.txt");
+}
+
 /* The same text in any chunking (and with on_line) yields the same signals,
  * labels counts and line counts. */
 static void test_chunking_invariance(void **state)
 {
     (void)state;
-    struct corpus a, b;
+    struct corpus a, b, r;
     corpus_load(&a, GH_SHARED_DIR "/data/kmsg-samples.txt");
     corpus_load(&b, GH_SOURCE_DIR "/test/data/kmsg-extra.txt");
-    size_t len = a.log_len + b.log_len;
+    corpus_load(&r, GH_SOURCE_DIR "/test/data/kmsg-corpus-extra.txt");
+    size_t len = a.log_len + b.log_len + r.log_len;
     char *text = malloc(len);
     assert_non_null(text);
     memcpy(text, a.log, a.log_len);
     memcpy(text + a.log_len, b.log, b.log_len);
+    memcpy(text + a.log_len + b.log_len, r.log, r.log_len);
 
     struct gh_kmsg_stats s0, s1;
     char *whole = run_chunked(text, len, NULL, 0, false, &s0);
@@ -399,6 +407,7 @@ static void test_chunking_invariance(void **state)
     free(text);
     corpus_free(&a);
     corpus_free(&b);
+    corpus_free(&r);
 }
 
 /* ---- signal contents -------------------------------------------------------- */
@@ -1026,6 +1035,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sample_labels),
         cmocka_unit_test(test_extra_labels),
+        cmocka_unit_test(test_real_corpus_labels),
         cmocka_unit_test(test_chunking_invariance),
         cmocka_unit_test(test_sample_signals),
         cmocka_unit_test(test_timestamps),

@@ -139,23 +139,52 @@ static void test_kubeconfig_malformed(void **state)
     (void)state;
     struct gh_kube_config c;
     struct gh_err err;
-    const char *cases[] = {
-        "- a list\n",
-        "kind: Config\n",
-        "kind: Pod\ncurrent-context: x\n",
-        "current-context: x\ncontexts:\n- name: x\n  context: {cluster: c}\nclusters:\n- name: c\n"
-        "  cluster: {server: ftp://x}\n",
-        "current-context: x\ncontexts:\n- name: x\n  context: {cluster: c}\nclusters:\n- name: c\n"
-        "  cluster: {server: https://x, certificate-authority-data: '!!!'}\n",
-        "current-context: x\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\nclusters:\n"
-        "- name: c\n  cluster: {server: https://x}\nusers:\n- name: u\n  user: {client-key-data: "
-        "S0VZ}\n",
+#define CTX "current-context: x\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\n"
+#define CL "clusters:\n- name: c\n  cluster: {server: https://x}\n"
+#define USR "users:\n- name: u\n  user: {token: t}\n"
+    /* each refusal, and the words its message must contain to say what is wrong */
+    static const struct {
+        const char *text, *want1, *want2;
+    } cases[] = {
+        {"- a list\n", "not a mapping", "kubeconfig"},
+        {"kind: Config\n", "no current-context", "kubeconfig"},
+        {"kind: Pod\ncurrent-context: x\n", "kind is \"Pod\"", "not Config"},
+        {"current-context: y\n" CL, "context \"y\"", "not found"},
+        {"current-context: x\ncontexts:\n- name: x\n  context: {user: u}\n" CL, "context \"x\"",
+         "names no cluster"},
+        {CTX "clusters:\n- name: other\n  cluster: {server: https://x}\n", "cluster \"c\"",
+         "not found"},
+        {CTX CL "users:\n- name: someone-else\n  user: {token: t}\n", "user \"u\"", "not found"},
+        {CTX USR "clusters:\n- name: c\n  cluster: {certificate-authority-data: QQ==}\n",
+         "cluster \"c\"", "has no server"},
+        {CTX USR "clusters:\n- name: c\n  cluster: {server: ftp://x}\n", "server \"ftp://x\"",
+         "not an http(s) URL"},
+        {CTX USR "clusters:\n- name: c\n  cluster: {server: https://x, "
+             "certificate-authority-data: "
+             "'!!!'}\n",
+         "certificate-authority-data", "base64"},
+        {CTX CL "users:\n- name: u\n  user: {client-key-data: S0VZ}\n", "user \"u\"",
+         "client key without a certificate"},
+        {CTX CL "users:\n- name: u\n  user: {exec: {command: aws}}\n", "user \"u\"",
+         "exec"},
+        {CTX CL "users:\n- name: u\n  user: {client-certificate: /nonexistent/gh-cert.pem, "
+                "client-key: /nonexistent/gh-key.pem}\n",
+         "client-certificate", "/nonexistent/gh-cert.pem"},
+        {CTX CL "users:\n- name: u\n  user: {tokenFile: /nonexistent/gh-token}\n", "tokenFile",
+         "/nonexistent/gh-token"},
     };
+#undef CTX
+#undef CL
+#undef USR
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        int rc = gh_kubeconfig_parse(cases[i], strlen(cases[i]), NULL, NULL, 0, &c, &err);
+        err.msg[0] = '\0';
+        int rc = gh_kubeconfig_parse(cases[i].text, strlen(cases[i].text), NULL, NULL, 0, &c, &err);
         if (rc == GH_OK)
             fail_msg("case %zu parsed", i);
         assert_null(c.server);
+        if (!strstr(err.msg, cases[i].want1) || !strstr(err.msg, cases[i].want2))
+            fail_msg("case %zu: \"%s\" lacks \"%s\" / \"%s\"", i, err.msg, cases[i].want1,
+                     cases[i].want2);
     }
 }
 

@@ -646,7 +646,7 @@ static void test_error_messages(void **state)
                           "\"state\":\"ok\""),
                       1, GH_EINVAL, "line 1: field \"state\": must be \"saved\" or \"failed\"");
     expect_decode_err(SIG("\"kind\":\"replica_checksum\",\"job\":\"j\",\"step\":1,\"rank\":0,"
-                          "\"replica\":0,\"value\":\"0xab\""),
+                          "\"replica\":0,\"value\":\"0xag\""),
                       1, GH_EINVAL, "line 1: field \"value\": not a hex string");
     expect_decode_err(SIG("\"kind\":\"pod_failed\",\"namespace\":\"ml\",\"pod\":\"p\""), 1,
                       GH_EINVAL, "line 1: field \"reason\": missing");
@@ -675,6 +675,13 @@ static void test_decode_rules(void **state)
     assert_string_equal(out, "{\"ts\":\"2026-11-29T07:00:00.000000Z\",\"node\":\"n\","
                              "\"source\":\"nvml\",\"kind\":\"xid\",\"code\":13}");
     free(out);
+    gh_signal_clear(&s);
+
+    /* a checksum may carry a 0x prefix; it is kept as written */
+    decode_ok(SIG("\"kind\":\"replica_checksum\",\"job\":\"j\",\"step\":1,\"rank\":0,"
+                  "\"replica\":0,\"value\":\"0xAB12\""),
+              &s);
+    assert_string_equal(s.value, "0xAB12");
     gh_signal_clear(&s);
 
     /* integral reals are integers; null is absent */

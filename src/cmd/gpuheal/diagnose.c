@@ -90,11 +90,14 @@ int gh_cmd_diagnose(int argc, char **argv)
         fprintf(stderr, "gpuheal diagnose: %s\n", err.msg);
     if (stats) {
         const struct gh_engine_stats *s = &r.stats;
+        unsigned long long evicted = 0;
+        for (int k = 0; k < GH_KIND__COUNT; k++)
+            evicted += s->timeline.evicted[k];
         fprintf(stderr,
-                "signals=%ld bad_lines=%ld duplicates=%llu late=%llu incidents=%llu findings=%llu "
-                "absorbed=%llu pending=%llu grace=%llu unmatched=%llu bytes=%zu\n",
+                "signals=%ld bad_lines=%ld duplicates=%llu late=%llu evicted=%llu incidents=%llu "
+                "findings=%llu absorbed=%llu pending=%llu grace=%llu unmatched=%llu bytes=%zu\n",
                 r.signals, r.bad_lines, (unsigned long long)s->timeline.duplicates,
-                (unsigned long long)s->timeline.late, (unsigned long long)s->incidents,
+                (unsigned long long)s->timeline.late, evicted, (unsigned long long)s->incidents,
                 (unsigned long long)s->findings, (unsigned long long)s->absorbed,
                 (unsigned long long)s->pending, (unsigned long long)s->grace,
                 (unsigned long long)s->unmatched, s->bytes);

@@ -93,7 +93,10 @@ static void on_line(void *ctx, const char *line, size_t len, const struct gh_kms
 {
     struct run *r = ctx;
     char buf[GH_KMSG_LABEL_MAX];
-    fprintf(r->out, "%s\t%.*s\n", gh_kmsg_label_format(label, buf, sizeof buf), (int)len, line);
+    /* fwrite, not %.*s: the line is echoed byte for byte, NULs included */
+    fprintf(r->out, "%s\t", gh_kmsg_label_format(label, buf, sizeof buf));
+    fwrite(line, 1, len, r->out);
+    fputc('\n', r->out);
 }
 
 static void print_summary(const struct summary *sum, const char *node, FILE *out)
@@ -137,6 +140,34 @@ static int64_t this_host_boot_time(void)
     return ((int64_t)real.tv_sec - boot.tv_sec) * GH_NS_PER_S + (real.tv_nsec - boot.tv_nsec);
 }
 
+/* "Z", "+HH:MM", "-HHMM", "+HH" -> seconds east of UTC. */
+static bool parse_offset(const char *s, int32_t *out)
+{
+    if (strcmp(s, "Z") == 0 || strcmp(s, "z") == 0) {
+        *out = 0;
+        return true;
+    }
+    int sign = s[0] == '-' ? -1 : s[0] == '+' ? 1 : 0;
+    if (!sign)
+        return false;
+    const char *p = s + 1;
+    int d[4], nd = 0;
+    for (; *p && nd < 4; p++) {
+        if (*p == ':' && nd == 2)
+            continue;
+        if (*p < '0' || *p > '9')
+            return false;
+        d[nd++] = *p - '0';
+    }
+    if (*p || (nd != 2 && nd != 4))
+        return false;
+    int h = d[0] * 10 + d[1], m = nd == 4 ? d[2] * 10 + d[3] : 0;
+    if (h > 14 || m > 59)
+        return false;
+    *out = sign * (h * 3600 + m * 60);
+    return true;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -151,6 +182,8 @@ static void usage(FILE *f)
             "                    and the line, in the format of the labelled samples\n"
             "  --summary         a per-device table with the XID catalog's verdicts\n"
             "  --year YYYY       year of syslog stamps that carry none (default: now)\n"
+            "  --utc-offset Z    zone of wall-clock stamps that carry none (syslog,\n"
+            "                    dmesg -T): \"+01:00\", \"-0500\", \"Z\" (default: UTC)\n"
             "  --boot-time T     wall time of boot (RFC 3339), to place since-boot stamps\n"
             "                    ([1234.5], /dev/kmsg records) on the wall clock; \"auto\"\n"
             "                    means this host's boot (the default when FILE is\n"
@@ -186,6 +219,12 @@ int gh_cmd_kmsg_parse(int argc, char **argv)
                 return 2;
             }
             opts.default_year = (int)y;
+        } else if (strcmp(a, "--utc-offset") == 0 && i + 1 < argc) {
+            if (!parse_offset(argv[++i], &opts.tz_offset_s)) {
+                fprintf(stderr, "gpuheal kmsg-parse: --utc-offset: \"%s\" is not +HH:MM\n",
+                        argv[i]);
+                return 2;
+            }
         } else if (strcmp(a, "--boot-time") == 0 && i + 1 < argc) {
             const char *t = argv[++i];
             if (strcmp(t, "auto") == 0) {

@@ -262,7 +262,8 @@ int gh_replay_file(struct gh_replay *r, struct gh_err *err)
         if (json_is_string(name))
             snprintf(r->scenario, sizeof r->scenario, "%s", json_string_value(name));
     }
-    qsort(v, n, sizeof *v, cmp_idx);
+    if (n > 1) /* v is NULL when the file holds no signal (header only, or empty) */
+        qsort(v, n, sizeof *v, cmp_idx);
 
     /* Pass 2: through the engine in time order. */
     struct gh_engine_config cfg;

@@ -33,6 +33,7 @@ struct got {
     enum gh_action actions[GH_INCIDENT_MAX_ACTIONS];
     bool has_ckpt, matched;
     int64_t ckpt_step, first_ts, decided_ts;
+    const char *broken; /* a spec section 3 rule the incident breaks (static), or NULL */
 };
 
 struct gotlist {
@@ -58,6 +59,23 @@ static void collect(void *ctx, const struct gh_incident *inc)
     g->ckpt_step = inc->checkpoint_step;
     g->first_ts = inc->first_ts;
     g->decided_ts = inc->decided_ts;
+    /* What spec section 3 says of every incident, whatever the scenario. */
+    for (size_t i = 1; i < inc->n_evidence && !g->broken; i++)
+        if (inc->evidence[i]->ts_ns < inc->evidence[i - 1]->ts_ns)
+            g->broken = "evidence not oldest first";
+    if (!g->broken && inc->n_evidence == 0)
+        g->broken = "no evidence";
+    if (!g->broken && inc->evidence[0]->ts_ns != inc->first_ts)
+        g->broken = "first_ts is not the ts of the earliest evidence";
+    if (!g->broken && inc->decided_ts < inc->first_ts)
+        g->broken = "decided_ts before first_ts";
+    if (!g->broken && inc->cls == GH_CLASS_APPLICATION && inc->node)
+        g->broken = "an application fault blames a node";
+    for (int i = 0; i < inc->n_actions && !g->broken; i++)
+        if (inc->cls == GH_CLASS_APPLICATION &&
+            (inc->actions[i] == GH_ACT_ISOLATE_NODE || inc->actions[i] == GH_ACT_DRAIN_NODE ||
+             inc->actions[i] == GH_ACT_REPLACE_NODE))
+            g->broken = "an application fault takes a node out of service";
 }
 
 static bool has_action(const struct got *g, enum gh_action a)
@@ -149,7 +167,7 @@ static const char *mismatch(const json_t *e, const struct got *g, char *buf, siz
 struct totals {
     int scenarios, passed;
     int units, class_ok, node_ok;
-    int false_isolations, extras;
+    int false_isolations, extras, broken;
     double decide_sum;
     int decide_n;
     double decide_max;
@@ -266,6 +284,14 @@ static bool score_one(const char *dir, const char *name, const struct gh_policy 
     }
     t->false_isolations += false_iso;
     t->extras += extras;
+    for (int k = 0; k < got->n; k++)
+        if (got->v[k].broken) {
+            t->broken++;
+            if (ok || !why[0])
+                snprintf(why, sizeof why, "spec section 3: %s (%s)", got->v[k].broken,
+                         gh_class_name(got->v[k].cls));
+            ok = false;
+        }
     if (false_iso) {
         ok = false;
         if (!why[0])
@@ -380,6 +406,8 @@ int gh_scenario_score(int argc, char **argv)
            tp->node_ok, tp->units);
     printf("false isolations      %d\n", tp->false_isolations);
     printf("unexpected incidents  %d\n", tp->extras);
+    printf("spec violations       %d (evidence order, first_ts, decided_ts, application blame)\n",
+           tp->broken);
     int nd = tp->decide_n < MAX_GOT ? tp->decide_n : MAX_GOT;
     qsort(tp->decides, (size_t)nd, sizeof tp->decides[0], cmp_double);
     printf("time to decide        median %.1fs, mean %.1fs, max %.1fs over %d incidents "
