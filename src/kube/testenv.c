@@ -363,3 +363,16 @@ int gh_kube_testenv_etcd_compact(int64_t *rev, struct gh_err *err)
         *rev = v;
     return GH_OK;
 }
+
+int gh_kube_testenv_put_configmap(struct gh_kube_client *c, const char *ns, const char *name,
+                                  const char *v, struct gh_err *err)
+{
+    json_t *cm = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s}}", "apiVersion", "v1", "kind",
+                           "ConfigMap", "metadata", "name", name, "namespace", ns, "data", "v", v);
+    if (!cm)
+        return gh_err_set(err, GH_ENOMEM, "out of memory");
+    struct gh_kube_ref ref = {&gh_kube_res_configmaps, ns, name};
+    int rc = gh_kube_patch(c, &ref, NULL, GH_KUBE_PATCH_APPLY, cm, NULL, NULL, err);
+    json_decref(cm);
+    return rc;
+}

@@ -25,6 +25,10 @@ int gh_kube_testenv_namespace(struct gh_kube_client *c, const char *prefix, char
 /* Deletes a namespace (and everything in it), not waiting. */
 int gh_kube_testenv_drop_namespace(struct gh_kube_client *c, const char *name, struct gh_err *err);
 
+/* Creates or updates (server-side apply) ConfigMap ns/name with data.v = v. */
+int gh_kube_testenv_put_configmap(struct gh_kube_client *c, const char *ns, const char *name,
+                                  const char *v, struct gh_err *err);
+
 /* Runs the client loop until done(ud) or timeout_ms of real time passed.
  * Returns true when done(ud) held. */
 typedef bool (*gh_kube_cond_fn)(void *ud);

@@ -843,6 +843,14 @@ static bool is_kernel_tag(const char *s, size_t n)
     return false;
 }
 
+/* Past the host name that a syslog or journald stamp ending at i leaves
+ * before the "kernel:" tag; i itself when the tag comes first. */
+static size_t skip_host(const char *s, size_t n, size_t i)
+{
+    size_t h = skip_sp(s, n, i), he = token_end(s, n, h);
+    return he > h && !is_kernel_tag(s + h, he - h) ? he : i;
+}
+
 /* Is "kernel:" or "<host> kernel:" next after position i? */
 static bool followed_by_kernel_tag(const char *s, size_t n, size_t i)
 {
@@ -955,10 +963,7 @@ static void parse_wrapper(const struct gh_kmsg_parser *p, const char *s, size_t 
         if (isupper((unsigned char)c) && (k = parse_weekday_iso(p, s + i, n - i, &ns)) > 0) {
             if (!w->has_wall)
                 w->has_wall = true, w->wall_ns = ns;
-            i += k;
-            size_t h = skip_sp(s, n, i), he = token_end(s, n, h);
-            if (he > h && !is_kernel_tag(s + h, he - h))
-                i = he;
+            i = skip_host(s, n, i + k);
             continue;
         }
         if (isdigit((unsigned char)c) && (k = parse_epoch(s + i, n - i, &ns)) > 0 &&
@@ -971,11 +976,7 @@ static void parse_wrapper(const struct gh_kmsg_parser *p, const char *s, size_t 
         if (isupper((unsigned char)c) && (k = parse_syslog_stamp(p, s + i, n - i, &ns)) > 0) {
             if (!w->has_wall)
                 w->has_wall = true, w->wall_ns = ns;
-            i += k;
-            /* the host name follows a syslog stamp */
-            size_t h = skip_sp(s, n, i), he = token_end(s, n, h);
-            if (he > h && !is_kernel_tag(s + h, he - h))
-                i = he;
+            i = skip_host(s, n, i + k); /* the host name follows a syslog stamp */
             continue;
         }
         if (islower((unsigned char)c) && (k = decode_prefix(s + i, n - i)) > 0) {

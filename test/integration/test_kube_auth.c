@@ -280,30 +280,42 @@ static void test_token_file_rotation(void **state)
     gh_kube_config_clear(&cfg);
 }
 
-static void test_incluster_path_overrides(void **state)
+/* A service-account mount in e->dir/NAME (token, ca.crt, namespace) and the
+ * fixture apiserver's address split into host and port, as a pod sees them. */
+struct sa_mount {
+    char api[256], host[64], port[16];
+    char token[256], ca[256], ns[256];
+};
+
+static void sa_mount_make(const struct env *e, const char *name, struct sa_mount *m)
 {
-    struct env *e = *state;
     char sub[128];
-    snprintf(sub, sizeof sub, "%s/serviceaccount", e->dir);
+    snprintf(sub, sizeof sub, "%s/%s", e->dir, name);
     mkdir(sub, 0700);
     write_text(sub, "token", e->token);
     write_bytes(sub, "ca.crt", e->admin.ca_pem.data, e->admin.ca_pem.len);
     write_text(sub, "namespace", e->ns);
-    char api[256];
     struct gh_err err;
-    assert_int_equal(gh_kube_testenv_var("GH_KUBE_API", api, sizeof api, &err), GH_OK);
-    const char *hostport = strstr(api, "://") + 3;
-    char host[64];
+    assert_int_equal(gh_kube_testenv_var("GH_KUBE_API", m->api, sizeof m->api, &err), GH_OK);
+    const char *hostport = strstr(m->api, "://") + 3;
     const char *colon = strrchr(hostport, ':');
-    snprintf(host, sizeof host, "%.*s", (int)(colon - hostport), hostport);
-    char tp[256], cp[256], np[256];
-    snprintf(tp, sizeof tp, "%s/token", sub);
-    snprintf(cp, sizeof cp, "%s/ca.crt", sub);
-    snprintf(np, sizeof np, "%s/namespace", sub);
-    struct gh_kube_incluster_paths paths = {tp, cp, np, host, colon + 1};
+    snprintf(m->host, sizeof m->host, "%.*s", (int)(colon - hostport), hostport);
+    snprintf(m->port, sizeof m->port, "%s", colon + 1);
+    snprintf(m->token, sizeof m->token, "%s/token", sub);
+    snprintf(m->ca, sizeof m->ca, "%s/ca.crt", sub);
+    snprintf(m->ns, sizeof m->ns, "%s/namespace", sub);
+}
+
+static void test_incluster_path_overrides(void **state)
+{
+    struct env *e = *state;
+    struct sa_mount m;
+    sa_mount_make(e, "serviceaccount", &m);
+    struct gh_kube_incluster_paths paths = {m.token, m.ca, m.ns, m.host, m.port};
     struct gh_kube_config cfg;
+    struct gh_err err;
     assert_int_equal(gh_kube_incluster_load(&paths, &cfg, &err), GH_OK);
-    assert_string_equal(cfg.server, api);
+    assert_string_equal(cfg.server, m.api);
     struct gh_kube_client *c = NULL;
     assert_int_equal(gh_kube_client_new(&cfg, NULL, &c, &err), GH_OK);
     assert_string_equal(gh_kube_client_namespace(c), e->ns);
@@ -318,24 +330,10 @@ static void test_incluster_path_overrides(void **state)
 static void test_incluster_environment(void **state)
 {
     struct env *e = *state;
-    char sub[128];
-    snprintf(sub, sizeof sub, "%s/sa-env", e->dir);
-    mkdir(sub, 0700);
-    write_text(sub, "token", e->token);
-    write_bytes(sub, "ca.crt", e->admin.ca_pem.data, e->admin.ca_pem.len);
-    write_text(sub, "namespace", e->ns);
-    char api[256];
+    struct sa_mount m;
+    sa_mount_make(e, "sa-env", &m);
+    struct gh_kube_incluster_paths paths = {m.token, m.ca, m.ns, NULL, NULL};
     struct gh_err err;
-    assert_int_equal(gh_kube_testenv_var("GH_KUBE_API", api, sizeof api, &err), GH_OK);
-    const char *hostport = strstr(api, "://") + 3;
-    const char *colon = strrchr(hostport, ':');
-    char host[64];
-    snprintf(host, sizeof host, "%.*s", (int)(colon - hostport), hostport);
-    char tp[256], cp[256], np[256];
-    snprintf(tp, sizeof tp, "%s/token", sub);
-    snprintf(cp, sizeof cp, "%s/ca.crt", sub);
-    snprintf(np, sizeof np, "%s/namespace", sub);
-    struct gh_kube_incluster_paths paths = {tp, cp, np, NULL, NULL};
     struct gh_kube_config cfg;
 
     unsetenv("KUBERNETES_SERVICE_HOST");
@@ -343,14 +341,14 @@ static void test_incluster_environment(void **state)
     assert_int_equal(gh_kube_incluster_load(&paths, &cfg, &err), GH_ENOTFOUND);
     assert_non_null(strstr(err.msg, "KUBERNETES_SERVICE_HOST"));
 
-    setenv("KUBERNETES_SERVICE_HOST", host, 1);
-    setenv("KUBERNETES_SERVICE_PORT", colon + 1, 1);
+    setenv("KUBERNETES_SERVICE_HOST", m.host, 1);
+    setenv("KUBERNETES_SERVICE_PORT", m.port, 1);
     int rc = gh_kube_incluster_load(&paths, &cfg, &err);
     unsetenv("KUBERNETES_SERVICE_HOST");
     unsetenv("KUBERNETES_SERVICE_PORT");
     assert_int_equal(rc, GH_OK);
-    assert_string_equal(cfg.server, api);
-    assert_string_equal(cfg.token_file, tp);
+    assert_string_equal(cfg.server, m.api);
+    assert_string_equal(cfg.token_file, m.token);
     struct gh_kube_client *c = NULL;
     assert_int_equal(gh_kube_client_new(&cfg, NULL, &c, &err), GH_OK);
     assert_string_equal(gh_kube_client_namespace(c), e->ns);
@@ -360,9 +358,9 @@ static void test_incluster_environment(void **state)
     gh_kube_config_clear(&cfg);
 
     /* a missing token file is named in the error */
-    snprintf(tp, sizeof tp, "%s/absent-token", sub);
-    setenv("KUBERNETES_SERVICE_HOST", host, 1);
-    setenv("KUBERNETES_SERVICE_PORT", colon + 1, 1);
+    snprintf(m.token, sizeof m.token, "%s/sa-env/absent-token", e->dir); /* paths.token */
+    setenv("KUBERNETES_SERVICE_HOST", m.host, 1);
+    setenv("KUBERNETES_SERVICE_PORT", m.port, 1);
     rc = gh_kube_incluster_load(&paths, &cfg, &err);
     unsetenv("KUBERNETES_SERVICE_HOST");
     unsetenv("KUBERNETES_SERVICE_PORT");

@@ -132,14 +132,9 @@ static const char *const keep_cm[] = {"/data", "/metadata/labels"};
 
 static void put_cm(struct gh_kube_client *c, const char *ns, const char *name, const char *v)
 {
-    json_t *cm = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s}}", "apiVersion", "v1", "kind",
-                           "ConfigMap", "metadata", "name", name, "namespace", ns, "data", "v", v);
-    struct gh_kube_ref ref = {&gh_kube_res_configmaps, ns, name};
     struct gh_err err;
-    int rc = gh_kube_patch(c, &ref, NULL, GH_KUBE_PATCH_APPLY, cm, NULL, NULL, &err);
-    if (rc)
+    if (gh_kube_testenv_put_configmap(c, ns, name, v, &err))
         fail_msg("apply %s: %s", name, err.msg);
-    json_decref(cm);
 }
 
 static void del_cm(struct gh_kube_client *c, const char *ns, const char *name)

@@ -16,6 +16,7 @@
 #include "common/timeutil.h"
 #include "signal/kmsg.h"
 #include "signal/signal.h"
+#include "kmsg_fixture.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 
@@ -24,18 +25,8 @@
 /* a boot at 2025-11-01T00:00:00Z */
 #define BOOT_NS (1761955200LL * GH_NS_PER_S)
 
-static int64_t clock_fixed(void *ctx)
-{
-    return *(const int64_t *)ctx;
-}
-
 static int64_t now_ns = NOW_NS;
 static const struct gh_clock test_clock = {clock_fixed, &now_ns};
-
-struct rec {
-    struct gh_signal sig;
-    struct gh_kmsg_meta meta;
-};
 
 struct coll {
     struct gh_kmsg_parser *p;
@@ -52,18 +43,7 @@ static int collect(void *ctx, const struct gh_signal *s)
     struct coll *c = ctx;
     if (c->fail_with)
         return c->fail_with;
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? 2 * c->cap : 64;
-        struct rec *v = realloc(c->v, cap * sizeof *v);
-        assert_non_null(v);
-        c->v = v, c->cap = cap;
-    }
-    struct rec *r = &c->v[c->n++];
-    gh_signal_init(&r->sig);
-    assert_int_equal(gh_signal_copy(&r->sig, s, NULL), GH_OK);
-    const struct gh_kmsg_meta *m = gh_kmsg_parser_meta(c->p);
-    assert_non_null(m);
-    r->meta = *m;
+    rec_push(&c->v, &c->n, &c->cap, s, c->p);
     return 0;
 }
 
@@ -82,9 +62,7 @@ static void on_line(void *ctx, const char *line, size_t len, const struct gh_kms
 
 static void coll_free(struct coll *c)
 {
-    for (size_t i = 0; i < c->n; i++)
-        gh_signal_clear(&c->v[i].sig);
-    free(c->v);
+    rec_free_all(c->v, c->n);
     free(c->labels);
     gh_kmsg_parser_free(c->p);
     memset(c, 0, sizeof *c);

@@ -25,6 +25,7 @@
 #include "signal/kmsg.h"
 #include "signal/signal.h"
 #include "signal/signal_json.h"
+#include "kmsg_fixture.h"
 
 /* 2026-11-29T08:00:00Z, a boot at 2026-11-01T00:00:00Z */
 #define NOW_NS (1795939200LL * GH_NS_PER_S)
@@ -32,18 +33,8 @@
 #define MAX_LINES 4096
 #define FOLD_WINDOW GH_KMSG_FOLD_LINES
 
-static int64_t clock_fixed(void *ctx)
-{
-    return *(const int64_t *)ctx;
-}
-
 static int64_t now_ns = NOW_NS;
 static const struct gh_clock test_clock = {clock_fixed, &now_ns};
-
-struct rec {
-    struct gh_signal sig;
-    struct gh_kmsg_meta meta;
-};
 
 /* Signals collected from one run (owned). */
 struct coll {
@@ -55,16 +46,7 @@ struct coll {
 static int collect(void *ctx, const struct gh_signal *s)
 {
     struct coll *c = ctx;
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? 2 * c->cap : 64;
-        struct rec *v = realloc(c->v, cap * sizeof *v);
-        assert_non_null(v);
-        c->v = v, c->cap = cap;
-    }
-    struct rec *r = &c->v[c->n++];
-    gh_signal_init(&r->sig);
-    assert_int_equal(gh_signal_copy(&r->sig, s, NULL), GH_OK);
-    r->meta = *gh_kmsg_parser_meta(c->p);
+    rec_push(&c->v, &c->n, &c->cap, s, c->p);
     return 0;
 }
 
@@ -87,9 +69,7 @@ static void coll_new(struct coll *c, int32_t tz)
 
 static void coll_free(struct coll *c)
 {
-    for (size_t i = 0; i < c->n; i++)
-        gh_signal_clear(&c->v[i].sig);
-    free(c->v);
+    rec_free_all(c->v, c->n);
     gh_kmsg_parser_free(c->p);
     memset(c, 0, sizeof *c);
 }
