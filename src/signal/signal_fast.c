@@ -517,22 +517,6 @@ static bool opt_string(const struct val *v, char **dst, bool *oom)
     return !present(v) || string(v, false, dst, oom);
 }
 
-static bool is_hex(const char *s, size_t n)
-{
-    if (n > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) { /* "0x1f" as well as "1f" */
-        s += 2;
-        n -= 2;
-    }
-    if (n == 0)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') || (ch >= 'A' && ch <= 'F')))
-            return false;
-    }
-    return true;
-}
-
 static bool loss(const struct val *v, double *out)
 {
     if (number(v, false, out))
@@ -642,7 +626,7 @@ static bool build(const struct ctx *c, struct gh_signal *s, bool *oom)
         if (!integer(&v[K_REPLICA], 0, INT_MAX, &x))
             return false;
         s->replica = (int)x;
-        if (!string(&v[K_VALUE], true, &s->value, oom) || !is_hex(v[K_VALUE].s, v[K_VALUE].n))
+        if (!string(&v[K_VALUE], true, &s->value, oom) || !gh_hex_valid(v[K_VALUE].s, v[K_VALUE].n))
             return false;
         return true;
     }

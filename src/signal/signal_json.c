@@ -270,7 +270,7 @@ static bool node_required(enum gh_source src, enum gh_kind kind)
     }
 }
 
-static bool is_hex(const char *s, size_t n)
+bool gh_hex_valid(const char *s, size_t n)
 {
     if (n > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) { /* "0x1f" as well as "1f" */
         s += 2;
@@ -445,7 +445,7 @@ static int decode_field(const struct dec *d, const struct field *f, struct gh_si
         rc = get_string(d, f->name, v, f->required, AT(s, f->off, char *));
         if (!rc && f->type == F_HEX) {
             const char *h = *AT(s, f->off, char *);
-            if (!is_hex(h, strlen(h)))
+            if (!gh_hex_valid(h, strlen(h)))
                 rc = FIELD_ERR(d, f->name, "not a hex string");
         }
         break;
@@ -754,7 +754,7 @@ static int check_field(const struct field *f, const struct gh_signal *s, struct 
     case F_HEX: {
         const char *v = *CAT(s, f->off, char *);
         int rc = check_string(f->name, v, f->required, err);
-        if (!rc && f->type == F_HEX && !is_hex(v, strlen(v)))
+        if (!rc && f->type == F_HEX && !gh_hex_valid(v, strlen(v)))
             rc = gh_err_set(err, GH_EINVAL, "field \"%s\": not a hex string", f->name);
         return rc;
     }
