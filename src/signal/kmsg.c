@@ -155,6 +155,15 @@ struct uuid_ent {
     char uuid[UUID_LEN];
 };
 
+/* Lines seen so far for one device and counter (pcie, nic, nvlink kinds). */
+struct occ_ent {
+    uint64_t age;
+    int64_t n;
+    const char *counter;    /* a string literal of this file */
+    char pci[PCI_LEN];
+};
+#define OCC_MAX GH_KMSG_OCC_MAX
+
 struct gh_kmsg_parser {
     char *node, *boot_id;
     int64_t boot_ns;
@@ -180,6 +189,10 @@ struct gh_kmsg_parser {
     uint64_t uuid_age;
 
     struct sx_open sx[SX_OPEN_MAX];
+
+    struct occ_ent occ[OCC_MAX];
+    size_t occ_n;
+    uint64_t occ_age;
 
     /* "The NVIDIA GPU <bdf>" seen, waiting for "fallen off the bus" */
     bool pr_open;
@@ -861,6 +874,29 @@ static bool followed_by_kernel_tag(const char *s, size_t n, size_t i)
     return ae > a && be > b && is_kernel_tag(s + b, be - b);
 }
 
+/* A syslog or journald stamp in a locale we cannot read ("jan. 29 20:50:17",
+ * month names in CJK locales) before "[host] kernel:": the offset just past that tag,
+ * 0 when the line does not start so. Such lines get no wall-clock stamp. */
+static size_t foreign_stamp(const char *s, size_t n, size_t i)
+{
+    bool clock = false;
+    for (int t = 0; t < 6 && i < n; t++) {
+        i = skip_sp(s, n, i);
+        size_t te = token_end(s, n, i);
+        if (te == i)
+            return 0;
+        if (clock && is_kernel_tag(s + i, te - i))
+            return te;
+        long long h, mi, sec;
+        int64_t frac;
+        size_t k;
+        if (!clock && (k = parse_hms(s + i, te - i, &h, &mi, &sec)) > 0)
+            clock = i + k + parse_frac(s + i + k, te - i - k, &frac) == te;
+        i = te;
+    }
+    return 0;
+}
+
 /* util-linux `dmesg --decode` (-x) puts "%-6s:%-6s: " (facility, level) in
  * front of the stamp: "kern  :warn  : ", "daemon:err   : ". Returns the bytes
  * of that prefix at s, 0 when there is none. */
@@ -986,6 +1022,10 @@ static void parse_wrapper(const struct gh_kmsg_parser *p, const char *s, size_t 
         size_t te = token_end(s, n, i);
         if (is_kernel_tag(s + i, te - i) || is_level_word(s + i, te - i)) {
             i = te;
+            continue;
+        }
+        if (iter == 0 && (k = foreign_stamp(s, n, i)) > 0) {
+            i = k;
             continue;
         }
         /* "<host> kernel:" and "<host>: kern:" */
@@ -1489,6 +1529,31 @@ static int do_sxid(struct gh_kmsg_parser *p, struct line_ctx *lc, size_t x, stru
     return GH_OK;
 }
 
+/* How many lines so far named this device (or none) and counter, this one
+ * included: the cumulative count of spec section 1. The table is bounded; an
+ * entry evicted (least recently used) starts again at 1, which readers of
+ * cumulative counters take as a reset. */
+static int64_t occ_count(struct gh_kmsg_parser *p, const char *pci, const char *counter)
+{
+    const char *key = pci ? pci : "";
+    struct occ_ent *lru = NULL;
+    for (size_t i = 0; i < p->occ_n; i++) {
+        struct occ_ent *o = &p->occ[i];
+        if (strcmp(o->counter, counter) == 0 && strcmp(o->pci, key) == 0) {
+            o->age = ++p->occ_age;
+            return ++o->n;
+        }
+        if (!lru || o->age < lru->age)
+            lru = o;
+    }
+    struct occ_ent *o = p->occ_n < OCC_MAX ? &p->occ[p->occ_n++] : lru;
+    snprintf(o->pci, sizeof o->pci, "%s", key);
+    o->counter = counter;
+    o->n = 1;
+    o->age = ++p->occ_age;
+    return 1;
+}
+
 static int emit_simple(struct gh_kmsg_parser *p, struct line_ctx *lc, enum gh_kind kind,
                        const char *ms, const char *pci, const char *counter, struct gh_err *err)
 {
@@ -1496,6 +1561,10 @@ static int emit_simple(struct gh_kmsg_parser *p, struct line_ctx *lc, enum gh_ki
     if (tmp_begin(p, lc, kind, ms, (size_t)(lc->s + lc->n - ms), &m) ||
         set_cstr(&p->tmp.pci, pci) || set_cstr(&p->tmp.counter, counter))
         return oom(err);
+    if (counter) {
+        p->tmp.has_count = true;
+        p->tmp.count = occ_count(p, pci, counter);
+    }
     return emit_signal(p, &p->tmp, &m, err);
 }
 
@@ -1581,6 +1650,11 @@ static int do_nvrm(struct gh_kmsg_parser *p, struct line_ctx *lc, size_t a, stru
             k += 4;
         else if (!parse_bdf(body + k, bn - k, true, pci, NULL))
             goto none;
+        /* older drivers: "NVRM: GPU at %04x:%02x:%02x.%x has fallen off the bus." */
+        if (k == 7 && find(body + k, bn - k, "fallen off the bus")) {
+            set_other(lc, GH_KMSG_O_GPU_FALLEN_OFF_BUS);
+            return emit_simple(p, lc, GH_KIND_GPU_LOST, s + a, pci, NULL, err);
+        }
         set_other(lc, GH_KMSG_O_GPU_UUID_MAP);
         if (parse_bdf(body + k, bn - k, true, pci, &used)) {
             k += used;
@@ -1897,6 +1971,10 @@ static int slow_line(struct gh_kmsg_parser *p, const char *s, size_t raw_len,
     memset(&lc, 0, sizeof lc);
     lc.s = s;
     lc.n = n;
+    /* a UTF-8 byte order mark opening the input (files saved by some editors
+     * and Windows tools) is no part of the first line's wrapper */
+    if (p->line_no == 1 && n >= 3 && memcmp(s, "\xEF\xBB\xBF", 3) == 0)
+        lc.s += 3, lc.n -= 3;
     rc = classify(p, &lc, err);
     note_seq(p, s, n);
     switch (lc.label.cls) {

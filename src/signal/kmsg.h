@@ -47,7 +47,11 @@
  *   other=gpu_serial, probe_failed, peermem_invalid_context,
  *   mlx5_access_reg_err, nccl_segfault   nothing: label only (no kind in
  *                                  spec/signals.md fits, or benign).
- * Counters from the kernel log are single occurrences: has_count is false.
+ * A signal with a counter (pcie, nic, nvlink) carries count: the number of
+ * such lines this parser has seen for that device (pci, or none) and counter,
+ * this one included, i.e. a cumulative counter as spec section 1 has them
+ * (the table of devices is bounded, GH_KMSG_OCC_MAX; an evicted one restarts
+ * at 1, which reads as a counter reset).
  * msg is the kernel message without its wrapper (stamp, host, "kernel:"),
  * at most 4096 bytes. Every string of a signal is valid UTF-8: a byte of the
  * log that starts no valid sequence (and a NUL) becomes U+FFFD; gh_kmsg_parser_meta() adds the /dev/kmsg seq, the MIG
@@ -92,6 +96,8 @@
 #define GH_KMSG_REJECTS_KEEP 16
 /* Entries in the PCI -> UUID map (the oldest is replaced when full). */
 #define GH_KMSG_UUID_MAX 64
+/* devices x counters whose occurrences are counted (see count above) */
+#define GH_KMSG_OCC_MAX 256
 /* opts.boot_time_ns value meaning "boot time unknown". */
 #define GH_KMSG_BOOT_UNKNOWN INT64_MIN
 

@@ -5,7 +5,11 @@
 # spec JSON lines with the line's own time; lines with invalid UTF-8, NULs,
 # CRLF or 20 000 bytes still give valid signals; zone-less stamps follow
 # --utc-offset/--year; a line that looks like an Xid but does not parse is
-# reported with its reason; bad usage exits 2 with a message.
+# reported with its reason; bad usage exits 2 with a message. Then the
+# command as an outside harness runs it (no trailing newline, CRLF, BOM,
+# tabs, 1 MiB lines, binary garbage, empty file, directory, two files, a
+# pipe into head, an unwritable output) and every signal of the four corpora
+# against spec section 1.
 set -uo pipefail
 gh="$GH_BIN/gpuheal"
 src="$GH_SOURCE_DIR"
@@ -15,7 +19,7 @@ ok()  { pass=$((pass + 1)); echo "ok   - $*"; }
 bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
 
 for corpus in "$src/test/data/shared/data/kmsg-samples.txt" "$src/test/data/kmsg-extra.txt" \
-              "$src/test/data/kmsg-corpus-extra.txt"; do
+              "$src/test/data/kmsg-corpus-extra.txt" "$src/test/data/kmsg-corpus-extra2.txt"; do
   [ -f "$corpus" ] || { bad "corpus $corpus missing"; continue; }
   grep -v '^#' "$corpus" > "$tmp/corpus"; corpus_name=$(basename "$corpus"); corpus="$tmp/corpus"
   cut -f2- "$corpus" > "$tmp/raw"
@@ -133,6 +137,88 @@ fi
 if [ $rc -eq 2 ] && grep -q 'not a year' "$tmp/u.err"; then ok "bad --year: exit 2 with reason"; else bad "bad --year: rc=$rc"; fi
 "$gh" kmsg-parse /nonexistent/file 2> "$tmp/u.err"; rc=$?
 if [ $rc -eq 1 ] && grep -q '/nonexistent/file' "$tmp/u.err"; then ok "missing file: exit 1 naming it"; else bad "missing file: rc=$rc"; fi
+
+# ---- the command as an outside harness runs it ---------------------------
+X='[ 1108.858286] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python3, GPU has fallen off the bus.'
+XTS='"ts":"2026-11-01T00:18:28.858286Z"'   # --boot-time 2026-11-01T00:00:00Z + 1108.858286 s
+printf '%s' "$X" > "$tmp/h.nonl"
+printf '%s\r\n' "$X" > "$tmp/h.crlf"
+printf '\xef\xbb\xbf%s\n' "$X" > "$tmp/h.bom"
+printf '\t%s\n' "$X" > "$tmp/h.tab"
+for f in nonl crlf bom tab; do
+  "$gh" kmsg-parse --node N --boot-time 2026-11-01T00:00:00Z "$tmp/h.$f" > "$tmp/h.out" 2> "$tmp/h.err"; rc=$?
+  if [ $rc -eq 0 ] && [ "$(wc -l < "$tmp/h.out")" -eq 1 ] && grep -qF "$XTS" "$tmp/h.out" &&
+     grep -q '"pci":"0000:3b:00.0".*"code":79,"pid":1234,"process":"python3"' "$tmp/h.out" && [ ! -s "$tmp/h.err" ]; then
+    ok "file with $f: one signal, ts from its dmesg stamp"
+  else
+    bad "file with $f: rc=$rc"; cat "$tmp/h.out" "$tmp/h.err"
+  fi
+done
+"$gh" kmsg-parse --node N --boot-time 2026-11-01T00:00:00Z - < "$tmp/h.bom" > "$tmp/h.out"
+if grep -qF "$XTS" "$tmp/h.out"; then ok "'-' reads stdin (with a BOM)"; else bad "stdin: $(cat "$tmp/h.out")"; fi
+# A 1 MiB line before and one 1 MiB Xid line: both read, the long one cut, run OK.
+{ head -c 1048576 /dev/zero | tr '\0' A; printf '\n%s\n' "$X"; printf '%s' "$X"; head -c 1048576 /dev/zero | tr '\0' B; printf '\n'; } > "$tmp/h.long"
+"$gh" kmsg-parse --node N "$tmp/h.long" > "$tmp/h.out" 2> "$tmp/h.err"; rc=$?
+if [ $rc -eq 0 ] && [ "$(grep -c '"code":79' "$tmp/h.out")" -eq 2 ] && [ "$(awk '{ if (length($0) > m) m = length($0) } END { print m }' "$tmp/h.out")" -lt 5000 ]; then
+  ok "1 MiB lines: both Xids found, msg bounded"
+else
+  bad "1 MiB lines: rc=$rc"; cut -c1-200 "$tmp/h.out" "$tmp/h.err"
+fi
+# Binary garbage around one Xid line: the Xid comes out, the run succeeds.
+{ head -c 262144 /dev/urandom; printf '\n%s\n' "$X"; head -c 65536 /dev/urandom; } > "$tmp/h.bin"
+"$gh" kmsg-parse --node N "$tmp/h.bin" > "$tmp/h.out" 2> "$tmp/h.err"; rc=$?
+if [ $rc -eq 0 ] && grep -q '"code":79,"pid":1234' "$tmp/h.out"; then
+  ok "binary garbage: run succeeds, the Xid between is found"
+else
+  bad "binary garbage: rc=$rc"; head -c 300 "$tmp/h.err"
+fi
+: > "$tmp/h.empty"
+"$gh" kmsg-parse --node N "$tmp/h.empty" > "$tmp/h.out" 2> "$tmp/h.err"; rc=$?
+if [ $rc -eq 0 ] && [ ! -s "$tmp/h.out" ] && [ ! -s "$tmp/h.err" ]; then ok "empty file: no output, exit 0"; else bad "empty file: rc=$rc"; fi
+"$gh" kmsg-parse --node N "$tmp" > /dev/null 2> "$tmp/h.err"; rc=$?
+if [ $rc -eq 1 ] && grep -q 'Is a directory' "$tmp/h.err"; then ok "directory: exit 1, 'Is a directory'"; else bad "directory: rc=$rc $(cat "$tmp/h.err")"; fi
+"$gh" kmsg-parse --node N "$tmp/h.crlf" "$tmp/h.bom" > /dev/null 2> "$tmp/h.err"; rc=$?
+if [ $rc -eq 2 ] && grep -q 'one FILE only' "$tmp/h.err"; then ok "two FILEs: exit 2"; else bad "two FILEs: rc=$rc"; fi
+# Piped into head: killed by SIGPIPE, nothing on stderr.
+for i in $(seq 1 3000); do printf '[ %d.5] NVRM: Xid (PCI:0000:3b:00): 13, pid=%d, name=p, Graphics Exception\n' "$i" "$i"; done > "$tmp/h.many"
+"$gh" kmsg-parse --node N "$tmp/h.many" 2> "$tmp/h.err" | head -n 1 > /dev/null
+if [ ! -s "$tmp/h.err" ]; then ok "piped into head: no error output"; else bad "piped into head: $(head -c 300 "$tmp/h.err")"; fi
+"$gh" kmsg-parse --node N "$tmp/h.many" > /dev/full 2> "$tmp/h.err"; rc=$?
+if [ $rc -eq 1 ] && [ -s "$tmp/h.err" ]; then ok "output cannot be written: exit 1 with a message"; else bad "/dev/full: rc=$rc"; fi
+
+# Spec section 1 on every signal of every corpus: ts RFC 3339 UTC with
+# microseconds, pci as dddd:bb:dd.f, the kinds' fields; pcie/nic/nvlink
+# signals carry counter and a count that grows per device and counter.
+for c in "$src/test/data/shared/data/kmsg-samples.txt" "$src/test/data/kmsg-extra.txt" \
+         "$src/test/data/kmsg-corpus-extra.txt" "$src/test/data/kmsg-corpus-extra2.txt"; do
+  grep -v '^#' "$c" | cut -f2-
+done > "$tmp/all.raw"
+"$gh" kmsg-parse --node gpu-9 --boot-time 2026-11-01T00:00:00Z "$tmp/all.raw" > "$tmp/all.jsonl"
+badlines=$(grep -cvE '^\{"ts":"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z","node":"gpu-9",("pci":"[0-9a-f]{4,5}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]",)?("uuid":"GPU-[^"]*",)?"source":"kmsg","kind":"(xid|sxid|gpu_lost|pcie|nic|nvlink)",' "$tmp/all.jsonl")
+nkinds=$(grep -o '"kind":"[a-z_]*"' "$tmp/all.jsonl" | sort -u | wc -l)
+if [ "$badlines" -eq 0 ] && [ "$nkinds" -eq 6 ]; then
+  ok "$(wc -l < "$tmp/all.jsonl") signals of 6 kinds: ts with microseconds, pci dddd:bb:dd.f, spec field order"
+else
+  bad "$badlines signal lines off the spec form ($nkinds kinds):"; grep -vE '"ts":"[^"]*\.[0-9]{6}Z"' "$tmp/all.jsonl" | head -3
+fi
+missing=$(grep -E '"kind":"(xid|sxid)"' "$tmp/all.jsonl" | grep -cv '"code":[0-9]')
+missing=$((missing + $(grep -E '"kind":"(pcie|nic|nvlink)"' "$tmp/all.jsonl" | grep -cvE '"counter":"[a-z_]+","count":[1-9][0-9]*')))
+missing=$((missing + $(grep '"kind":"gpu_lost"' "$tmp/all.jsonl" | grep -c '"pci"' | awk '{ print ($1 == 0) }')))
+missing=$((missing + $(grep '"kind":"sxid"' "$tmp/all.jsonl" | grep -cv '"switch":"nvidia-nvswitch[0-9]*"')))
+if [ "$missing" -eq 0 ]; then
+  ok "xid/sxid have code (sxid its switch), pcie/nic/nvlink counter and count, gpu_lost its pci"
+else
+  bad "$missing signals lack their kind's fields"
+fi
+printf '%s\n' 'pcieport 0000:00:03.0: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, (Requester ID)' \
+  'pcieport 0000:00:03.1: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, (Requester ID)' \
+  'pcieport 0000:00:03.0: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, (Requester ID)' > "$tmp/aer"
+if [ "$("$gh" kmsg-parse --node n "$tmp/aer" | sed -E 's/.*"pci":"([^"]*)".*"counter":"aer_fatal","count":([0-9]+).*/\1=\2/' | tr '\n' ' ')" = \
+     '0000:00:03.0=1 0000:00:03.1=1 0000:00:03.0=2 ' ]; then
+  ok "AER count is cumulative per device"
+else
+  bad "AER count: $("$gh" kmsg-parse --node n "$tmp/aer")"
+fi
 
 echo "kmsg_parse: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -188,11 +188,12 @@ static void sig_text(const struct rec *r, char *buf, size_t cap)
 {
     const struct gh_signal *s = &r->sig;
     char ts[GH_RFC3339_MAX];
-    snprintf(buf, cap, "%s %s code=%d pci=%s pid=%s%lld proc=%s sw=%s ctr=%s node=%s id=%s ts=%s "
-             "line=%llu gi=%d ci=%d fold=%d msg=%s",
+    snprintf(buf, cap, "%s %s code=%d pci=%s pid=%s%lld proc=%s sw=%s ctr=%s n=%s%lld node=%s "
+             "id=%s ts=%s line=%llu gi=%d ci=%d fold=%d msg=%s",
              gh_source_name(s->source), gh_kind_name(s->kind), s->code, str_or(s->pci),
              s->has_pid ? "" : "-", (long long)s->pid, str_or(s->process), str_or(s->switch_id),
-             str_or(s->counter), str_or(s->node), str_or(s->id),
+             str_or(s->counter), s->has_count ? "" : "-", (long long)s->count, str_or(s->node),
+             str_or(s->id),
              gh_time_format_rfc3339(s->ts_ns, ts, sizeof ts), (unsigned long long)r->meta.line_no,
              r->meta.gpu_instance, r->meta.compute_instance, r->meta.folded, str_or(s->msg));
 }
@@ -344,21 +345,29 @@ static void test_real_corpus_labels(void **state)
     check_corpus_labels(GH_SOURCE_DIR "/test/data/kmsg-corpus-extra.txt");
 }
 
+static void test_real_corpus2_labels(void **state)
+{
+    (void)state;
+    check_corpus_labels(GH_SOURCE_DIR "/test/data/kmsg-corpus-extra2.txt");
+}
+
 /* The same text in any chunking (and with on_line) yields the same signals,
  * labels counts and line counts. */
 static void test_chunking_invariance(void **state)
 {
     (void)state;
-    struct corpus a, b, r;
+    struct corpus a, b, r, r2;
     corpus_load(&a, GH_SHARED_DIR "/data/kmsg-samples.txt");
     corpus_load(&b, GH_SOURCE_DIR "/test/data/kmsg-extra.txt");
     corpus_load(&r, GH_SOURCE_DIR "/test/data/kmsg-corpus-extra.txt");
-    size_t len = a.log_len + b.log_len + r.log_len;
+    corpus_load(&r2, GH_SOURCE_DIR "/test/data/kmsg-corpus-extra2.txt");
+    size_t len = a.log_len + b.log_len + r.log_len + r2.log_len;
     char *text = malloc(len);
     assert_non_null(text);
     memcpy(text, a.log, a.log_len);
     memcpy(text + a.log_len, b.log, b.log_len);
     memcpy(text + a.log_len + b.log_len, r.log, r.log_len);
+    memcpy(text + a.log_len + b.log_len + r.log_len, r2.log, r2.log_len);
 
     struct gh_kmsg_stats s0, s1;
     char *whole = run_chunked(text, len, NULL, 0, false, &s0);
@@ -386,6 +395,7 @@ static void test_chunking_invariance(void **state)
     corpus_free(&a);
     corpus_free(&b);
     corpus_free(&r);
+    corpus_free(&r2);
 }
 
 /* ---- signal contents -------------------------------------------------------- */
@@ -489,7 +499,8 @@ static void test_sample_signals(void **state)
     r = find_sig(&c, GH_KIND_NIC, "insufficient power");
     assert_string_equal(r->sig.counter, "pcie_insufficient_power");
     assert_string_equal(r->sig.pci, "0000:5c:00.0");
-    assert_false(r->sig.has_count);
+    assert_true(r->sig.has_count);     /* the first such line for this adapter */
+    assert_int_equal(r->sig.count, 1);
     assert_int_equal(r->sig.ts_ns, iso("2024-12-01T14:54:40Z"));
     assert_true(strncmp(r->sig.msg, "mlx5_core 0000:5c:00.0:", 23) == 0);
 
@@ -788,6 +799,55 @@ static void test_gpu_lost(void **state)
     coll_free(&c);
 }
 
+/* Inputs an outside harness feeds: a byte order mark before the first
+ * stamp, syslog stamps in other locales, the older drivers' one-line GPU
+ * loss, and counter signals counted per device. */
+static void test_outside_inputs(void **state)
+{
+    (void)state;
+    struct coll c;
+    coll_std(&c);
+    feed_str(&c,
+             "\xEF\xBB\xBF[ 1108.858286] NVRM: Xid (PCI:0000:3b:00): 13, pid=1, name=a, x\n"
+             "jan. 29 20:50:17 kevin kernel: pcieport 0000:00:1c.5: PCIe Bus Error: "
+             "severity=Corrected, type=Physical Layer, id=00e5(Receiver ID)\n"
+             "\xE5\x8D\x81\xE4\xB8\x80\xE6\x9C\x88 15 14:15:47 leon kernel: pcieport 0000:00:1c.5:"
+             "    [ 0] Receiver Error\n"
+             "[   49.261458] NVRM: GPU at 0000:01:00.0 has fallen off the bus.\n"
+             "NVRM: GPU at 0000:01:00: GPU-009fc6be-db2e-11be-ceae-9ba664de1bac\n"
+             "pcieport 0000:00:1c.5: PCIe Bus Error: severity=Corrected, type=Physical Layer\n"
+             "pcieport 0000:00:1c.4: PCIe Bus Error: severity=Corrected, type=Physical Layer\n"
+             "pcieport 0000:00:1c.5: PCIe Bus Error: severity=Corrected, type=Physical Layer\n"
+             "[ 2.0] \xEF\xBB\xBFNVRM: Xid (PCI:0000:3b:00): 13, pid=1, name=a, x\n");
+    assert_int_equal(gh_kmsg_parser_flush(c.p, NULL), GH_OK);
+    assert_int_equal(c.n, 7);
+    /* the BOM is no part of the stamp: boot time + 1108.858286 s */
+    assert_int_equal(c.v[0].sig.ts_ns, BOOT_NS + 1108858286000LL);
+    assert_int_equal(c.v[0].meta.stamp, GH_KMSG_STAMP_BOOT);
+    /* a month we cannot read: no wall stamp, the time of reading */
+    assert_int_equal(c.v[1].sig.kind, GH_KIND_PCIE);
+    assert_int_equal(c.v[1].sig.ts_ns, NOW_NS);
+    assert_int_equal(c.v[1].meta.stamp, GH_KMSG_STAMP_NONE);
+    assert_string_equal(c.v[1].sig.pci, "0000:00:1c.5");
+    /* (the detail line behind the CJK stamp emits nothing; its label is
+     * checked by the H10 group of kmsg-corpus-extra2.txt) */
+    assert_int_equal(c.v[2].sig.kind, GH_KIND_GPU_LOST);
+    assert_string_equal(c.v[2].sig.pci, "0000:01:00.0");
+    assert_int_equal(c.v[2].meta.label.other, GH_KMSG_O_GPU_FALLEN_OFF_BUS);
+    /* a cumulative count per device and counter */
+    assert_true(c.v[1].sig.has_count);
+    assert_int_equal(c.v[1].sig.count, 1);
+    assert_int_equal(c.v[3].sig.count, 2);
+    assert_string_equal(c.v[4].sig.pci, "0000:00:1c.4");
+    assert_int_equal(c.v[4].sig.count, 1);
+    assert_int_equal(c.v[5].sig.count, 3);
+    assert_false(c.v[0].sig.has_count);
+    /* a BOM inside the input is just bytes (it breaks the stamp, not the Xid) */
+    assert_int_equal(c.v[6].sig.kind, GH_KIND_XID);
+    assert_int_equal(c.v[6].sig.code, 13);
+    coll_free(&c);
+}
+
 /* ---- rejects ------------------------------------------------------------------- */
 
 static void test_rejects(void **state)
@@ -1014,6 +1074,7 @@ int main(void)
         cmocka_unit_test(test_sample_labels),
         cmocka_unit_test(test_extra_labels),
         cmocka_unit_test(test_real_corpus_labels),
+        cmocka_unit_test(test_real_corpus2_labels),
         cmocka_unit_test(test_chunking_invariance),
         cmocka_unit_test(test_sample_signals),
         cmocka_unit_test(test_timestamps),
@@ -1021,6 +1082,7 @@ int main(void)
         cmocka_unit_test(test_mig_and_fields),
         cmocka_unit_test(test_sxid_folding),
         cmocka_unit_test(test_gpu_lost),
+        cmocka_unit_test(test_outside_inputs),
         cmocka_unit_test(test_rejects),
         cmocka_unit_test(test_partial_lines),
         cmocka_unit_test(test_long_lines),

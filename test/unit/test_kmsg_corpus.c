@@ -141,9 +141,10 @@ static void oracle_init(struct oracle *o)
     rx(&o->sxid, "SXid \\(PCI:([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\\.([0-7])\\)");
     rx(&o->sw, "(nvidia-nvswitch[0-9]+): SXid");
     rx(&o->sx_cont, "SXid \\([^)]*\\): [0-9]+, (Data \\{|Severity |.*data\\[[0-9])");
-    /* NV_DEV_PRINTF: "NVRM: GPU %04x:%02x:%02x.%x: GPU has fallen off the bus." */
-    rx(&o->lost_bus, "NVRM: GPU (([0-9a-f]{4}):)?([0-9a-f]{2}):([0-9a-f]{2})\\.([0-7]): .*fallen "
-                     "off the bus");
+    /* NV_DEV_PRINTF: "NVRM: GPU %04x:%02x:%02x.%x: GPU has fallen off the bus.";
+     * older drivers: "NVRM: GPU at %04x:%02x:%02x.%x has fallen off the bus." */
+    rx(&o->lost_bus, "NVRM: GPU (at )?(([0-9a-f]{4}):)?([0-9a-f]{2}):([0-9a-f]{2})\\.([0-7])"
+                     "(: .*| has )fallen off the bus");
     /* "NVRM: The NVIDIA GPU %04x:%02x:%02x.%x" ... "fallen off the bus and is
      * not responding to commands." */
     rx(&o->probe_gpu, "NVRM: The NVIDIA GPU ([0-9a-f]{4}):([0-9a-f]{2}):([0-9a-f]{2})\\.([0-7])");
@@ -289,11 +290,11 @@ static void expect_line(const struct oracle *o, const struct corpus *cp, size_t 
     case GH_KMSG_O_GPU_FALLEN_OFF_BUS:
         e->kind = GH_KIND_GPU_LOST;
         if (match(&o->lost_bus, s, m, 8)) {
-            if (m[2].rm_so < 0)      /* no domain printed: domain 0 */
-                snprintf(e->pci, sizeof e->pci, "0000:%.2s:%.2s.%c", s + m[3].rm_so,
-                         s + m[4].rm_so, s[m[5].rm_so]);
+            if (m[3].rm_so < 0)      /* no domain printed: domain 0 */
+                snprintf(e->pci, sizeof e->pci, "0000:%.2s:%.2s.%c", s + m[4].rm_so,
+                         s + m[5].rm_so, s[m[6].rm_so]);
             else
-                pci_from(s, m, 2, s[m[5].rm_so], e->pci, sizeof e->pci);
+                pci_from(s, m, 3, s[m[6].rm_so], e->pci, sizeof e->pci);
         }
         break;
     case GH_KMSG_O_GPU_LOST_PROBE:
@@ -327,10 +328,13 @@ static void expect_line(const struct oracle *o, const struct corpus *cp, size_t 
         break;
     }
     case GH_KMSG_O_MLX5_PCIE_INSUFFICIENT_POWER:
-        e->kind = GH_KIND_NIC, e->counter = "pcie_insufficient_power";
-        break;
     case GH_KMSG_O_MLX5_PORT_MODULE_ERROR:
-        e->kind = GH_KIND_NIC, e->counter = "port_module_error";
+        e->kind = GH_KIND_NIC;
+        e->counter = l->other == GH_KMSG_O_MLX5_PORT_MODULE_ERROR ? "port_module_error"
+                                                                  : "pcie_insufficient_power";
+        if (match(&o->aer_dev, s, m, 2))   /* the adapter's dev_printk prefix */
+            snprintf(e->pci, sizeof e->pci, "%.*s", (int)(m[1].rm_eo - m[1].rm_so),
+                     s + m[1].rm_so);
         break;
     case GH_KMSG_O_NVLINK_POST_RX_DETECT_FAILURE:
         e->kind = GH_KIND_NVLINK, e->counter = "post_rx_detect_failure";
@@ -361,6 +365,12 @@ static size_t score(const char *path, size_t min_lines)
 
     struct sx_state sx[16];
     memset(sx, 0, sizeof sx);
+    /* a counter signal's count: the lines so far for its device and counter */
+    static struct tally {
+        char key[64];
+        int64_t n;
+    } tally[256];
+    size_t ntally = 0;
     size_t want_signals = 0, bad = 0, folded = 0;
     for (size_t i = 0; i < cp.n; i++) {
         struct expect e;
@@ -378,6 +388,20 @@ static size_t score(const char *path, size_t min_lines)
                          gh_kind_name(own->sig.kind));
         } else {
             want_signals++;
+            int64_t want_count = 0;
+            if (e.counter) {
+                char key[64];
+                snprintf(key, sizeof key, "%s/%s", e.pci, e.counter);
+                size_t t = 0;
+                while (t < ntally && strcmp(tally[t].key, key) != 0)
+                    t++;
+                if (t == ntally) {
+                    assert_true(ntally < 256);
+                    snprintf(tally[ntally].key, sizeof tally[ntally].key, "%s", key);
+                    tally[ntally++].n = 0;
+                }
+                want_count = ++tally[t].n;
+            }
             int64_t iso_ns;
             enum wall w = line_wall(&o, cp.raw[i], &iso_ns);
             if (nown != 1)
@@ -395,6 +419,10 @@ static size_t score(const char *path, size_t min_lines)
             else if (e.counter && (!own->sig.counter || strcmp(own->sig.counter, e.counter)))
                 snprintf(why, sizeof why, "counter %s, want %s",
                          own->sig.counter ? own->sig.counter : "-", e.counter);
+            else if (e.counter && (!own->sig.has_count || own->sig.count != want_count))
+                snprintf(why, sizeof why, "count %lld, want %lld (cumulative per device)",
+                         own->sig.has_count ? (long long)own->sig.count : -1LL,
+                         (long long)want_count);
             else if ((w == W_WALL && own->meta.stamp != GH_KMSG_STAMP_WALL) ||
                      (w == W_BOOT && own->meta.stamp != GH_KMSG_STAMP_BOOT) ||
                      (w == W_NONE && own->sig.ts_ns != NOW_NS))
@@ -453,6 +481,14 @@ static void test_score_real_corpus(void **state)
 {
     (void)state;
     score(GH_SOURCE_DIR "/test/data/kmsg-corpus-extra.txt", 250);
+}
+
+/* A second real corpus, from sources the first one does not use (see
+ * test/data/kmsg-corpus-extra2.sources). */
+static void test_score_real_corpus2(void **state)
+{
+    (void)state;
+    score(GH_SOURCE_DIR "/test/data/kmsg-corpus-extra2.txt", 100);
 }
 
 /* ---- every wrapper around the same message ------------------------------------ */
@@ -671,6 +707,7 @@ int main(void)
         cmocka_unit_test(test_score_samples),
         cmocka_unit_test(test_score_extra),
         cmocka_unit_test(test_score_real_corpus),
+        cmocka_unit_test(test_score_real_corpus2),
         cmocka_unit_test(test_wrappers),
         cmocka_unit_test(test_kmsg_dict_lines),
         cmocka_unit_test(test_unclean_bytes),

@@ -172,7 +172,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: gpuheal kmsg-parse [--node NAME] [--labels | --summary] [--year YYYY]\n"
-            "                          [--boot-time RFC3339] [FILE|-]\n"
+            "                          [--utc-offset Z] [--boot-time RFC3339|auto] [FILE|-]\n"
             "Reads kernel-log text (raw /dev/kmsg records, dmesg, dmesg -T, syslog,\n"
             "journald) and writes the NVIDIA GPU/NVSwitch/PCIe/NIC events in it as signals\n"
             "(JSON lines, spec section 1). Lines that look like an Xid/SXid but do not\n"
@@ -197,6 +197,7 @@ int gh_cmd_kmsg_parse(int argc, char **argv)
     gh_kmsg_opts_init(&opts);
     char host[256] = "";
     const char *path = "-";
+    bool path_given = false;
     int status = 1;
     FILE *in = NULL;
 
@@ -237,8 +238,13 @@ int gh_cmd_kmsg_parse(int argc, char **argv)
             fprintf(stderr, "gpuheal kmsg-parse: unknown option \"%s\"\n", a);
             usage(stderr);
             return 2;
+        } else if (path_given) {
+            fprintf(stderr, "gpuheal kmsg-parse: one FILE only (got \"%s\" and \"%s\")\n", path,
+                    a);
+            return 2;
         } else {
             path = a;
+            path_given = true;
         }
     }
     if (strcmp(path, "/dev/kmsg") == 0 && opts.boot_time_ns == GH_KMSG_BOOT_UNKNOWN)
