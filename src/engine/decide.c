@@ -19,6 +19,7 @@ struct episode {
     bool active;
     enum gh_class cls;
     int strength;
+    unsigned acts; /* bit per enum gh_action the incident chose */
     int64_t first_ts, expires, decided;
     int64_t anomaly_ts, anomaly_step;
 };
@@ -310,7 +311,11 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
     /* Evidence of a cause already decided joins it, unless it calls for more. */
     struct episode *ep = f->node ? episode_find(d, 'n', f->node)
                                  : f->job ? episode_find(d, 'j', f->job) : NULL;
-    if (episode_open(ep, now) && strength(base, n_base) <= ep->strength) {
+    unsigned asked = 0; /* what the source asks for beyond the open incident */
+    for (int i = 0; i < f->n_requested; i++)
+        asked |= 1u << f->requested[i];
+    if (episode_open(ep, now) && strength(base, n_base) <= ep->strength &&
+        (asked & ~ep->acts) == 0) {
         /* Evidence keeps a node's episode open, but for at most two
          * episodes after the decision: a node that still fails jobs after
          * its incident's actions (back from repair, still broken) is a new
@@ -431,12 +436,24 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
         memcpy(acts, base, (size_t)n_base * sizeof acts[0]);
         n_acts = n_base;
     }
+    /* What the source asks for (XID 154's recovery action) comes first. */
+    enum gh_action all[GH_POLICY_MAX_ACTIONS + 4];
+    int n_all = 0;
+    for (int i = 0; i < f->n_requested && i < 4; i++)
+        all[n_all++] = f->requested[i];
     for (int i = 0; i < n_acts; i++) {
-        if (!inc.node && targets_node(acts[i]))
+        bool dup = false;
+        for (int k = 0; k < n_all; k++)
+            dup |= all[k] == acts[i];
+        if (!dup)
+            all[n_all++] = acts[i];
+    }
+    for (int i = 0; i < n_all && inc.n_actions < GH_INCIDENT_MAX_ACTIONS; i++) {
+        if (!inc.node && targets_node(all[i]))
             continue;
-        if (!inc.job && acts[i] == GH_ACT_RESTART_FROM_CHECKPOINT)
+        if (!inc.job && all[i] == GH_ACT_RESTART_FROM_CHECKPOINT)
             continue;
-        inc.actions[inc.n_actions++] = acts[i];
+        inc.actions[inc.n_actions++] = all[i];
     }
     if (inc.n_actions == 0)
         inc.actions[inc.n_actions++] = GH_ACT_NONE;
@@ -513,9 +530,18 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
     if (inc.node || inc.job) {
         struct episode *ne = slot(d->episodes, ekey, sizeof *ne);
         if (ne) {
+            /* a follow-up within an open episode adds to what it chose */
+            bool was_open = episode_open(ne, now);
+            int prev = was_open ? ne->strength : 0;
+            if (!was_open)
+                ne->acts = 0;
             ne->active = true;
             ne->cls = inc.cls;
             ne->strength = strength(inc.actions, inc.n_actions);
+            if (ne->strength < prev)
+                ne->strength = prev;
+            for (int i = 0; i < inc.n_actions; i++)
+                ne->acts |= 1u << inc.actions[i];
             /* SDC keeps the incident's strength floor: a follow-up that
              * localises the bad node must still be able to isolate it. */
             ne->first_ts = inc.first_ts;

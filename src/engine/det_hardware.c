@@ -32,7 +32,14 @@ struct gstate {
     int64_t throttle_last[2];
     const struct gh_tl_entry *throttle_ev[2]; /* the streak's first reading (ref) */
     bool remap_pending, remap_failure, remap_seen;
+    int64_t sxid_fatal_ts;     /* node level: the latest fatal SXid (0: none) */
+    int n_sxid_minor;          /* node level: non-fatal SXids within the hour ... */
+    int64_t sxid_minor_since;  /* ... counted since this ts */
 };
+
+#define SXID_PROPAGATION_NS (10 * GH_NS_PER_S) /* a fatal SXid shows on GPUs as XID 74 */
+#define SXID_MINOR_REPEAT 5                     /* non-fatal SXids in an hour that matter */
+#define SXID_MINOR_WINDOW_NS (3600 * GH_NS_PER_S)
 
 struct hw {
     struct gh_strmap *gpus;     /* "node/gpu" -> struct gstate * */
@@ -94,12 +101,13 @@ static struct gstate *gpu_state(struct hw *h, const struct gh_signal *s)
 
 /* Feeds a cumulative reading; returns the increase now (*delta) and the sum
  * of increases within window ending at ts. The first reading is a baseline
- * (counters count since boot); a drop means a reset: the new value is the
- * increase. */
+ * (device counters count since boot) unless from_zero (a count of logged
+ * events, which the kernel-log parser starts at 0: its first reading is all
+ * new); a drop means a reset: the new value is the increase. */
 static int64_t counter_feed(struct counter *c, int64_t ts, int64_t value, int64_t window,
-                            int64_t *delta)
+                            bool from_zero, int64_t *delta)
 {
-    int64_t d = 0;
+    int64_t d = c->has_last || !from_zero ? 0 : value;
     if (c->has_last)
         d = value >= c->last ? value - c->last : value;
     c->last = value;
@@ -134,11 +142,14 @@ static struct counter *counter_for(struct hw *h, const struct gh_signal *s, cons
     return gh_strmap_get_or_alloc(h->counters, key, sizeof(struct counter), NULL, NULL);
 }
 
-static void report(struct gh_engine *e, const struct gh_tl_entry *ent, enum gh_class cls,
-                   enum gh_severity sev, int code, bool has_metric, double metric, const char *what)
+static void report_full(struct gh_engine *e, const struct gh_tl_entry *ent, enum gh_class cls,
+                        enum gh_severity sev, int code, bool has_metric, double metric,
+                        const char *what, const enum gh_action *req, int n_req)
 {
     struct gh_finding f;
     gh_finding_init(&f);
+    for (int i = 0; i < n_req && i < 4; i++)
+        f.requested[f.n_requested++] = req[i];
     f.cls = cls;
     f.kind = ent->sig.kind;
     f.code = code;
@@ -155,7 +166,71 @@ static void report(struct gh_engine *e, const struct gh_tl_entry *ent, enum gh_c
     gh_ctx_report(e, &f);
 }
 
-static void on_xid(struct gh_engine *e, const struct gh_tl_entry *ent)
+static void report(struct gh_engine *e, const struct gh_tl_entry *ent, enum gh_class cls,
+                   enum gh_severity sev, int code, bool has_metric, double metric, const char *what)
+{
+    report_full(e, ent, cls, sev, code, has_metric, metric, what, NULL, 0);
+}
+
+static void report_req(struct gh_engine *e, const struct gh_tl_entry *ent, enum gh_class cls,
+                       enum gh_severity sev, int code, const char *what,
+                       const enum gh_action *req, int n_req)
+{
+    report_full(e, ent, cls, sev, code, false, 0, what, req, n_req);
+}
+
+/* The node-level state ("node/-1"), NULL without a node. */
+static struct gstate *node_state(struct hw *h, const char *node)
+{
+    if (!node)
+        return NULL;
+    char key[300];
+    gh_strmap_key_int(key, sizeof key, node, '/', -1);
+    bool created;
+    struct gstate *g = gh_strmap_get_or_alloc(h->gpus, key, sizeof *g, NULL, &created);
+    if (g && created) {
+        g->throttle_since[0] = g->throttle_since[1] = INT64_MIN;
+        g->throttle_last[0] = g->throttle_last[1] = INT64_MIN;
+    }
+    return g;
+}
+
+/* XID 154 names the recovery the driver now requires ("... changed from 0x0
+ * (None) to 0x2 (Node Reboot Required)"): nvmlDeviceGpuRecoveryAction_t.
+ * Returns how many actions it put in out; -1 when the message says none. */
+static int recovery_actions(const char *msg, enum gh_action *out)
+{
+    const char *p = msg ? strstr(msg, " to 0x") : NULL;
+    if (!p)
+        return -1;
+    char *end;
+    long v = strtol(p + 6, &end, 16);
+    if (end == p + 6)
+        return -1;
+    switch (v) {
+    case 1: /* GPU reset */
+    case 6: /* bus reset */
+        out[0] = GH_ACT_RESET_GPU;
+        return 1;
+    case 2: /* node reboot */
+    case 7: /* system reboot */
+        out[0] = GH_ACT_REBOOT_NODE;
+        return 1;
+    case 3: /* drain peer-to-peer work */
+        out[0] = GH_ACT_DRAIN_NODE;
+        return 1;
+    case 4: /* drain and reset */
+        out[0] = GH_ACT_DRAIN_NODE;
+        out[1] = GH_ACT_RESET_GPU;
+        return 2;
+    case 0: /* none: the earlier action is no longer needed */
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+static void on_xid(struct hw *h, struct gh_engine *e, const struct gh_tl_entry *ent)
 {
     const struct gh_signal *s = &ent->sig;
     const struct gh_xid_info *x = gh_xid_lookup(s->code);
@@ -172,19 +247,100 @@ static void on_xid(struct gh_engine *e, const struct gh_tl_entry *ent)
     }
     if (x->severity <= GH_SEV_INFO && x->code >= 0)
         return;
+    if (s->code == 74 && s->node) {
+        /* A fatal NVSwitch error reaches the GPUs as XID 74: the SXid's
+         * incident is the root cause; this joins it. */
+        struct gstate *n = node_state(h, s->node);
+        if (n && n->sxid_fatal_ts && ent->ts_ns - n->sxid_fatal_ts <= SXID_PROPAGATION_NS &&
+            gh_ctx_node_episode(e, s->node, ent->ts_ns, NULL)) {
+            gh_ctx_absorbed(e, ent);
+            return;
+        }
+    }
+    enum gh_action req[4];
+    int n_req = s->code == 154 ? recovery_actions(s->msg, req) : -1;
+    if (n_req == 0)
+        return; /* XID 154 saying no recovery is needed any more */
     gh_sfmt(what, sizeof what, "XID %d (%s) on %s: %s %s fault", s->code,
              x->code >= 0 ? x->summary : "not in the catalog", where,
              gh_severity_name(x->severity), gh_class_name(x->cls));
-    report(e, ent, x->cls, x->severity, s->code, false, 0, what);
+    if (n_req > 0) {
+        const char *m = strstr(s->msg, " to 0x");
+        gh_sfmt(what, sizeof what, "XID 154 on %s: the driver changed the GPU's recovery action%.60s",
+                 where, m);
+    }
+    report_req(e, ent, x->cls, x->severity, s->code, what, req, n_req > 0 ? n_req : 0);
 }
 
-static void on_sxid(struct gh_engine *e, const struct gh_tl_entry *ent)
+/* An SXid's weight from its code (the Fabric Manager guide's classes as
+ * NVSentinel and gpud map them, shared/data/gpu-signals.md 1.5), else from
+ * the line's own "Fatal"/"Non-fatal". INFO: ignore; LOW: only when it keeps
+ * coming; HIGH: may take the fabric down; CRITICAL: always fatal. */
+static enum gh_severity sxid_severity(int code, const char *msg)
+{
+    static const int ignore[] = {10001, 10002, 10005, 11012, 11021, 11022, 11023, 12021, 12023,
+                                 15008, 15011, 19049, 20001, 22013, 26008};
+    static const int minor[] = {10004, 11004, 20009, 20010, 20012, 25010,
+                                28001, 28003, 28005};
+    static const int fatal[] = {10003, 12020, 12028, 14017, 19084, 22003, 22011, 28006};
+    for (size_t i = 0; i < sizeof ignore / sizeof ignore[0]; i++)
+        if (code == ignore[i])
+            return GH_SEV_INFO;
+    for (size_t i = 0; i < sizeof minor / sizeof minor[0]; i++)
+        if (code == minor[i])
+            return GH_SEV_LOW;
+    if (code >= 27001 && code <= 27007)
+        return GH_SEV_LOW;
+    for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
+        if (code == fatal[i])
+            return GH_SEV_CRITICAL;
+    if ((code >= 23001 && code <= 23017 && code != 23009 && code != 23017) ||
+        (code >= 26001 && code <= 26007))
+        return GH_SEV_CRITICAL;
+    if (code == 20034 || (code >= 24007 && code <= 24010))
+        return GH_SEV_HIGH;
+    if (msg && strcasestr(msg, "non-fatal"))
+        return GH_SEV_LOW;
+    if (msg && strcasestr(msg, "fatal"))
+        return GH_SEV_HIGH;
+    return GH_SEV_MEDIUM;
+}
+
+static void on_sxid(struct hw *h, struct gh_engine *e, const struct gh_tl_entry *ent)
 {
     const struct gh_signal *s = &ent->sig;
+    enum gh_severity sev = sxid_severity(s->code, s->msg);
+    struct gstate *n = node_state(h, s->node);
+    if (n)
+        n->seen = ent->ts_ns;
+    if (sev <= GH_SEV_INFO)
+        return;
     char what[320];
-    gh_sfmt(what, sizeof what, "NVSwitch SXID %d on %s%s%s", s->code, s->node ? s->node : "?",
-             s->switch_id ? " " : "", s->switch_id ? s->switch_id : "");
-    report(e, ent, GH_CLASS_INTERCONNECT, GH_SEV_MEDIUM, s->code, false, 0, what);
+    if (sev == GH_SEV_LOW) {
+        /* Non-fatal: a link to check when it keeps coming, not at once. */
+        if (!n)
+            return;
+        if (n->n_sxid_minor == 0 || ent->ts_ns - n->sxid_minor_since > SXID_MINOR_WINDOW_NS) {
+            n->n_sxid_minor = 0;
+            n->sxid_minor_since = ent->ts_ns;
+        }
+        if (++n->n_sxid_minor < SXID_MINOR_REPEAT)
+            return;
+        n->n_sxid_minor = 0;
+        gh_sfmt(what, sizeof what, "%d non-fatal NVSwitch SXids (latest %d) within an hour on %s%s%s",
+                 SXID_MINOR_REPEAT, s->code, s->node ? s->node : "?", s->switch_id ? " " : "",
+                 s->switch_id ? s->switch_id : "");
+        report(e, ent, GH_CLASS_INTERCONNECT, GH_SEV_MEDIUM, s->code, false, 0, what);
+        return;
+    }
+    if (sev >= GH_SEV_HIGH && n)
+        n->sxid_fatal_ts = ent->ts_ns;
+    gh_sfmt(what, sizeof what, "%s NVSwitch SXID %d on %s%s%s",
+             sev == GH_SEV_CRITICAL ? "fatal" : sev == GH_SEV_HIGH ? "potentially fatal" : "",
+             s->code, s->node ? s->node : "?", s->switch_id ? " " : "",
+             s->switch_id ? s->switch_id : "");
+    report(e, ent, GH_CLASS_INTERCONNECT, sev, s->code, false, 0,
+           what[0] == ' ' ? what + 1 : what);
 }
 
 static void on_ecc(struct hw *h, struct gh_engine *e, const struct gh_tl_entry *ent)
@@ -201,7 +357,8 @@ static void on_ecc(struct hw *h, struct gh_engine *e, const struct gh_tl_entry *
         } else {
             struct counter *c = counter_for(h, s, s->is_volatile ? "v" : "a");
             bool first = c && !c->has_last;
-            int64_t sum = c ? counter_feed(c, ent->ts_ns, s->count, st->counter_window_ns, &delta)
+            int64_t sum = c ? counter_feed(c, ent->ts_ns, s->count, st->counter_window_ns,
+                                            s->source == GH_SRC_KMSG, &delta)
                             : 0;
             (void)sum;
             if (c)
@@ -224,7 +381,8 @@ static void on_ecc(struct hw *h, struct gh_engine *e, const struct gh_tl_entry *
     struct counter *c = counter_for(h, s, s->is_volatile ? "v" : "a");
     if (!c)
         return;
-    int64_t delta, sum = counter_feed(c, ent->ts_ns, s->count, st->counter_window_ns, &delta);
+    int64_t delta, sum = counter_feed(c, ent->ts_ns, s->count, st->counter_window_ns,
+                                      s->source == GH_SRC_KMSG, &delta);
     if (delta <= 0)
         return;
     gh_sfmt(what, sizeof what, "%lld correctable (single-bit) ECC errors within %llds on %s",
@@ -246,23 +404,46 @@ static void on_row_remap(struct hw *h, struct gh_engine *e, const struct gh_tl_e
     g->remap_seen = true;
     g->remap_failure = s->failure;
     g->remap_pending = s->pending;
-    if (new_failure) {
+    if (!new_failure && !new_pending)
+        return;
+    if (new_failure)
         gh_sfmt(what, sizeof what,
                  "row remapping failed on %s (%lld uncorrectable rows): the GPU has no spare rows left",
                  where, (long long)s->uncorrectable);
-        report(e, ent, GH_CLASS_GPU_MEMORY, GH_SEV_CRITICAL, -1, false, 0, what);
-    } else if (new_pending) {
+    else
         gh_sfmt(what, sizeof what,
                  "a row remap is pending on %s (%lld uncorrectable rows): it takes effect at the next GPU reset",
                  where, (long long)s->uncorrectable);
-        report(e, ent, GH_CLASS_GPU_MEMORY, GH_SEV_MEDIUM, -1, false, 0, what);
-    }
+    struct gh_finding f;
+    gh_finding_init(&f);
+    f.cls = GH_CLASS_GPU_MEMORY;
+    f.kind = s->kind;
+    f.severity = new_failure ? GH_SEV_CRITICAL : GH_SEV_MEDIUM;
+    f.node = s->node;
+    f.gpu = s->gpu;
+    /* The kernel's remap event (XID 63) or failure (XID 64) on this GPU just
+     * before the NVML reading is the same event: its evidence, and first. */
+    const struct gh_tl_entry *v[8];
+    size_t nv = s->node ? gh_timeline_query(gh_ctx_timeline(e), GH_TL_NODE, s->node, -1,
+                                            GH_KIND_BIT(GH_KIND_XID),
+                                            ent->ts_ns - gh_ctx_settings(e)->counter_window_ns,
+                                            ent->ts_ns, true, v, 8)
+                          : 0;
+    for (size_t i = 0; i < nv; i++)
+        if ((v[i]->sig.code == 63 || v[i]->sig.code == 64) && gh_ctx_gpu_of(e, &v[i]->sig) == s->gpu)
+            gh_finding_add(&f, v[i]);
+    gh_finding_add(&f, ent);
+    f.first_ts = f.evidence[0]->ts_ns;
+    gh_sfmt(f.what, sizeof f.what, "%s", what);
+    if (s->node)
+        gh_ctx_note_hw_alert(e, s->node, ent->ts_ns);
+    gh_ctx_report(e, &f);
 }
 
 static bool fatal_counter(const char *c)
 {
     return c && (strcasestr(c, "uncorrectable") || strcasestr(c, "fatal") ||
-                 strcasestr(c, "surprise_down"));
+                 strcasestr(c, "surprise_down") || strcasestr(c, "recovery_failed"));
 }
 
 static void on_link_counter(struct hw *h, struct gh_engine *e, const struct gh_tl_entry *ent)
@@ -274,7 +455,8 @@ static void on_link_counter(struct hw *h, struct gh_engine *e, const struct gh_t
     struct counter *c = counter_for(h, s, NULL);
     if (!c)
         return;
-    int64_t delta, sum = counter_feed(c, ent->ts_ns, s->count, st->counter_window_ns, &delta);
+    int64_t delta, sum = counter_feed(c, ent->ts_ns, s->count, st->counter_window_ns,
+                                      s->source == GH_SRC_KMSG, &delta);
     if (delta <= 0)
         return;
     char where[300], what[320], link[32] = "";
@@ -379,10 +561,10 @@ static void hw_on_signal(void *state, struct gh_engine *e, const struct gh_tl_en
     char where[300], what[320];
     switch (s->kind) {
     case GH_KIND_XID:
-        on_xid(e, ent);
+        on_xid(h, e, ent);
         break;
     case GH_KIND_SXID:
-        on_sxid(e, ent);
+        on_sxid(h, e, ent);
         break;
     case GH_KIND_ECC:
         on_ecc(h, e, ent);

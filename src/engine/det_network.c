@@ -15,11 +15,17 @@
 #define MAX_WATCH 4096
 #define FLAPS 16
 #define ERR_SAMPLES 32
+/* After a boot a port is down until its link trains: its first down-then-up
+ * within this long of node_ready is the link coming up, not a flap (the
+ * default policy's boot grace for low-severity findings). */
+#define BOOT_BRINGUP_NS (600 * GH_NS_PER_S)
 
 struct port {
     int64_t down_since;              /* INT64_MIN: up */
     const struct gh_tl_entry *down_ev;
     bool dead_reported, watched;
+    bool bringup;                    /* down since a boot, never seen up since */
+    int64_t up_seen;                 /* the latest reading that said up */
     int n_flaps;
     int64_t flap_ts[FLAPS];
 };
@@ -194,8 +200,16 @@ static void on_nic(struct net *n, struct gh_engine *e, const struct gh_tl_entry 
     struct port *p = gh_strmap_get_or_alloc(n->ports, key, sizeof *p, &pidx, &created);
     if (!p)
         return;
-    if (created)
+    if (created) {
         p->down_since = INT64_MIN;
+        p->up_seen = INT64_MIN;
+    }
+    bool booting = false; /* only a down (or a link_downed count) asks */
+    if (s->state == GH_LINK_DOWN || (s->counter && strcasecmp(s->counter, "link_downed") == 0)) {
+        int64_t boot = gh_ctx_boot_ts(e, s->node);
+        booting = boot != INT64_MIN && ent->ts_ns >= boot && ent->ts_ns - boot < BOOT_BRINGUP_NS &&
+                  p->up_seen < boot;
+    }
     bool counted_flap = false;
     if (s->counter && s->has_count) {
         char ckey[500];
@@ -218,7 +232,7 @@ static void on_nic(struct net *n, struct gh_engine *e, const struct gh_tl_entry 
                 if (strcasecmp(s->counter, "link_downed") == 0) {
                     /* The link went down since the last reading. When it is
                      * up now (or the state is not said), that was a flap. */
-                    if (s->state != GH_LINK_DOWN && p->down_since == INT64_MIN) {
+                    if (s->state != GH_LINK_DOWN && p->down_since == INT64_MIN && !booting) {
                         flap(n, e, p, ent, ent->ts_ns, NULL);
                         counted_flap = true;
                     }
@@ -252,16 +266,21 @@ static void on_nic(struct net *n, struct gh_engine *e, const struct gh_tl_entry 
         p->down_since = ent->ts_ns;
         p->down_ev = gh_tl_ref(ent);
         p->dead_reported = false;
+        p->bringup = booting;
         p->watched = true;
         watch(n, pidx);
-        gh_ctx_note_hw_alert(e, s->node, ent->ts_ns);
+        if (!booting) /* a link training after a boot explains no failure */
+            gh_ctx_note_hw_alert(e, s->node, ent->ts_ns);
     } else if (s->state == GH_LINK_UP && p->down_since != INT64_MIN) {
-        if (!p->dead_reported && !counted_flap)
+        if (!p->dead_reported && !counted_flap && !p->bringup)
             flap(n, e, p, ent, p->down_since, p->down_ev);
+        p->bringup = false;
         p->down_since = INT64_MIN;
         gh_tl_unref(p->down_ev);
         p->down_ev = NULL;
     }
+    if (s->state == GH_LINK_UP)
+        p->up_seen = ent->ts_ns;
 }
 
 /* ---- collective timeouts ---------------------------------------------- */

@@ -40,6 +40,8 @@ struct gh_finding {
     int64_t first_ts;         /* earliest evidence (0: take it from the evidence) */
     int64_t anomaly_ts;       /* resume from a checkpoint saved before this (0: first_ts) */
     int64_t anomaly_step;     /* ... and with a step below this (-1: any) */
+    int n_requested;          /* actions the source itself asks for (XID 154), */
+    enum gh_action requested[4]; /* done first, before the rule's own */
     size_t n_evidence;
     const struct gh_tl_entry *evidence[GH_FINDING_MAX_EVIDENCE];
     char what[320];           /* the reason's first half: what was seen, in words */
@@ -100,6 +102,8 @@ enum gh_outcome gh_ctx_report(struct gh_engine *e, const struct gh_finding *f);
 
 /* Shared facts between detectors, per node. */
 void gh_ctx_note_boot(struct gh_engine *e, const char *node, int64_t ts);
+/* The node's latest boot (node_ready), INT64_MIN when none was seen. */
+int64_t gh_ctx_boot_ts(struct gh_engine *e, const char *node);
 /* Significant hardware (or link) evidence on node at ts: explains failures. */
 void gh_ctx_note_hw_alert(struct gh_engine *e, const char *node, int64_t ts);
 /* Latest hardware alert on node within [since, until]; false when none. */

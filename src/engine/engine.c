@@ -553,6 +553,12 @@ void gh_ctx_note_boot(struct gh_engine *e, const char *node, int64_t ts)
         f->boot_ts = ts;
 }
 
+int64_t gh_ctx_boot_ts(struct gh_engine *e, const char *node)
+{
+    const struct facts *f = facts_get(e, node, false);
+    return f ? f->boot_ts : INT64_MIN;
+}
+
 void gh_ctx_note_hw_alert(struct gh_engine *e, const char *node, int64_t ts)
 {
     struct facts *f = facts_get(e, node, true);
