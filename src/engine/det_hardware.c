@@ -86,10 +86,11 @@ static void hw_destroy(void *state)
     free(h);
 }
 
-static struct gstate *gpu_state(struct hw *h, const struct gh_signal *s)
+/* The state of GPU gpu on node ("node/gpu"; gpu -1: the node itself). */
+static struct gstate *state_at(struct hw *h, const char *node, int gpu)
 {
     char key[300];
-    gh_strmap_key_int(key, sizeof key, s->node, '/', s->gpu); /* "%s/%d", no printf */
+    gh_strmap_key_int(key, sizeof key, node, '/', gpu); /* "%s/%d", no printf */
     bool created;
     struct gstate *g = gh_strmap_get_or_alloc(h->gpus, key, sizeof *g, NULL, &created);
     if (g && created) {
@@ -97,6 +98,11 @@ static struct gstate *gpu_state(struct hw *h, const struct gh_signal *s)
         g->throttle_last[0] = g->throttle_last[1] = INT64_MIN;
     }
     return g;
+}
+
+static struct gstate *gpu_state(struct hw *h, const struct gh_signal *s)
+{
+    return state_at(h, s->node, s->gpu);
 }
 
 /* Feeds a cumulative reading; returns the increase now (*delta) and the sum
@@ -182,17 +188,7 @@ static void report_req(struct gh_engine *e, const struct gh_tl_entry *ent, enum 
 /* The node-level state ("node/-1"), NULL without a node. */
 static struct gstate *node_state(struct hw *h, const char *node)
 {
-    if (!node)
-        return NULL;
-    char key[300];
-    gh_strmap_key_int(key, sizeof key, node, '/', -1);
-    bool created;
-    struct gstate *g = gh_strmap_get_or_alloc(h->gpus, key, sizeof *g, NULL, &created);
-    if (g && created) {
-        g->throttle_since[0] = g->throttle_since[1] = INT64_MIN;
-        g->throttle_last[0] = g->throttle_last[1] = INT64_MIN;
-    }
-    return g;
+    return node ? state_at(h, node, -1) : NULL;
 }
 
 /* XID 154 names the recovery the driver now requires ("... changed from 0x0
