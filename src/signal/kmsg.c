@@ -14,6 +14,7 @@
  * (trigger || AER context || on_line), so the emitted signals do not depend
  * on how the input was chunked; the fuzz target checks exactly that. */
 #include "signal/kmsg.h"
+#include "signal/signal_json.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -408,33 +409,11 @@ static void trim_end(const char *s, size_t *n)
         (*n)--;
 }
 
-/* Length of the valid UTF-8 sequence (RFC 3629) at s[0..n), 0 when there is
- * none. NUL counts as invalid: the text goes into C strings. */
+/* Length of the valid UTF-8 sequence at s[0..n), 0 when there is none.
+ * NUL counts as invalid: the text goes into C strings. */
 static size_t utf8_seq(const unsigned char *s, size_t n)
 {
-    unsigned c = s[0], k;
-    uint32_t cp;
-    if (c && c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF)
-        k = 1, cp = c & 0x1F;
-    else if (c >= 0xE0 && c <= 0xEF)
-        k = 2, cp = c & 0x0F;
-    else if (c >= 0xF0 && c <= 0xF4)
-        k = 3, cp = c & 0x07;
-    else
-        return 0;
-    if (n <= k)
-        return 0;
-    for (unsigned j = 1; j <= k; j++) {
-        if ((s[j] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[j] & 0x3F);
-    }
-    if ((k == 2 && cp < 0x800) || (k == 3 && cp < 0x10000) || cp > 0x10FFFF ||
-        (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return k + 1;
+    return s[0] ? gh_utf8_seq((const char *)s, n) : 0;
 }
 
 /* Length of the run of ASCII bytes other than NUL at s[0..n), eight bytes
