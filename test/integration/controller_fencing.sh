@@ -108,7 +108,7 @@ if [ $PG_RC = 0 ]; then
   PC=$(port_of C)
   ready() { curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PC/readyz"; }
   leader_gauge() { curl -s "http://127.0.0.1:$PC/metrics" | awk '$1 == "gpuheal_controller_leader" {print $2}'; }
-  check "C ready" is 200 ready
+  check "C ready" wait_for 20 is 200 ready
   runas "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m fast -w stop >/dev/null 2>&1
   check "not ready once the store cannot record" wait_for 20 is 503 ready
   check "C steps down (event=store_step_down at level error)" wait_for 30 \
