@@ -1441,9 +1441,10 @@ static void store_check(struct gh_controller *ctl)
     gh_store_watch_state(ctl->watch, &st);
     if (st.changes != ctl->store.changes) {
         if (st.ok)
-            GH_LOG(GH_LOG_INFO, "event=store_recovered down_s=%.1f failures=%llu (ready again "
-                   "while leading)", (double)(st.since_ns - ctl->store.since_ns) / 1e9,
-                   (unsigned long long)(st.failures - ctl->store.failures));
+            /* the snapshot taken at the outage counts its first failed write */
+            GH_LOG(GH_LOG_INFO, "event=store_recovered down_s=%.1f failed_writes=%llu (ready "
+                   "again while leading)", (double)(st.since_ns - ctl->store.since_ns) / 1e9,
+                   (unsigned long long)(st.failures - ctl->store.failures + 1));
         else
             GH_LOG(GH_LOG_ERROR, "event=store_unavailable error=\"%s\" (not ready: signals are "
                    "refused with 503 and kept by their senders)", st.error);

@@ -83,6 +83,7 @@ if [ $PG_RC = 0 ]; then
     -l "$PG_DIR/log" -w start >/dev/null 2>&1
   check "ready again after the restart, same process" wait_for 40 is 200 readyz
   check "store_recovered logged" logged "event=store_recovered"
+  grep -o "event=store_recovered down_s=[0-9.]* failed_writes=[0-9]*" "$CTL_LOG"
   check "an XID 79 accepted after the restart" is 200 post <<< "$(xid79 "$NS-s1" 0)"
   check "its node cordoned" wait_for 30 cordoned "$NS-s1"
 
@@ -98,6 +99,7 @@ if [ $PG_RC = 0 ]; then
     logged "event=decision_commit_failed id=.* node=$NS-s2 attempt=2 "
   psql "$ALLOW" || bad "drop trigger"
   check "retried until committed: s2 cordoned" wait_for 30 cordoned "$NS-s2"
+  echo "s2: $(grep -c "event=decision_commit_failed id=.* node=$NS-s2 " "$CTL_LOG") failed attempts before the commit"
   check "s2's decision recorded once" is 1 psql "SELECT COUNT(*) FROM incidents WHERE node = '$NS-s2'"
 
   echo "--- c. failing, then kill -9: the journal keeps it"
