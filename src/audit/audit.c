@@ -13,6 +13,8 @@
 #include "common/timeutil.h"
 
 #define SCHEMA_VERSION "1"
+/* the advisory lock key of schema creation ("gpuheal" in ASCII) */
+#define SCHEMA_LOCK_KEY "29115572166156652"
 #define REC_LIST_MAX 4096 /* evidence / guard / action rows loaded per incident */
 
 struct gh_audit {
@@ -105,8 +107,16 @@ static int open_store(const char *url, bool create, struct gh_audit **out, struc
     if (rc)
         goto fail;
     const char *idt = kind == GH_DB_SQLITE ? "INTEGER PRIMARY KEY" : "BIGSERIAL PRIMARY KEY";
-    char schema[sizeof schema_fmt + 64];
-    snprintf(schema, sizeof schema, schema_fmt, idt, idt);
+    /* PostgreSQL: CREATE ... IF NOT EXISTS is no guard against a second
+     * replica creating the same table at the same moment (a duplicate key
+     * in pg_type); the script runs as one implicit transaction, holding an
+     * advisory lock that serializes it across connections. SQLite: the
+     * script takes the database's write lock. */
+    const char *lock = kind == GH_DB_POSTGRES ? "SELECT pg_advisory_xact_lock(" SCHEMA_LOCK_KEY ");"
+                                              : "";
+    char schema[sizeof schema_fmt + 160];
+    int w = snprintf(schema, sizeof schema, "%s", lock);
+    snprintf(schema + w, sizeof schema - (size_t)w, schema_fmt, idt, idt);
     rc = gh_db_script(a->db, schema, err);
     if (rc)
         goto fail;

@@ -1,21 +1,42 @@
 /* db_pg.c - the audit store's SQL interface on PostgreSQL through libpq,
  * loaded with dlopen when a postgres:// store is opened: the binaries run
  * (with SQLite) on hosts without libpq, and no build flag is needed. Each
- * connection holds its own function table, so there is no global state. */
+ * connection holds its own function table, so there is no global state.
+ *
+ * A connection the server dropped (a restart, a failover, an idle kill) is
+ * opened again on the next statement, no more often than a backoff allows
+ * (0.1 s doubling to 5 s while it fails), so a store outlives its server's
+ * restart. Never inside a transaction: once the connection of an open
+ * transaction is lost, every statement fails until its ROLLBACK (or
+ * COMMIT, which fails too), so a half-written transaction is never
+ * completed on a new connection. A BEGIN or a SELECT outside a transaction
+ * that finds the connection dropped is sent again once it is back. */
 #include <dlfcn.h>
 #include <postgresql/libpq-fe.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "audit/db.h"
+#include "common/mono.h"
 
 #define ROW_MAX_COLS 64
+#define RECONNECT_FIRST_NS (100 * 1000000LL)
+#define RECONNECT_MAX_NS (5 * 1000000000LL)
+/* a server that does not answer a connection attempt; a connect_timeout
+ * in the store URL wins */
+#define CONNECT_TIMEOUT_S "5"
 
 struct pg {
     void *lib;
     PGconn *conn;
-    __typeof__(&PQconnectdb) connectdb;
+    bool in_tx;              /* a BEGIN succeeded, its COMMIT/ROLLBACK not yet sent */
+    int64_t retry_at_ns;     /* mono: the next reconnection attempt (0: at once) */
+    int64_t backoff_ns;      /* the wait after a failed attempt */
+    __typeof__(&PQconnectdbParams) connectdb;
+    __typeof__(&PQreset) reset;
     __typeof__(&PQstatus) status;
     __typeof__(&PQerrorMessage) error_message;
     __typeof__(&PQfinish) finish;
@@ -57,11 +78,98 @@ static int result_rc(struct pg *p, PGresult *r, const char *what, struct gh_err 
     return pg_fail(GH_EIO, what, p->result_error(r), err);
 }
 
+static bool conn_ok(const struct pg *p) { return p->status(p->conn) == CONNECTION_OK; }
+
+/* The session settings every connection starts with. */
+static int session_setup(struct pg *p, struct gh_err *err)
+{
+    PGresult *r = p->exec(p->conn, "SET client_min_messages = warning");
+    int rc = result_rc(p, r, "session setup", err);
+    p->clear(r);
+    return rc;
+}
+
+/* A dropped connection opened again, when the backoff allows. */
+static int reconnect(struct pg *p, struct gh_err *err)
+{
+    int64_t t = gh_mono_ns();
+    if (t < p->retry_at_ns)
+        return gh_err_set(err, GH_EIO, "postgres: connection lost; next reconnection attempt "
+                          "in %lld ms", (long long)((p->retry_at_ns - t) / 1000000));
+    p->reset(p->conn);
+    if (conn_ok(p) && session_setup(p, err) == GH_OK) {
+        p->backoff_ns = 0;
+        p->retry_at_ns = 0;
+        return GH_OK;
+    }
+    p->backoff_ns = p->backoff_ns ? p->backoff_ns * 2 : RECONNECT_FIRST_NS;
+    if (p->backoff_ns > RECONNECT_MAX_NS)
+        p->backoff_ns = RECONNECT_MAX_NS;
+    p->retry_at_ns = gh_mono_ns() + p->backoff_ns;
+    return pg_fail(GH_EIO, "reconnect", p->error_message(p->conn), err);
+}
+
+enum stmt { STMT_OTHER, STMT_BEGIN, STMT_COMMIT, STMT_ROLLBACK, STMT_READ };
+
+static enum stmt stmt_of(const char *sql)
+{
+    if (!strcmp(sql, "BEGIN"))
+        return STMT_BEGIN;
+    if (!strcmp(sql, "COMMIT"))
+        return STMT_COMMIT;
+    if (!strcmp(sql, "ROLLBACK"))
+        return STMT_ROLLBACK;
+    return strncmp(sql, "SELECT ", 7) == 0 ? STMT_READ : STMT_OTHER;
+}
+
+/* Before a statement: GH_OK to send it; *skip: a ROLLBACK of a transaction
+ * whose connection is gone (the server ended it) is not sent. */
+static int before(struct pg *p, enum stmt k, bool *skip, struct gh_err *err)
+{
+    *skip = false;
+    if (conn_ok(p))
+        return GH_OK;
+    if (p->in_tx) {
+        if (k == STMT_ROLLBACK) {
+            p->in_tx = false;
+            *skip = true;
+            return GH_OK;
+        }
+        if (k == STMT_COMMIT)
+            p->in_tx = false;
+        return gh_err_set(err, GH_EIO, "postgres: connection lost inside a transaction "
+                          "(nothing of it was committed)");
+    }
+    return reconnect(p, err);
+}
+
+/* After a statement: the transaction state it leaves. */
+static void after(struct pg *p, enum stmt k, bool ok)
+{
+    if (k == STMT_BEGIN)
+        p->in_tx = ok;
+    else if (k == STMT_COMMIT || k == STMT_ROLLBACK)
+        p->in_tx = false;
+}
+
+/* Whether a failed statement k may be sent again on a new connection:
+ * nothing of it can have happened (a BEGIN, a read outside a transaction)
+ * and the failure was the dropped connection. */
+static bool resend(struct pg *p, enum stmt k)
+{
+    return !conn_ok(p) && !p->in_tx && (k == STMT_BEGIN || k == STMT_READ) &&
+           reconnect(p, NULL) == GH_OK;
+}
+
 static int pg_script(void *h, const char *sql, struct gh_err *err)
 {
     struct pg *p = h;
+    bool skip;
+    int rc = before(p, STMT_OTHER, &skip, err);
+    if (rc)
+        return rc;
     PGresult *r = p->exec(p->conn, sql);
-    int rc = result_rc(p, r, "script", err);
+    rc = result_rc(p, r, "script", err);
     p->clear(r);
     return rc;
 }
@@ -106,8 +214,19 @@ static int pg_exec(void *h, const char *sql, const struct gh_db_val *v, int np, 
                    struct gh_err *err)
 {
     struct pg *p = h;
+    enum stmt k = stmt_of(sql);
+    bool skip;
+    int rc = before(p, k, &skip, err);
+    if (rc || skip)
+        return rc;
     PGresult *r = run(p, sql, v, np);
-    int rc = result_rc(p, r, "exec", err);
+    rc = result_rc(p, r, "exec", err);
+    if (rc && resend(p, k)) {
+        p->clear(r);
+        r = run(p, sql, v, np);
+        rc = result_rc(p, r, "exec", err);
+    }
+    after(p, k, rc == GH_OK);
     if (!rc && changed)
         *changed = strtol(p->cmd_tuples(r), NULL, 10);
     p->clear(r);
@@ -118,8 +237,18 @@ static int pg_query(void *h, const char *sql, const struct gh_db_val *v, int np,
                     void *ud, struct gh_err *err)
 {
     struct pg *p = h;
+    enum stmt k = stmt_of(sql);
+    bool skip;
+    int rc = before(p, k, &skip, err);
+    if (rc || skip)
+        return rc;
     PGresult *r = run(p, sql, v, np);
-    int rc = result_rc(p, r, "query", err);
+    rc = result_rc(p, r, "query", err);
+    if (rc && resend(p, k)) {
+        p->clear(r);
+        r = run(p, sql, v, np);
+        rc = result_rc(p, r, "query", err);
+    }
     if (rc) {
         p->clear(r);
         return rc;
@@ -173,7 +302,8 @@ int gh_db_pg_open(const char *conninfo, void **h, const struct gh_db_ops **ops, 
         rc = gh_err_set(err, GH_EUNSUPPORTED, "PostgreSQL store needs libpq.so.5: %s", dlerror());
         goto out;
     }
-    LOAD(connectdb, "PQconnectdb");
+    LOAD(connectdb, "PQconnectdbParams");
+    LOAD(reset, "PQreset");
     LOAD(status, "PQstatus");
     LOAD(error_message, "PQerrorMessage");
     LOAD(finish, "PQfinish");
@@ -188,7 +318,11 @@ int gh_db_pg_open(const char *conninfo, void **h, const struct gh_db_ops **ops, 
     LOAD(getisnull, "PQgetisnull");
     LOAD(cmd_tuples, "PQcmdTuples");
     LOAD(set_notice_processor, "PQsetNoticeProcessor");
-    p->conn = p->connectdb(conninfo);
+    /* conninfo expanded in the place of dbname: its own connect_timeout,
+     * when it has one, comes later and wins */
+    const char *const keys[] = {"connect_timeout", "dbname", NULL};
+    const char *const vals[] = {CONNECT_TIMEOUT_S, conninfo, NULL};
+    p->conn = p->connectdb(keys, vals, 1);
     if (!p->conn) {
         rc = gh_err_set(err, GH_ENOMEM, "postgres: out of memory");
         goto out;
@@ -197,8 +331,8 @@ int gh_db_pg_open(const char *conninfo, void **h, const struct gh_db_ops **ops, 
         rc = pg_fail(GH_EIO, "connect", p->error_message(p->conn), err);
         goto out;
     }
-    p->set_notice_processor(p->conn, quiet, NULL);
-    rc = pg_script(p, "SET client_min_messages = warning", err);
+    p->set_notice_processor(p->conn, quiet, NULL); /* kept across PQreset */
+    rc = session_setup(p, err);
 out:
     if (rc) {
         pg_close(p);

@@ -2,8 +2,15 @@
  * synchronous=FULL (each commit is on disk before it returns), a busy
  * timeout so that `gpuheal explain` can read while the controller writes,
  * and a cache of prepared statements keyed by SQL text (least recently
- * used one out), each reset and unbound after its use. */
+ * used one out), each reset and unbound after its use.
+ *
+ * The file is known by its device and inode from the open on: a write
+ * (any statement through exec but ROLLBACK) first checks that the path
+ * still names that file, and fails once it was deleted or replaced: what
+ * would be written to an unlinked file is gone at the next start, so it is
+ * never reported committed. */
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,6 +32,9 @@ struct cached {
 
 struct sq {
     sqlite3 *h;          /* owned */
+    char *path;          /* owned: the file opened; NULL for a temporary database */
+    dev_t dev;
+    ino_t ino;
     uint64_t tick;
     struct cached c[CACHE_SLOTS];
 };
@@ -173,10 +183,31 @@ static int prepare(struct sq *q, const char *sql, const struct gh_db_val *p, int
     return GH_OK;
 }
 
+/* GH_OK while the path names the file opened. */
+static int same_file(const struct sq *q, struct gh_err *err)
+{
+    struct stat sb;
+    if (!q->path)
+        return GH_OK;
+    if (stat(q->path, &sb) != 0)
+        return gh_err_set(err, GH_EIO, "sqlite: the database file %s was deleted while open "
+                          "(nothing more is written to it; a restart opens a new one)", q->path);
+    if (sb.st_dev != q->dev || sb.st_ino != q->ino)
+        return gh_err_set(err, GH_EIO, "sqlite: the database file %s was replaced while open "
+                          "(inode %llu, now %llu; nothing more is written to the old one)",
+                          q->path, (unsigned long long)q->ino, (unsigned long long)sb.st_ino);
+    return GH_OK;
+}
+
 static int sq_exec(void *hv, const char *sql, const struct gh_db_val *p, int np, long *changed,
                    struct gh_err *err)
 {
     struct sq *q = hv;
+    if (strcmp(sql, "ROLLBACK") != 0) {
+        int frc = same_file(q, err);
+        if (frc)
+            return frc;
+    }
     sqlite3_stmt *st;
     struct cached *slot;
     int rc = prepare(q, sql, p, np, &st, &slot, err);
@@ -232,6 +263,7 @@ static void sq_close(void *hv)
         free(q->c[i].sql);
     }
     sqlite3_close_v2(q->h);
+    free(q->path);
     free(q);
 }
 
@@ -261,6 +293,17 @@ int gh_db_sqlite_open(const char *path, void **h, const struct gh_db_ops **ops, 
         sqlite3_close_v2(db);
         free(q);
         return rc;
+    }
+    struct stat sb;
+    const char *file = sqlite3_db_filename(db, "main");
+    if (file && *file && stat(file, &sb) == 0) {
+        if (!(q->path = strdup(file))) {
+            sqlite3_close_v2(db);
+            free(q);
+            return gh_err_set(err, GH_ENOMEM, "out of memory");
+        }
+        q->dev = sb.st_dev;
+        q->ino = sb.st_ino;
     }
     q->h = db;
     *h = q;

@@ -102,6 +102,51 @@ static void log_tail(const char *log, struct gh_err *err, const char *what)
     gh_err_set(err, GH_EIO, "%s failed: %s", what, buf);
 }
 
+/* pg_ctl start on the cluster's data directory, waiting until it accepts. */
+static int server_start(struct gh_pg_testenv *pg, struct gh_err *err)
+{
+    char pg_ctl[300], data[300], log[300], opts[400], srvlog[300];
+    snprintf(pg_ctl, sizeof pg_ctl, "%s/pg_ctl", pg->bin);
+    snprintf(data, sizeof data, "%s/data", pg->dir);
+    snprintf(log, sizeof log, "%s/setup.log", pg->dir);
+    snprintf(opts, sizeof opts, "-k %s -c listen_addresses= -p %d -F", pg->dir, PG_PORT);
+    snprintf(srvlog, sizeof srvlog, "%s/server.log", pg->dir);
+    char *start_argv[] = {pg_ctl, "-D", data, "-o", opts, "-l", srvlog, "-w", "-t", "60",
+                          "start", NULL};
+    pg->running = 1;
+    if (run(start_argv, log) != 0) {
+        log_tail(srvlog, err, "pg_ctl start");
+        return GH_EIO;
+    }
+    return GH_OK;
+}
+
+/* pg_ctl stop in mode ("fast", "immediate"), waiting until it is down. */
+static void server_stop(struct gh_pg_testenv *pg, const char *mode)
+{
+    char pg_ctl[300], data[300], log[300], m[16];
+    snprintf(pg_ctl, sizeof pg_ctl, "%s/pg_ctl", pg->bin);
+    snprintf(data, sizeof data, "%s/data", pg->dir);
+    snprintf(log, sizeof log, "%s/setup.log", pg->dir);
+    snprintf(m, sizeof m, "%s", mode);
+    char *argv[] = {pg_ctl, "-D", data, "-m", m, "-w", "stop", NULL};
+    (void)run(argv, log);
+    pg->running = 0;
+}
+
+void gh_pg_testenv_halt(struct gh_pg_testenv *pg)
+{
+    if (pg->dir[0] && pg->running)
+        server_stop(pg, "fast");
+}
+
+int gh_pg_testenv_resume(struct gh_pg_testenv *pg, struct gh_err *err)
+{
+    if (!pg->dir[0])
+        return gh_err_set(err, GH_EINVAL, "no cluster");
+    return pg->running ? GH_OK : server_start(pg, err);
+}
+
 int gh_pg_testenv_start(struct gh_pg_testenv *pg, struct gh_err *err)
 {
     memset(pg, 0, sizeof *pg);
@@ -118,9 +163,8 @@ int gh_pg_testenv_start(struct gh_pg_testenv *pg, struct gh_err *err)
             return gh_err_set(err, GH_ENOTFOUND, "running as root and no usable postgres user");
         }
     }
-    char initdb[300], pg_ctl[300], data[300], log[300], opts[400];
+    char initdb[300], data[300], log[300];
     snprintf(initdb, sizeof initdb, "%s/initdb", pg->bin);
-    snprintf(pg_ctl, sizeof pg_ctl, "%s/pg_ctl", pg->bin);
     snprintf(data, sizeof data, "%s/data", pg->dir);
     snprintf(log, sizeof log, "%s/setup.log", pg->dir);
     char *init_argv[] = {initdb, "-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8",
@@ -130,14 +174,7 @@ int gh_pg_testenv_start(struct gh_pg_testenv *pg, struct gh_err *err)
         gh_pg_testenv_stop(pg);
         return GH_EIO;
     }
-    snprintf(opts, sizeof opts, "-k %s -c listen_addresses= -p %d -F", pg->dir, PG_PORT);
-    char srvlog[300];
-    snprintf(srvlog, sizeof srvlog, "%s/server.log", pg->dir);
-    char *start_argv[] = {pg_ctl, "-D", data, "-o", opts, "-l", srvlog, "-w", "-t", "60",
-                          "start", NULL};
-    pg->running = 1;
-    if (run(start_argv, log) != 0) {
-        log_tail(srvlog, err, "pg_ctl start");
+    if (server_start(pg, err)) {
         gh_pg_testenv_stop(pg);
         return GH_EIO;
     }
@@ -172,15 +209,8 @@ void gh_pg_testenv_stop(struct gh_pg_testenv *pg)
 {
     if (!pg->dir[0])
         return;
-    if (pg->running) {
-        char pg_ctl[300], data[300], log[300];
-        snprintf(pg_ctl, sizeof pg_ctl, "%s/pg_ctl", pg->bin);
-        snprintf(data, sizeof data, "%s/data", pg->dir);
-        snprintf(log, sizeof log, "%s/setup.log", pg->dir);
-        char *argv[] = {pg_ctl, "-D", data, "-m", "immediate", "-w", "stop", NULL};
-        (void)run(argv, log);
-        pg->running = 0;
-    }
+    if (pg->running)
+        server_stop(pg, "immediate");
     nftw(pg->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     pg->dir[0] = '\0';
 }

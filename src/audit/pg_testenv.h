@@ -19,6 +19,11 @@ struct gh_pg_testenv {
 /* GH_ENOTFOUND when no PostgreSQL server binaries are installed (the caller
  * skips), GH_EIO when the cluster does not start (log tail in err). */
 int gh_pg_testenv_start(struct gh_pg_testenv *pg, struct gh_err *err);
+/* Stops the server (fast shutdown: the clients' connections are closed) and
+ * keeps the cluster; gh_pg_testenv_resume starts it again on the same data,
+ * socket and port (a PostgreSQL restart, for reconnection tests). */
+void gh_pg_testenv_halt(struct gh_pg_testenv *pg);
+int gh_pg_testenv_resume(struct gh_pg_testenv *pg, struct gh_err *err);
 /* Stops the server (immediate) and removes the directory. Accepts a
  * never-started value. */
 void gh_pg_testenv_stop(struct gh_pg_testenv *pg);

@@ -14,6 +14,7 @@
 #include "audit/audit.h"
 #include "audit/journal.h"
 #include "audit/step_writer.h"
+#include "audit/store_watch.h"
 #include "common/log.h"
 #include "common/mono.h"
 #include "control/executor.h"
@@ -45,6 +46,9 @@
 #define EVENT_MAX_AGE (5 * 60 * GH_NS_PER_S) /* Events older at first sight are history */
 #define REPLAY_HOLD_MAX_NS (30 * GH_NS_PER_S) /* replayed signals wait this long for informers */
 #define EVENTS_CACHED_MAX 4096 /* Events kept per Event informer (the latest added) */
+/* a leader whose store has not taken a write for this long steps down */
+#define STORE_STEP_DOWN_NS (5 * GH_NS_PER_S)
+#define FENCE_NONE INT64_MAX /* no leader election: this process always leads */
 
 struct gh_controller {
     struct gh_controller_opts o;
@@ -63,6 +67,13 @@ struct gh_controller {
     struct gh_job_watch *jobs; /* Job, JobSet, PyTorchJob informers: whose pods are whose */
     bool leading;
     atomic_bool ready; /* = leading, for /readyz on the ingest thread */
+    /* Fencing: the monotonic time until which this process surely leads
+     * (gh_kube_leader_fence; FENCE_NONE without election; 0: not leading).
+     * Read on the ingest and executor threads. */
+    _Atomic int64_t fence;
+    struct gh_store_watch *watch; /* whether the audit store takes writes */
+    struct gh_store_watch_state store; /* as the loop last saw it */
+    bool held_for_store;          /* leadership held back: the store cannot record */
     struct gh_strmap *known;    /* incident ids decided (here or before a restart) */
     struct gh_strmap *awaiting; /* id -> json_t* incident waiting for approval (NULL: done) */
     size_t n_awaiting;
@@ -155,18 +166,48 @@ static size_t drain_queue(struct gh_controller *ctl)
     return total;
 }
 
+/* ---- fencing: nothing is accepted or done past the lease */
+
+/* True while this process surely leads, on the monotonic clock: checked
+ * where the loop's own view (ctl->leading) may be late - the ingest thread
+ * accepting a batch, a worker about to record or act, the loop after a
+ * pause (SIGSTOP, a stalled VM) before its deadline timer ran. Any thread. */
+static bool fenced_in(struct gh_controller *ctl)
+{
+    int64_t f = atomic_load(&ctl->fence);
+    return f == FENCE_NONE || (f > 0 && gh_mono_ns() < f);
+}
+
+static bool may_act(void *ud) { return fenced_in(ud); }
+
 /* ---- the signal journal: durable before the ingest answers 200 */
 
 /* The ingest sink (on the ingest server's thread): the batch is committed
  * to the journal, then queued; a journal that cannot write answers 503 and
- * the sender keeps the batch. */
+ * the sender keeps the batch. Only while fenced in, before and after the
+ * commit: a batch committed after the lease could pass is not
+ * acknowledged (the sender sends it again, to the leader), so every batch
+ * answered 200 is in the journal before another replica can lead and read
+ * it (journal_catch_up). */
 static int journal_sink(void *ud, struct gh_signal *sigs, size_t n)
 {
     struct gh_controller *ctl = ud;
     struct gh_err err;
-    if (ctl->journal && gh_journal_append(ctl->journal, sigs, n, now(ctl), &err) != GH_OK) {
-        GH_LOG(GH_LOG_WARN, "event=journal_write_failed signals=%zu error=\"%s\"", n, err.msg);
+    if (!fenced_in(ctl))
         return GH_EAGAIN;
+    if (ctl->journal) {
+        int rc = gh_journal_append(ctl->journal, sigs, n, now(ctl), &err);
+        gh_store_watch_note(ctl->watch, rc, err.msg);
+        if (rc != GH_OK) {
+            GH_LOG(GH_LOG_WARN, "event=journal_write_failed signals=%zu error=\"%s\"", n,
+                   err.msg);
+            return GH_EAGAIN;
+        }
+        if (!fenced_in(ctl)) {
+            GH_LOG(GH_LOG_WARN, "event=batch_not_acknowledged signals=%zu reason=\"the lease "
+                   "may have passed during the journal commit\"", n);
+            return GH_EAGAIN;
+        }
     }
     return gh_sigqueue_push(ctl->queue, sigs, n);
 }
@@ -290,6 +331,20 @@ static bool replay_held(struct gh_controller *ctl)
            synced, (double)(t - (ctl->replay_hold_until - REPLAY_HOLD_MAX_NS)) / 1e6);
     ctl->replay_hold_until = 0;
     return false;
+}
+
+/* An incident (stolen) kept for this process's next leadership: decided
+ * while standing by, or handed back by the executor unrecorded. */
+static void defer(struct gh_controller *ctl, json_t *j, int64_t first)
+{
+    if (ctl->n_deferred == DEFERRED_MAX) {
+        json_decref(ctl->deferred[0].inc);
+        memmove(ctl->deferred, ctl->deferred + 1, (DEFERRED_MAX - 1) * sizeof ctl->deferred[0]);
+        ctl->n_deferred--;
+    }
+    ctl->deferred[ctl->n_deferred].inc = j;
+    ctl->deferred[ctl->n_deferred].first_arrival = first;
+    ctl->n_deferred++;
 }
 
 /* ---- incidents: guards, then the executor */
@@ -490,21 +545,14 @@ static void on_incident(void *ud, const struct gh_incident *inc)
     for (size_t i = 0; i < inc->n_evidence; i++)
         if (inc->evidence[i]->arrival_ns && (!first || inc->evidence[i]->arrival_ns < first))
             first = inc->evidence[i]->arrival_ns;
-    if (ctl->leading) {
+    if (ctl->leading && fenced_in(ctl)) {
         decide(ctl, j, first);
         return;
     }
     /* A standby keeps what it decided (agents may post to any replica) and
      * hands it over when it leads; the shared audit store drops what the
      * leader of the time already recorded (same incident id). */
-    if (ctl->n_deferred == DEFERRED_MAX) {
-        json_decref(ctl->deferred[0].inc);
-        memmove(ctl->deferred, ctl->deferred + 1, (DEFERRED_MAX - 1) * sizeof ctl->deferred[0]);
-        ctl->n_deferred--;
-    }
-    ctl->deferred[ctl->n_deferred].inc = j;
-    ctl->deferred[ctl->n_deferred].first_arrival = first;
-    ctl->n_deferred++;
+    defer(ctl, j, first);
     GH_LOG(GH_LOG_INFO, "event=incident_not_leader id=%s deferred=%zu", inc->id, ctl->n_deferred);
 }
 
@@ -1273,11 +1321,15 @@ static int start_informer(struct gh_controller *ctl, const struct gh_kube_res *r
 /* ---- leadership */
 
 /* /readyz: only the leader is ready, so that the ingest Service routes
- * agents to it (a standby would hold their incidents until a failover). */
+ * agents to it (a standby would hold their incidents until a failover),
+ * and only while its lease surely holds (fencing) and its audit store
+ * takes writes (what it acknowledged could not be kept otherwise). The
+ * same answer gates POST /v1/signals. On the ingest thread. */
 static bool ready_to_serve(void *ud)
 {
     struct gh_controller *ctl = ud;
-    return atomic_load(&ctl->ready);
+    return atomic_load(&ctl->ready) && fenced_in(ctl) &&
+           (!ctl->watch || gh_store_watch_ok(ctl->watch));
 }
 
 struct restore_ctx {
@@ -1329,6 +1381,7 @@ static void restore_guards(struct gh_controller *ctl, struct gh_audit *a)
 static void lead(struct gh_controller *ctl)
 {
     ctl->leading = true;
+    atomic_store(&ctl->fence, ctl->leader ? gh_kube_leader_fence(ctl->leader) : FENCE_NONE);
     struct gh_audit *a = NULL;
     struct gh_err err;
     if (gh_audit_open(ctl->o.db_url, &a, &err)) {
@@ -1363,11 +1416,54 @@ static void leader_stopped(void *ud)
 {
     struct gh_controller *ctl = ud;
     ctl->leading = false;
+    atomic_store(&ctl->fence, 0);
     ctl->led_until = now(ctl);
     gh_drain_waits_clear(ctl->waits); /* the store keeps them for the next leader */
     atomic_store(&ctl->ready, false);
     gh_ctl_metrics_gauge(ctl->metrics, GH_GAUGE_LEADER, 0);
     GH_LOG(GH_LOG_WARN, "event=not_leading");
+}
+
+/* Each loop turn: the fence moves on with each renewal. */
+static void fence_refresh(struct gh_controller *ctl)
+{
+    if (ctl->leading && ctl->leader)
+        atomic_store(&ctl->fence, gh_kube_leader_fence(ctl->leader));
+}
+
+/* Each loop turn: what the store watch says, logged when it changes; a
+ * leader whose store has taken no write for STORE_STEP_DOWN_NS steps down
+ * (another replica may reach the store), and contends again once it
+ * records. Readiness follows the watch at once (ready_to_serve). */
+static void store_check(struct gh_controller *ctl)
+{
+    struct gh_store_watch_state st;
+    gh_store_watch_state(ctl->watch, &st);
+    if (st.changes != ctl->store.changes) {
+        if (st.ok)
+            /* the snapshot taken at the outage counts its first failed write */
+            GH_LOG(GH_LOG_INFO, "event=store_recovered down_s=%.1f failed_writes=%llu (ready "
+                   "again while leading)", (double)(st.since_ns - ctl->store.since_ns) / 1e9,
+                   (unsigned long long)(st.failures - ctl->store.failures + 1));
+        else
+            GH_LOG(GH_LOG_ERROR, "event=store_unavailable error=\"%s\" (not ready: signals are "
+                   "refused with 503 and kept by their senders)", st.error);
+        gh_ctl_metrics_gauge(ctl->metrics, GH_GAUGE_STORE_UP, st.ok ? 1 : 0);
+        ctl->store = st;
+    }
+    if (!ctl->leader)
+        return;
+    bool hold = !st.ok && gh_mono_ns() - st.since_ns >= STORE_STEP_DOWN_NS;
+    if (hold != ctl->held_for_store) {
+        ctl->held_for_store = hold;
+        if (hold)
+            GH_LOG(GH_LOG_ERROR, "event=store_step_down down_s=%.1f error=\"%s\" (leadership "
+                   "held back until the store records)", (double)(gh_mono_ns() - st.since_ns) / 1e9,
+                   st.error);
+        else
+            GH_LOG(GH_LOG_INFO, "event=store_contend_again");
+        gh_kube_leader_hold(ctl->leader, hold);
+    }
 }
 
 static void new_leader(void *ud, const char *id)
@@ -1384,6 +1480,33 @@ static void reports(struct gh_controller *ctl)
     size_t n;
     while ((n = gh_executor_poll(ctl->ex, r, 32)) > 0) {
         for (size_t i = 0; i < n; i++) {
+            if (r[i].retrying) {
+                gh_ctl_metrics_commit_failure(ctl->metrics);
+                GH_LOG(GH_LOG_ERROR, "event=decision_commit_failed id=%s node=%s attempt=%d "
+                       "error=\"%s\" (tried again; nothing is done before it commits)",
+                       r[i].id, r[i].node[0] ? r[i].node : "-", r[i].attempt, r[i].error);
+                continue;
+            }
+            if (r[i].deferred) {
+                /* not recorded: for this process's next leadership (the
+                 * leader of now decides it from the journal) */
+                long k = gh_strmap_find(ctl->known, r[i].id);
+                if (k >= 0)
+                    gh_strmap_remove(ctl->known, (size_t)k);
+                GH_LOG(GH_LOG_WARN, "event=decision_deferred id=%s node=%s reason=\"not "
+                       "surely leading: not recorded, not acted\"", r[i].id,
+                       r[i].node[0] ? r[i].node : "-");
+                if (r[i].incident)
+                    defer(ctl, r[i].incident, r[i].first_arrival_ns);
+                r[i].incident = NULL;
+            }
+            if (r[i].fenced)
+                GH_LOG(GH_LOG_WARN, "event=actions_left_pending id=%s reason=\"not surely "
+                       "leading\" (the leader completes them)", r[i].id);
+            if (r[i].store_failed)
+                GH_LOG(GH_LOG_ERROR, "event=decision_not_recorded id=%s node=%s error=\"%s\" "
+                       "(stopping: the journal keeps its signals for the next start)", r[i].id,
+                       r[i].node[0] ? r[i].node : "-", r[i].error);
             for (int k = 0; k < r[i].n; k++)
                 gh_ctl_metrics_action(ctl->metrics,
                                       r[i].kind == GH_TASK_RELEASE ? -1 : (int)r[i].acts[k].action,
@@ -1392,7 +1515,8 @@ static void reports(struct gh_controller *ctl)
                 r[i].first_issue_ns >= r[i].first_arrival_ns)
                 gh_ctl_metrics_latency(ctl->metrics,
                                        (double)(r[i].first_issue_ns - r[i].first_arrival_ns) / 1e9);
-            bool nothing_done = r[i].store_failed || !strcmp(r[i].phase, "Duplicate");
+            bool nothing_done = r[i].store_failed || r[i].deferred ||
+                                !strcmp(r[i].phase, "Duplicate");
             if ((r[i].isolation_failed || nothing_done) && r[i].node[0]) {
                 /* give back the budget reserved at decision time, unless
                  * the node is in fact held (the informers say) */
@@ -1528,7 +1652,9 @@ int gh_controller_new(const struct gh_controller_opts *o, struct gh_controller *
                                   .drain = o->drain,
                                   .crash_after = o->crash_after,
                                   .qps = o->qps,
-                                  .workers = o->executor_workers};
+                                  .workers = o->executor_workers,
+                                  .may_act = may_act,
+                                  .may_act_ud = ctl};
     if ((rc = gh_executor_new(&xo, &ctl->ex, err)))
         goto fail;
     struct gh_step_writer_opts to = {.db_url = o->db_url};
@@ -1536,6 +1662,11 @@ int gh_controller_new(const struct gh_controller_opts *o, struct gh_controller *
         goto fail;
     if ((rc = journal_start(ctl, o, err)))
         goto fail;
+    struct gh_store_watch_opts wo = {.db_url = o->db_url, .identity = ctl->identity};
+    if ((rc = gh_store_watch_new(&wo, &ctl->watch, err)))
+        goto fail;
+    gh_store_watch_state(ctl->watch, &ctl->store);
+    gh_ctl_metrics_gauge(ctl->metrics, GH_GAUGE_STORE_UP, 1);
     struct gh_ingest_server_opts io = {.listen = o->listen,
                                        .token_file = o->token_file,
                                        .allow_anonymous = o->allow_anonymous && !o->token_file,
@@ -1705,6 +1836,8 @@ int gh_controller_run(struct gh_controller *ctl, int stop_fd, struct gh_err *err
         struct gh_err kerr;
         if (gh_kube_client_run(ctl->c, 0, &kerr))
             GH_LOG(GH_LOG_WARN, "event=client_error error=\"%s\"", kerr.msg);
+        fence_refresh(ctl);
+        store_check(ctl);
         size_t fed = drain_queue(ctl);
         int64_t t = now(ctl);
         /* at once after new signals (a zero reorder window decides now),
@@ -1751,6 +1884,7 @@ void gh_controller_free(struct gh_controller *ctl)
     gh_kube_informer_free(ctl->inf_namespaces);
     gh_ingest_server_free(ctl->ingest);
     gh_journal_close(ctl->journal); /* after the ingest thread that writes it */
+    gh_store_watch_free(ctl->watch);
     gh_executor_free(ctl->ex);
     gh_step_writer_free(ctl->telemetry);
     gh_engine_free(ctl->engine);

@@ -89,6 +89,12 @@ struct gh_executor {
 
 static int64_t now(const struct worker *w) { return gh_clock_now(w->ex->clock); }
 
+/* Whether this controller may record and act now (executor.h, may_act). */
+static bool may_act(const struct worker *w)
+{
+    return !w->ex->o.may_act || w->ex->o.may_act(w->ex->o.may_act_ud);
+}
+
 /* ---- small helpers */
 
 static const char *jstr(const json_t *o, const char *k)
@@ -152,6 +158,7 @@ static void report(struct worker *w, const struct gh_exec_report *r)
 {
     pthread_mutex_lock(&w->ex->mu);
     if (w->ex->rn == REPORTS_MAX) { /* the loop is not reading: drop the oldest */
+        json_decref(w->ex->rep[w->ex->rhead].incident);
         w->ex->rhead = (w->ex->rhead + 1) % REPORTS_MAX;
         w->ex->rn--;
     }
@@ -358,6 +365,8 @@ static bool wait_or_stop(struct worker *w, long ms)
 }
 
 #define RETRY_ATTEMPTS 12 /* 0.25 s doubling to 5 s: about 40 s in all */
+#define COMMIT_RETRY_FIRST_MS 100
+#define COMMIT_RETRY_MAX_MS 5000
 
 static void act_once(struct worker *w, struct run_ctx *rc, struct gh_audit_intent *it,
                      struct gh_act_result *res);
@@ -641,6 +650,13 @@ static bool run_pending(struct worker *w, const json_t *inc, const char *id,
             rest = true;
             break;
         }
+        if (!may_act(w)) {
+            /* leadership may have passed: the intents stay pending for
+             * the leader (its replay, or its decision of the same id) */
+            if (rep)
+                rep->fenced = true;
+            break;
+        }
         struct gh_act_result res;
         run_intent(w, &rc, &l.v[i], &res);
         if (rep && rep->n < GH_TASK_MAX_ACTIONS) {
@@ -723,8 +739,60 @@ static void do_decision_rest(struct worker *w, struct gh_task *t, struct gh_exec
     finish_incident(w, inc, t->mode, rep);
 }
 
+/* Pending intents of incident id in the store (0 when unreadable). */
+static size_t pending_of(struct worker *w, const char *id)
+{
+    struct pending_list l = {.only = id};
+    struct gh_err err;
+    (void)gh_audit_intents_pending(w->a, collect_intent, &l, &err);
+    size_t n = l.n;
+    free_list(&l);
+    return n;
+}
+
+/* A decision's record in one commit: the incident, its evidence, the
+ * verdicts and an intent per allowed action. *dup: it was recorded before
+ * (nothing written). An error leaves nothing. */
+static int record_decision(struct worker *w, struct gh_task *t, bool *dup, struct gh_err *err)
+{
+    json_t *inc = t->incident;
+    int64_t ts = now(w);
+    bool allowed = false, awaiting = false;
+    for (int i = 0; i < t->n; i++) {
+        allowed = allowed || (t->v[i].outcome == GH_GUARD_ALLOW && t->v[i].action != GH_ACT_NONE);
+        awaiting = awaiting || t->v[i].outcome == GH_GUARD_AWAIT;
+    }
+    const char *phase = allowed ? "Acting" : awaiting ? "AwaitingApproval" : "Pending";
+    bool inserted = false, released = false;
+    *dup = false;
+    int rc = gh_audit_begin(w->a, err);
+    if (!rc)
+        rc = gh_audit_record_incident(w->a, inc, t->mode, phase, w->ex->identity, ts, &inserted,
+                                      err);
+    if (!rc && !inserted) /* a drain held for a checkpoint, recorded then */
+        rc = gh_drain_hold_release(w->a, inc, ts, &released, err);
+    if (!rc && !inserted && !released) {
+        gh_audit_rollback(w->a);
+        *dup = true;
+        return GH_OK;
+    }
+    if (!rc)
+        rc = record_verdicts(w, inc, t, ts, err);
+    if (!rc)
+        rc = gh_audit_commit(w->a, err);
+    else
+        gh_audit_rollback(w->a);
+    return rc;
+}
+
 /* Stage 1: record, intend and, when split, only the leading isolations.
- * True when stage 2 is to follow. */
+ * True when stage 2 is to follow. A record that fails to commit is tried
+ * again (COMMIT_RETRY_FIRST_MS doubling to COMMIT_RETRY_MAX_MS), each
+ * failure reported (retrying) to the loop, holding the decision's targets
+ * so that what follows on them waits, in order; until it commits, the
+ * executor stops, or this controller may no more act: then the incident
+ * goes back to the loop (deferred) for whoever leads next, and the signal
+ * journal still holds its evidence for a restart. */
 static bool do_decision(struct worker *w, struct gh_task *t, bool split,
                         struct gh_exec_report *rep)
 {
@@ -733,37 +801,43 @@ static bool do_decision(struct worker *w, struct gh_task *t, bool split,
     snprintf(rep->id, sizeof rep->id, "%s", id ? id : "");
     snprintf(rep->node, sizeof rep->node, "%s", jstr(inc, "node") ? jstr(inc, "node") : "");
     struct gh_err err = {{0}};
-    int64_t ts = now(w);
-    bool allowed = false, awaiting = false;
-    for (int i = 0; i < t->n; i++) {
-        allowed = allowed || (t->v[i].outcome == GH_GUARD_ALLOW && t->v[i].action != GH_ACT_NONE);
-        awaiting = awaiting || t->v[i].outcome == GH_GUARD_AWAIT;
+    bool dup = false;
+    long backoff_ms = COMMIT_RETRY_FIRST_MS;
+    for (int attempt = 1;; attempt++) {
+        if (!may_act(w)) {
+            rep->deferred = true;
+            rep->incident = json_deep_copy(inc);
+            snprintf(rep->phase, sizeof rep->phase, "NotLeader");
+            return false;
+        }
+        int rc = record_decision(w, t, &dup, &err);
+        if (rc == GH_OK)
+            break;
+        struct gh_exec_report r;
+        memset(&r, 0, sizeof r);
+        r.kind = t->kind;
+        r.retrying = true;
+        r.attempt = attempt;
+        snprintf(r.id, sizeof r.id, "%s", rep->id);
+        snprintf(r.node, sizeof r.node, "%s", rep->node);
+        snprintf(r.phase, sizeof r.phase, "CommitRetry");
+        snprintf(r.error, sizeof r.error, "%.299s", err.msg);
+        report(w, &r);
+        if (wait_or_stop(w, backoff_ms)) {
+            /* no record, no action: the store is the precondition of acting */
+            rep->store_failed = true;
+            snprintf(rep->error, sizeof rep->error, "%.299s", err.msg);
+            snprintf(rep->phase, sizeof rep->phase, "Failed");
+            return false;
+        }
+        backoff_ms = backoff_ms * 2 > COMMIT_RETRY_MAX_MS ? COMMIT_RETRY_MAX_MS : backoff_ms * 2;
     }
-    const char *phase = allowed ? "Acting" : awaiting ? "AwaitingApproval" : "Pending";
-    bool inserted = false;
-    int rc = gh_audit_begin(w->a, &err);
-    if (!rc)
-        rc = gh_audit_record_incident(w->a, inc, t->mode, phase, w->ex->identity, ts, &inserted,
-                                      &err);
-    bool released = false;
-    if (!rc && !inserted) /* a drain held for a checkpoint, recorded then */
-        rc = gh_drain_hold_release(w->a, inc, ts, &released, &err);
-    if (!rc && !inserted && !released) {
-        /* decided and recorded before (by a process since restarted) */
-        gh_audit_rollback(w->a);
+    /* Recorded before: by another replica, or by an attempt of ours whose
+     * commit was reported failed yet happened. Intents it left pending are
+     * work undone (a leader that lost its lease stops before acting): the
+     * leader does them; none pending, nothing to do. */
+    if (dup && pending_of(w, id) == 0) {
         snprintf(rep->phase, sizeof rep->phase, "Duplicate");
-        return false;
-    }
-    if (!rc)
-        rc = record_verdicts(w, inc, t, ts, &err);
-    if (!rc)
-        rc = gh_audit_commit(w->a, &err);
-    else
-        gh_audit_rollback(w->a);
-    if (rc) {
-        /* no record, no action: the store is the precondition of acting */
-        rep->store_failed = true;
-        snprintf(rep->phase, sizeof rep->phase, "Failed");
         return false;
     }
     if (run_pending(w, inc, id, rep, split))
@@ -1153,6 +1227,8 @@ void gh_executor_free(struct gh_executor *ex)
     /* what did not run keeps its intents in the store: replayed later */
     for (size_t i = 0; ex->q && i < ex->qn; i++)
         job_free(queued(ex, i));
+    for (size_t i = 0; ex->rep && i < ex->rn; i++)
+        json_decref(ex->rep[(ex->rhead + i) % REPORTS_MAX].incident);
     while (ex->held) {
         struct job *j = ex->held;
         ex->held = j->next;

@@ -72,6 +72,17 @@ struct gh_exec_report {
     bool isolation_failed;     /* a node action failed: give its budget back */
     bool store_failed;         /* the audit store refused the record: nothing was done */
     char warning[300];         /* the first failure to publish (Incident object), or "" */
+    /* A decision's record failed to commit and will be tried again: a
+     * report of its own, the task not done (phase "CommitRetry"). */
+    bool retrying;
+    int attempt;               /* retrying: which attempt failed (1, 2, ...) */
+    char error[300];           /* retrying, store_failed: the store's error */
+    /* The decision was not recorded because this controller may no more
+     * act (may_act): incident is the incident object, owned by the report
+     * (the reader takes it), to be decided by whoever leads next. */
+    bool deferred;
+    json_t *incident;
+    bool fenced;               /* intents left pending: may_act turned false */
 };
 
 struct gh_executor_opts {
@@ -89,6 +100,12 @@ struct gh_executor_opts {
                                           the workers' clients (burst 100 likewise); 0: 50;
                                           < 0: unlimited */
     int workers;                       /* worker threads; 0: 8 (at most 64) */
+    /* Optional, called on worker threads (must not block): false once
+     * this controller may no more record decisions or act (its leadership
+     * may have passed). Checked before each decision's record and each
+     * action. NULL: always. */
+    bool (*may_act)(void *ud);
+    void *may_act_ud;
 };
 
 struct gh_executor;
@@ -108,7 +125,8 @@ int gh_executor_fd(const struct gh_executor *ex);
  * thread. */
 int gh_executor_submit(struct gh_executor *ex, struct gh_task *t, struct gh_err *err);
 
-/* Moves up to max reports into out; returns how many. */
+/* Moves up to max reports into out; returns how many. The caller owns
+ * each report's incident (json_decref; NULL in most). */
 size_t gh_executor_poll(struct gh_executor *ex, struct gh_exec_report *out, size_t max);
 
 /* Tasks queued or running. */

@@ -26,6 +26,7 @@ struct gh_ctl_metrics {
     uint64_t lat_count, lat_buckets[N_BUCKETS];
     double lat_sum;
     uint64_t signals[N_SOURCES];
+    uint64_t commit_failures;
     double gauges[GH_GAUGE__COUNT];
 };
 
@@ -43,6 +44,13 @@ void gh_ctl_metrics_free(struct gh_ctl_metrics *m)
         return;
     pthread_mutex_destroy(&m->mu);
     free(m);
+}
+
+void gh_ctl_metrics_commit_failure(struct gh_ctl_metrics *m)
+{
+    pthread_mutex_lock(&m->mu);
+    m->commit_failures++;
+    pthread_mutex_unlock(&m->mu);
 }
 
 void gh_ctl_metrics_incident(struct gh_ctl_metrics *m, enum gh_class cls)
@@ -165,6 +173,11 @@ size_t gh_ctl_metrics_write(struct gh_ctl_metrics *m, char *buf, size_t cap)
     for (int s = 0; s < N_SOURCES; s++)
         put(&o, "gpuheal_controller_signals_total{origin=\"%s\"} %llu\n", sources[s],
             (unsigned long long)m->signals[s]);
+    put(&o, "# HELP gpuheal_controller_decision_commit_failures_total Decision records the "
+            "audit store failed to commit (each attempt; the decision is tried again).\n"
+            "# TYPE gpuheal_controller_decision_commit_failures_total counter\n"
+            "gpuheal_controller_decision_commit_failures_total %llu\n",
+        (unsigned long long)m->commit_failures);
     put(&o, "# HELP gpuheal_decision_latency_seconds From the first evidence received to the "
             "first action issued.\n# TYPE gpuheal_decision_latency_seconds histogram\n");
     for (int b = 0; b < N_BUCKETS; b++)
@@ -180,7 +193,10 @@ size_t gh_ctl_metrics_write(struct gh_ctl_metrics *m, char *buf, size_t cap)
         {"gpuheal_controller_executor_queue_depth", "Tasks waiting for the executor."},
         {"gpuheal_nodes_isolated", "Nodes gpuheal holds out of service."},
         {"gpuheal_incidents_awaiting_approval", "Incidents waiting for approval."},
-        {"gpuheal_engine_pending_signals", "Signals in the engine's reorder window."}};
+        {"gpuheal_engine_pending_signals", "Signals in the engine's reorder window."},
+        {"gpuheal_controller_store_up", "1 while the audit store takes writes (readiness "
+                                        "needs it)."}};
+    _Static_assert(sizeof gnames / sizeof gnames[0] == GH_GAUGE__COUNT, "a name per gauge");
     for (int g = 0; g < GH_GAUGE__COUNT; g++)
         put(&o, "# HELP %s %s\n# TYPE %s gauge\n%s %g\n", gnames[g][0], gnames[g][1],
             gnames[g][0], gnames[g][0], m->gauges[g]);

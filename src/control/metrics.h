@@ -1,7 +1,8 @@
 /* metrics.h - the controller's Prometheus metrics: incidents by class,
  * actions by type and result, guard trips, the decision latency histogram
- * (first evidence received -> first action issued) and a few gauges
- * (leader, queue depths, nodes isolated). Thread-safe: the event loop
+ * (first evidence received -> first action issued), decision records that
+ * failed to commit, and a few gauges (leader, queue depths, nodes
+ * isolated, audit store up). Thread-safe: the event loop
  * updates, the HTTP server thread writes the text exposition. */
 #ifndef GH_CONTROL_METRICS_H
 #define GH_CONTROL_METRICS_H
@@ -17,6 +18,7 @@ enum gh_ctl_gauge {
     GH_GAUGE_NODES_ISOLATED,
     GH_GAUGE_AWAITING_APPROVAL,
     GH_GAUGE_ENGINE_PENDING,
+    GH_GAUGE_STORE_UP,
     GH_GAUGE__COUNT
 };
 
@@ -33,6 +35,8 @@ void gh_ctl_metrics_action(struct gh_ctl_metrics *m, int action, const char *res
 /* guard: "budget", "rate", "cooldown", "storm", "dry_run", "approval". */
 void gh_ctl_metrics_guard_trip(struct gh_ctl_metrics *m, const char *guard);
 void gh_ctl_metrics_latency(struct gh_ctl_metrics *m, double seconds);
+/* A decision's record that failed to commit (each attempt counts). */
+void gh_ctl_metrics_commit_failure(struct gh_ctl_metrics *m);
 void gh_ctl_metrics_signals(struct gh_ctl_metrics *m, const char *source, unsigned long n);
 void gh_ctl_metrics_gauge(struct gh_ctl_metrics *m, enum gh_ctl_gauge g, double v);
 

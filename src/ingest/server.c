@@ -353,7 +353,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
              * the sender keeps the batch and retries (on the leader). */
             count(srv, &srv->st.unavailable);
             return reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE,
-                               "not the leader; retry (a new connection may reach it)");
+                               "not ready (not the leader, or its store cannot record); retry "
+                               "(a new connection may reach the leader)");
         }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -436,7 +437,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (strcmp(url, "/readyz") == 0) {
         if (srv->ready && !srv->ready(srv->ready_ctx))
-            return reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "not ready (a standby)");
+            return reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE,
+                               "not ready (not the leader, or its store cannot record)");
         char *ok = malloc(4);
         if (!ok)
             return MHD_NO;

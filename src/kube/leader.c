@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 
+#include "common/mono.h"
 #include "kube/api.h"
 
 struct gh_kube_leader {
@@ -19,7 +20,10 @@ struct gh_kube_leader {
     uint64_t timer;
     uint64_t deadline_timer; /* while leading: fires at last_renew_ok + renew deadline */
     bool running, leader;
+    bool held;               /* gh_kube_leader_hold: neither acquire nor renew */
     int64_t last_renew_ok;   /* local clock */
+    int64_t write_sent_mono; /* when the Lease write in flight was sent (monotonic) */
+    int64_t fence_mono;      /* leading surely until (monotonic); 0: not leading */
     char holder[254];
     char fingerprint[512];   /* holder|renewTime|transitions as last observed */
     int64_t observed_at;     /* local clock when fingerprint last changed */
@@ -37,6 +41,8 @@ static int64_t now(const struct gh_kube_leader *l)
 
 static void set_leader(struct gh_kube_leader *l, bool lead)
 {
+    if (!lead)
+        l->fence_mono = 0;
     if (l->leader == lead)
         return;
     l->leader = lead;
@@ -86,8 +92,15 @@ static void write_done(void *ud, int rc, struct gh_kube_resp *resp, const struct
     (void)resp;
     (void)err;
     l->call = NULL;
-    if (rc == GH_OK) {
+    if (rc == GH_OK && l->held) {
+        /* written before the hold: the Lease lapses, we do not lead */
+        set_leader(l, false);
+    } else if (rc == GH_OK) {
         l->last_renew_ok = now(l);
+        /* the write reached the apiserver after it was sent: no other
+         * contender can take the Lease before sent + lease duration, on
+         * its own clock; the renew deadline is shorter */
+        l->fence_mono = l->write_sent_mono + l->renew_deadline_ns;
         observe_holder(l, l->identity);
         set_leader(l, true);
         if (l->running && l->leader)
@@ -115,6 +128,7 @@ static void submit_write(struct gh_kube_leader *l, const json_t *base, bool crea
                     : gh_kube_req_update(&req, &ref, NULL, body, &e);
     json_decref(body);
     req.timeout_ms = (long)(l->renew_deadline_ns / GH_NS_PER_MS);
+    l->write_sent_mono = gh_mono_ns();
     if (!rc)
         rc = gh_kube_submit(l->c, &req, write_done, NULL, l, &l->call, &e);
     if (rc)
@@ -162,7 +176,7 @@ static void get_done(void *ud, int rc, struct gh_kube_resp *resp, const struct g
         schedule(l);
         return;
     }
-    if (l->leader && now(l) - l->last_renew_ok > l->renew_deadline_ns) {
+    if ((l->leader && now(l) - l->last_renew_ok > l->renew_deadline_ns) || l->held) {
         set_leader(l, false);
         schedule(l);
         return;
@@ -314,6 +328,30 @@ void gh_kube_leader_free(struct gh_kube_leader *l)
     free(l->name);
     free(l->identity);
     free(l);
+}
+
+void gh_kube_leader_hold(struct gh_kube_leader *l, bool hold)
+{
+    if (l->held == hold)
+        return;
+    l->held = hold;
+    if (hold && l->leader) {
+        gh_kube_timer_cancel(l->c, l->deadline_timer);
+        l->deadline_timer = 0;
+        if (l->call) {
+            gh_kube_cancel(l->c, l->call);
+            l->call = NULL;
+        }
+        set_leader(l, false);
+        schedule(l);
+    }
+}
+
+bool gh_kube_leader_held(const struct gh_kube_leader *l) { return l->held; }
+
+int64_t gh_kube_leader_fence(const struct gh_kube_leader *l)
+{
+    return l->leader ? l->fence_mono : 0;
 }
 
 bool gh_kube_leader_is_leader(const struct gh_kube_leader *l) { return l->leader; }

@@ -49,6 +49,20 @@ void gh_kube_leader_stop(struct gh_kube_leader *l);
 int gh_kube_leader_release(struct gh_kube_leader *l, struct gh_err *err);
 void gh_kube_leader_free(struct gh_kube_leader *l);
 
+/* Fencing: the monotonic time (gh_mono_ns) until which this contender
+ * surely leads: the send time of its last successful Lease write plus the
+ * renew deadline, which is shorter than the lease duration that any other
+ * contender waits from the write on. 0 when not leading. What a leader
+ * does on others' behalf (accepting a signal) it does only before this. */
+int64_t gh_kube_leader_fence(const struct gh_kube_leader *l);
+
+/* hold true: neither acquire nor renew (the Lease is still read); a leader
+ * stops leading now (stopped callback) and another contender takes over
+ * once the lease lapses. false: contend again from the next retry. For a
+ * leader that cannot do its work (the controller's store cannot record). */
+void gh_kube_leader_hold(struct gh_kube_leader *l, bool hold);
+bool gh_kube_leader_held(const struct gh_kube_leader *l);
+
 bool gh_kube_leader_is_leader(const struct gh_kube_leader *l);
 /* Last observed holder ("" when none). */
 const char *gh_kube_leader_holder(const struct gh_kube_leader *l);

@@ -3,7 +3,10 @@
  * renews, the second waits; the leader is killed (SIGKILL, no release) and
  * the second takes over within the lease duration. Then a clean release
  * hands over at once. And a leader whose apiserver hangs steps down within
- * the renew deadline, before the lease could pass to another. */
+ * the renew deadline, before the lease could pass to another. A leader's
+ * fence lies within the renew deadline of its last renewal; a held leader
+ * stops leading at once, takes nothing while held, and leads again once
+ * let go. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -18,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include "common/mono.h"
 #include "kube/api.h"
 #include "kube/leader.h"
 #include "kube/testenv.h"
@@ -269,11 +273,48 @@ static void test_renew_deadline_on_hung_apiserver(void **state)
     assert_int_equal(od.started, 2);
 }
 
+static void test_fence_and_hold(void **state)
+{
+    struct env *e = *state;
+    struct obs oh = {0};
+    char id[64];
+    snprintf(id, sizeof id, "contender-h-%d", (int)getpid());
+    struct gh_kube_leader_opts lo = opts(e->ns, id);
+    lo.name = "hold";
+    struct gh_kube_leader *l = NULL;
+    assert_int_equal(gh_kube_leader_new(e->c, &lo, &cbs, &oh, &l, NULL), GH_OK);
+    assert_int_equal(gh_kube_leader_start(l, NULL), GH_OK);
+    assert_int_equal(gh_kube_leader_fence(l), 0);
+    assert_true(gh_kube_testenv_until(e->c, is_leader, l, 20000));
+    /* renewing for a while: the fence stays ahead, within the deadline */
+    for (int i = 0; i < 4; i++) {
+        gh_kube_testenv_until(e->c, never, NULL, 700);
+        int64_t f = gh_kube_leader_fence(l), t = gh_mono_ns();
+        assert_true(gh_kube_leader_is_leader(l));
+        assert_true(f > t);
+        assert_true(f <= t + RENEW_NS);
+    }
+    gh_kube_leader_hold(l, true);
+    assert_true(gh_kube_leader_held(l));
+    assert_false(gh_kube_leader_is_leader(l));
+    assert_int_equal(gh_kube_leader_fence(l), 0);
+    assert_int_equal(oh.stopped, 1);
+    /* held: its own lease lapses and it does not take it again */
+    gh_kube_testenv_until(e->c, never, NULL, (int)(LEASE_NS * 3 / 2 / GH_NS_PER_MS));
+    assert_false(gh_kube_leader_is_leader(l));
+    assert_int_equal(oh.started, 1);
+    gh_kube_leader_hold(l, false);
+    assert_true(gh_kube_testenv_until(e->c, is_leader, l, 20000));
+    assert_int_equal(oh.started, 2);
+    gh_kube_leader_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_contenders_failover),
         cmocka_unit_test(test_release_hands_over),
+        cmocka_unit_test(test_fence_and_hold),
         cmocka_unit_test(test_renew_deadline_on_hung_apiserver),
     };
     return cmocka_run_group_tests_name("kube_leader", tests, setup, teardown);
