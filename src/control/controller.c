@@ -1066,15 +1066,11 @@ static int apply_policy(void *ud, const struct gh_kube_obj *o)
     if (json_is_true(json_object_get(spec, "dryRun")))
         g->dry_run = true;
     json_t *b = json_object_get(spec, "budgets");
-    json_t *mu = json_object_get(b, "maxUnavailableNodes");
-    if (json_is_integer(mu) && json_integer_value(mu) >= 0 &&
-        (g->max_isolated == 0 || json_integer_value(mu) < g->max_isolated))
-        g->max_isolated = (int)json_integer_value(mu);
-    if (json_is_string(mu)) {
-        double pct = strtod(json_string_value(mu), NULL);
-        if (pct > 0 && (g->max_isolated_pct == 0 || pct < g->max_isolated_pct))
-            g->max_isolated_pct = pct;
-    }
+    int nodes;
+    double pct;
+    /* a budget out of range is refused (the object's status says why) */
+    if (gh_policy_cr_budget(b, &nodes, &pct, NULL) == GH_OK)
+        gh_guard_tighten_budget(g, nodes, pct);
     json_t *rate = json_object_get(b, "maxActionsPerHour");
     if (json_is_integer(rate) && json_integer_value(rate) > 0 &&
         (g->max_actions_per_hour == 0 || json_integer_value(rate) < g->max_actions_per_hour))

@@ -369,18 +369,11 @@ int main(int argc, char **argv)
     o.guards.approval = on(&v, "require-approval");
     const char *mu = get(&v, "max-unavailable");
     if (mu) {
-        char *end;
-        double x = strtod(mu, &end);
-        if (end == mu || x < 0 || (*end && strcmp(end, "%") != 0)) {
-            fprintf(stderr, "gpuheal-controller: --max-unavailable: N or P%%\n");
+        /* 0 is zero nodes, not "no cap"; the flag replaces both defaults */
+        struct gh_err e;
+        if (gh_guard_parse_budget(mu, &o.guards.max_isolated, &o.guards.max_isolated_pct, &e)) {
+            fprintf(stderr, "gpuheal-controller: --max-unavailable: %s\n", e.msg);
             goto out;
-        }
-        if (*end == '%') {
-            o.guards.max_isolated_pct = x;
-            o.guards.max_isolated = 0;
-        } else {
-            o.guards.max_isolated = (int)x;
-            o.guards.max_isolated_pct = 0;
         }
     }
     long rate = o.guards.max_actions_per_hour, storm = o.guards.storm_nodes, conc = 8, workers = 8;
