@@ -25,7 +25,6 @@
 #define TLS_FILE_MAX     (1024 * 1024)
 #define METRICS_MAX      (64 * 1024)
 #define DISCARD_MAX      (64u * 1024 * 1024)
-#define ID_MAX           1024 /* a namespaced id longer than this is hashed */
 /* GnuTLS priorities: its defaults, but TLS 1.2 and 1.3 only (the Debian 12
  * defaults still let a client negotiate TLS 1.0 and 1.1). */
 #define TLS_PRIORITIES   "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
@@ -242,43 +241,6 @@ static enum gh_ingest_take forged(struct batch *b, long line, const char *msg)
     return GH_INGEST_REFUSED;
 }
 
-/* sig->id := "<sender>/<source>/<id>": the sender's own namespace (a long
- * one as a digest of it). false on OOM. */
-static bool namespace_id(const struct gh_ingest_sender *who, struct gh_signal *sig)
-{
-    if (!sig->id || !*sig->id)
-        return true;
-    char buf[ID_MAX + 1];
-    int n = snprintf(buf, sizeof buf, "%s%s/%s/%s",
-                     who->kind == GH_SENDER_NODE       ? "node:"
-                     : who->kind == GH_SENDER_OPERATOR ? "operator"
-                                                       : "anonymous",
-                     who->kind == GH_SENDER_NODE ? who->node : "", gh_source_name(sig->source),
-                     sig->id);
-    if (n < 0)
-        return false;
-    if ((size_t)n > ID_MAX) {
-        /* the whole id, hashed: still unique to the sender and source */
-        char *full = malloc((size_t)n + 1);
-        if (!full)
-            return false;
-        snprintf(full, (size_t)n + 1, "%s%s/%s/%s",
-                 who->kind == GH_SENDER_NODE       ? "node:"
-                 : who->kind == GH_SENDER_OPERATOR ? "operator"
-                                                   : "anonymous",
-                 who->kind == GH_SENDER_NODE ? who->node : "", gh_source_name(sig->source),
-                 sig->id);
-        struct gh_dedup_key k;
-        gh_dedup_key(full, (size_t)n, &k);
-        free(full);
-        int p = snprintf(buf, sizeof buf, "sha256:");
-        for (size_t i = 0; i < sizeof k.b; i++)
-            p += snprintf(buf + p, sizeof buf - (size_t)p, "%02x", k.b[i]);
-        n = p;
-    }
-    return gh_signal_set_str(&sig->id, buf, (size_t)n) == GH_OK;
-}
-
 static enum gh_ingest_take take(void *ctx, long line, struct gh_signal *sig)
 {
     struct batch *b = ctx;
@@ -299,13 +261,13 @@ static enum gh_ingest_take take(void *ctx, long line, struct gh_signal *sig)
             return forged(b, line, msg);
         }
     }
-    if (!namespace_id(who, sig))
-        return GH_INGEST_STOP;
+    if (who->kind == GH_SENDER_OPERATOR)
+        sig->injected = true; /* the operator's credential is for injection */
     if (b->n == b->cap && !grow((void **)&b->sigs, &b->cap, sizeof *b->sigs))
         return GH_INGEST_STOP;
     if (sig->id) {
         struct gh_dedup_key k;
-        gh_dedup_key(sig->id, strlen(sig->id), &k);
+        gh_dedup_signal_key(sig, &k);
         if (gh_dedup_contains(b->srv->dedup, &k))
             return GH_INGEST_DUPLICATE;
         if (b->nkeys == b->keycap && !grow((void **)&b->keys, &b->keycap, sizeof *b->keys))
@@ -729,10 +691,12 @@ int gh_ingest_server_port(const struct gh_ingest_server *srv)
     return srv->port;
 }
 
-void gh_ingest_server_remember(struct gh_ingest_server *srv, const char *id)
+void gh_ingest_server_remember(struct gh_ingest_server *srv, const struct gh_signal *sig)
 {
+    if (!sig->id)
+        return;
     struct gh_dedup_key k;
-    gh_dedup_key(id, strlen(id), &k);
+    gh_dedup_signal_key(sig, &k);
     pthread_mutex_lock(&srv->mu);
     gh_dedup_insert(srv->dedup, &k);
     pthread_mutex_unlock(&srv->mu);

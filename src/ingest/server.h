@@ -22,11 +22,12 @@
  *     rejected (422) and a line without a node gets the sender's;
  *   - anonymous (opts.allow_anonymous, tests and a loopback dev server).
  * Whoever sends, a line with source "kube" is rejected: those signals
- * come only from the controller's own informers. Each accepted signal's id
- * is rewritten into its sender's namespace, "<sender>/<source>/<id>"
- * (sender "node:NAME", "operator" or "anonymous"), so duplicates are
- * dropped per sender and source: no sender can pre-send the id of another
- * sender's (or another source's) signal and have that one dropped.
+ * come only from the controller's own informers. An operator's signals are
+ * marked injected. Duplicates are dropped by the signal's node, source,
+ * injected flag and id together (gh_dedup_signal_key): a node sender can
+ * name only its own node and an operator's lines are injected, so no
+ * sender can pre-send the id of another sender's (or another source's)
+ * signal and have that one dropped as a duplicate.
  *
  * Connections: libmicrohttpd's thread pool (opts.threads), a bound on all
  * connections and on those of one client address (opts.max_per_client),
@@ -142,11 +143,11 @@ int gh_ingest_server_new(const struct gh_ingest_server_opts *opts,
 /* The bound TCP port. */
 int gh_ingest_server_port(const struct gh_ingest_server *srv);
 
-/* Marks id (borrowed; as the sink got it: in its sender's namespace,
- * "<sender>/<source>/<id>") as already seen: the owner preloads the ids it has
+/* Marks sig (borrowed; its node, source, injected flag and id, as the
+ * sink got it) as already seen: the owner preloads the ids it has
  * stored (e.g. from its audit store) so that a retry after a restart of
  * the receiver is still a duplicate. Thread-safe. */
-void gh_ingest_server_remember(struct gh_ingest_server *srv, const char *id);
+void gh_ingest_server_remember(struct gh_ingest_server *srv, const struct gh_signal *sig);
 
 struct gh_ingest_server_stats {
     uint64_t requests, unauthorized, too_large, partial, unavailable, bad_requests;

@@ -198,9 +198,8 @@ static void test_accepts_good_lines(void **state)
     assert_int_equal(res.rejected, 0);
     char ids[8][64];
     assert_int_equal(drain(f, ids, 8), 3);
-    /* ids in the sender's namespace: an operator token's, source kmsg */
-    assert_string_equal(ids[0], "operator/kmsg/a1");
-    assert_string_equal(ids[2], "operator/kmsg/a3");
+    assert_string_equal(ids[0], "a1");
+    assert_string_equal(ids[2], "a3");
     /* No id: taken, never a duplicate. */
     const char *noid = "{\"ts\":\"2026-11-29T07:00:00Z\",\"node\":\"n1\",\"source\":\"kmsg\","
                        "\"kind\":\"gpu_lost\"}\n";
@@ -348,7 +347,14 @@ static void test_duplicates(void **state)
     res = summary(&r);
     assert_int_equal(res.accepted, 1);
     assert_int_equal(res.duplicates, 1);
-    gh_ingest_server_remember(f->srv, "operator/kmsg/d9");
+    /* as the sink got it: an operator token's lines are injected */
+    struct gh_signal d9;
+    gh_signal_init(&d9);
+    d9.source = GH_SRC_KMSG;
+    d9.injected = true;
+    d9.node = "n1";
+    d9.id = "d9";
+    gh_ingest_server_remember(f->srv, &d9);
     post(f, TOKEN, SIG("d9"), &r);
     assert_int_equal(summary(&r).duplicates, 1);
     assert_int_equal(drain(f, NULL, 0), 3);
