@@ -21,7 +21,7 @@ struct slot {
     int64_t until;                 /* clock ns; 0: empty */
     bool ok;
     char node[GH_INGEST_NODE_MAX]; /* ok */
-    char why[160];                 /* !ok */
+    char why[256];                 /* !ok */
 };
 
 struct gh_agent_auth {
@@ -229,7 +229,7 @@ int gh_agent_auth_check(void *ctx, const char *token, size_t len, struct gh_inge
         count(a, &a->st.unavailable);
         return gh_err_set(err, GH_EAGAIN, "TokenReview failed: %s", kerr.msg);
     }
-    char node[GH_INGEST_NODE_MAX], why[160];
+    char node[GH_INGEST_NODE_MAX], why[256];
     rc = judge(a, json_object_get(resp, "status"), node, sizeof node, why, sizeof why);
     json_decref(resp);
     t = gh_clock_now(a->clock);
