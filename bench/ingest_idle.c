@@ -8,8 +8,8 @@
  *
  *   bench/ingest_idle [N [TRICKLE [ADDRS [SECONDS [old]]]]]   (300 10 1 20)
  *
- * "old" runs the server with the limits of before the fix (one thread, no
- * per-client limit, the 30 s idle timeout for headers too). */
+ * "old" runs the server with the limits of before the fix (one thread, 256
+ * connections, no per-client limit, the 30 s idle timeout for headers too). */
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <netinet/in.h>
@@ -167,6 +167,7 @@ int main(int argc, char **argv)
                                       .sink = gh_ingest_queue_sink, .sink_ctx = q};
     if (old) {
         o.threads = 1;
+        o.max_connections = 256;
         o.max_per_client = 65536;
         o.header_timeout_s = 30;
     }
@@ -179,7 +180,8 @@ int main(int argc, char **argv)
     int port = gh_ingest_server_port(srv);
     printf("ingest_idle: %d connections from %d address(es), a header line every %.0f s, "
            "%.0f s of POSTs, %s limits\n", n, addrs, trickle, secs,
-           old ? "old (1 thread, no per-client bound, 30 s for headers)" : "default");
+           old ? "old (1 thread, 256 connections, no per-client bound, 30 s for headers)"
+               : "default (4 threads, 1024 connections, 32 per client, 5 s for headers)");
     static struct attack a;
     a.n = n;
     a.port = port;
@@ -218,7 +220,10 @@ int main(int argc, char **argv)
                 gh_signal_clear(&s[i]);
         usleep(100 * 1000);
     }
-    printf("attacker connections open at the end: %d of %d\n", atomic_load(&a.open), n);
+    struct gh_ingest_server_stats st;
+    gh_ingest_server_stats(srv, &st);
+    printf("connections the server holds at the end: %u (the attacker keeps %d of %d open "
+           "or reopening)\n", st.connections, atomic_load(&a.open), n);
     report("POST", pv, np, pf);
     report("/healthz", hv, nh, hf);
     atomic_store(&a.stop, true);

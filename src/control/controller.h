@@ -65,7 +65,7 @@ struct gh_controller_opts {
     size_t ingest_body_max;            /* request body bytes; 0: 8 MiB */
     size_t ingest_line_max;            /* bytes per line, at most 64 KiB; 0: 64 KiB */
     size_t ingest_max_lines;           /* lines per request; 0: 10000 */
-    unsigned ingest_max_connections;   /* 0: 256 */
+    unsigned ingest_max_connections;   /* 0: 1024 */
     unsigned ingest_idle_timeout_s;    /* 0: 30 */
     unsigned ingest_header_timeout_s;  /* 0: 5 */
     unsigned ingest_max_per_client;    /* connections from one address; 0: 32 */

@@ -376,14 +376,17 @@ static enum MHD_Result handle_metrics(struct gh_ingest_server *srv, struct MHD_C
         "gpuheal_ingest_dedup_ids %zu\n"
         "# HELP gpuheal_ingest_dedup_evicted_total Ids forgotten to make room.\n"
         "# TYPE gpuheal_ingest_dedup_evicted_total counter\n"
-        "gpuheal_ingest_dedup_evicted_total %llu\n",
+        "gpuheal_ingest_dedup_evicted_total %llu\n"
+        "# HELP gpuheal_ingest_connections Ingest connections open now.\n"
+        "# TYPE gpuheal_ingest_connections gauge\n"
+        "gpuheal_ingest_connections %u\n",
         (unsigned long long)s.requests, (unsigned long long)s.unauthorized,
         (unsigned long long)s.too_large, (unsigned long long)s.partial,
         (unsigned long long)s.unavailable, (unsigned long long)s.bad_requests,
         (unsigned long long)s.accepted, (unsigned long long)s.duplicates,
         (unsigned long long)s.rejected, (unsigned long long)s.forged,
         (unsigned long long)s.bytes, s.dedup_size,
-        (unsigned long long)s.dedup_evicted);
+        (unsigned long long)s.dedup_evicted, s.connections);
     if (n < 0 || n >= METRICS_MAX)
         n = 0;
     if (srv->extra_metrics && (size_t)n < METRICS_MAX - 1) {
@@ -664,7 +667,7 @@ int gh_ingest_server_new(const struct gh_ingest_server_opts *opts,
     };
     srv->mhd = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_LISTEN_SOCKET, fd,
-        MHD_OPTION_CONNECTION_LIMIT, opts->max_connections ? opts->max_connections : 256u,
+        MHD_OPTION_CONNECTION_LIMIT, opts->max_connections ? opts->max_connections : 1024u,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, opts->max_per_client ? opts->max_per_client : 32u,
         MHD_OPTION_CONNECTION_TIMEOUT, srv->header_timeout_s,
         MHD_OPTION_THREAD_POOL_SIZE, opts->threads ? opts->threads : 4u,
@@ -709,6 +712,9 @@ void gh_ingest_server_stats(struct gh_ingest_server *srv, struct gh_ingest_serve
     out->dedup_size = gh_dedup_size(srv->dedup);
     out->dedup_evicted = gh_dedup_evicted(srv->dedup);
     pthread_mutex_unlock(&srv->mu);
+    const union MHD_DaemonInfo *di =
+        srv->mhd ? MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_CURRENT_CONNECTIONS) : NULL;
+    out->connections = di ? di->num_connections : 0;
 }
 
 void gh_ingest_server_free(struct gh_ingest_server *srv)

@@ -104,7 +104,7 @@ struct gh_ingest_server_opts {
     size_t body_max;             /* 0 = 8 MiB */
     struct gh_ingest_limits limits; /* line_max, max_lines */
     size_t dedup_capacity;       /* 0 = 1M ids (about 24 MiB) */
-    unsigned max_connections;    /* 0 = 256 */
+    unsigned max_connections;    /* 0 = 1024 (split among the threads) */
     unsigned idle_timeout_s;     /* 0 = 30 */
     unsigned header_timeout_s;   /* silence allowed before the headers are in; 0 = 5 */
     unsigned max_per_client;     /* connections from one client address; 0 = 32 */
@@ -156,6 +156,7 @@ struct gh_ingest_server_stats {
     uint64_t auth_unavailable;    /* requests answered 503: the token could not be checked */
     size_t dedup_size;
     uint64_t dedup_evicted;
+    unsigned connections;         /* open now */
     uint64_t token_reloads, token_reload_errors;
 };
 /* Thread-safe. */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -50,7 +51,7 @@ static const struct setting {
                                "longer line is rejected (422)"},
     {"ingest-max-lines", false, "lines in one ingest request (10000; at most 1000000): more "
                                 "gets 413"},
-    {"ingest-max-connections", false, "ingest connections at once (256; at most 65536)"},
+    {"ingest-max-connections", false, "ingest connections at once (1024; at most 65536)"},
     {"ingest-idle-timeout", false, "close an idle ingest connection after this (30s; 1s to 1h)"},
     {"ingest-header-timeout", false, "close a connection silent this long before its request "
                                      "headers are complete (5s; 1s to 1h)"},
@@ -480,6 +481,13 @@ int main(int argc, char **argv)
     /* blocked before any thread starts, so that every thread inherits it */
     pthread_sigmask(SIG_BLOCK, &mask, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* room for --ingest-max-connections sockets (a container's soft limit
+     * is often 1024): the soft file limit raised to the hard one */
+    struct rlimit nofile;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+        nofile.rlim_cur = nofile.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &nofile);
+    }
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     if (sfd < 0) {
         fprintf(stderr, "gpuheal-controller: signalfd failed\n");
