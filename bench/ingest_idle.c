@@ -142,10 +142,10 @@ static void report(const char *what, double *v, int n, int failed)
 
 int main(int argc, char **argv)
 {
-    int n = argc > 1 ? atoi(argv[1]) : 300;
-    double trickle = argc > 2 ? atof(argv[2]) : 10;
-    int addrs = argc > 3 ? atoi(argv[3]) : 1;
-    double secs = argc > 4 ? atof(argv[4]) : 20;
+    int n = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 300;
+    double trickle = argc > 2 ? strtod(argv[2], NULL) : 10;
+    int addrs = argc > 3 ? (int)strtol(argv[3], NULL, 10) : 1;
+    double secs = argc > 4 ? strtod(argv[4], NULL) : 20;
     int old = argc > 5 && !strcmp(argv[5], "old");
     if (n < 0 || n > MAX_CONNS || addrs < 1 || addrs > 200) {
         fprintf(stderr, "usage: ingest_idle [N<=%d [TRICKLE_S [ADDRS<=200 [SECONDS [old]]]]]\n",
