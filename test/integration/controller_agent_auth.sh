@@ -15,6 +15,7 @@
 #   - the operator's token (--token-file) still reports for any node.
 # Needs GH_BIN, GH_KUBECONFIG, GH_KUBE_ENV (CTest sets them).
 set -uo pipefail
+shopt -s lastpipe # post, at the end of a pipe, sets $code here
 : "${GH_BIN:?}" "${GH_KUBECONFIG:?}" "${GH_KUBE_ENV:?}"
 . "$GH_KUBE_ENV"
 export KUBECONFIG="$GH_KUBECONFIG"
@@ -24,6 +25,7 @@ NODES="n1 n2 n3 n4"
 TMP=$(mktemp -d /tmp/gh-ctl-aa.XXXXXX)
 CTL_PID=""
 HB_PID=""
+CTL_READY=event=policy_rules
 CTL_FLAGS=(--no-leader-election --max-unavailable 10 --storm-nodes 0 --max-actions-per-hour 0
   --identity "aa-$$")
 . "$(dirname "$0")/lib.sh"

@@ -20,6 +20,7 @@ NODES="n1 n2 n3"
 TMP=$(mktemp -d /tmp/gh-ctl-b0.XXXXXX)
 CTL_PID=""
 HB_PID=""
+CTL_READY=event=policy_rules
 CTL_FLAGS=(--no-leader-election --storm-nodes 0 --max-actions-per-hour 0 --identity "b0-$$")
 . "$(dirname "$0")/lib.sh"
 
