@@ -621,6 +621,8 @@ int gh_ingest_server_new(const struct gh_ingest_server_opts *opts,
     srv->auth_ctx = opts->auth_ctx;
     srv->header_timeout_s = opts->header_timeout_s ? opts->header_timeout_s : 5u;
     srv->idle_timeout_s = opts->idle_timeout_s ? opts->idle_timeout_s : 30u;
+    if (srv->header_timeout_s > srv->idle_timeout_s)
+        srv->header_timeout_s = srv->idle_timeout_s; /* never longer than idle */
     srv->body_max = opts->body_max ? opts->body_max : DEFAULT_BODY_MAX;
     srv->limits = opts->limits;
     srv->sink = opts->sink;

@@ -106,7 +106,8 @@ struct gh_ingest_server_opts {
     size_t dedup_capacity;       /* 0 = 1M ids (about 24 MiB) */
     unsigned max_connections;    /* 0 = 1024 (split among the threads) */
     unsigned idle_timeout_s;     /* 0 = 30 */
-    unsigned header_timeout_s;   /* silence allowed before the headers are in; 0 = 5 */
+    unsigned header_timeout_s;   /* silence allowed before the headers are in; 0 = 5;
+                                    at most idle_timeout_s */
     unsigned max_per_client;     /* connections from one client address; 0 = 32 */
     unsigned threads;            /* server threads; 0 = 4 */
     gh_ingest_auth_fn authenticate; /* optional: node senders (see above) */
