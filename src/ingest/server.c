@@ -1,6 +1,6 @@
 /* server.c - the ingest HTTP endpoint (POST /v1/signals, /healthz, /readyz,
  * /metrics) on libmicrohttpd's thread pool, with sender authentication,
- * per-sender signal checks and id namespaces, connection and body bounds
+ * per-sender signal checks, connection and body bounds
  * and duplicate drop, handing accepted signals to the owner's sink. */
 #include "ingest/server.h"
 
