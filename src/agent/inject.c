@@ -114,6 +114,23 @@ static void handle_line(struct gh_inject *in, const char *s, size_t n)
         reject(in, err.msg);
         return;
     }
+    if (sig.source == GH_SRC_KUBE) {
+        /* the controller takes those only from its own informers */
+        snprintf(err.msg, sizeof err.msg,
+                 "line %ld: field \"source\": \"kube\" signals come only from the "
+                 "controller's informers", in->line_no);
+        gh_signal_clear(&sig);
+        reject(in, err.msg);
+        return;
+    }
+    if (in->node && sig.node && strcmp(sig.node, in->node) != 0) {
+        snprintf(err.msg, sizeof err.msg,
+                 "line %ld: field \"node\": \"%.60s\" is another node; this agent reports "
+                 "only for \"%.60s\"", in->line_no, sig.node, in->node);
+        gh_signal_clear(&sig);
+        reject(in, err.msg);
+        return;
+    }
     sig.injected = true;
     pthread_mutex_lock(&in->mu);
     in->st.signals++;

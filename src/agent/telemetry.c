@@ -261,6 +261,13 @@ static void handle_line(struct gh_telemetry *t, struct client *c, const char *s,
                  c->line_no, gh_kind_name(sig.kind));
         goto bad;
     }
+    if (sig.node && t->node && strcmp(sig.node, t->node) != 0) {
+        /* a rank reports for the node it runs on: this agent's */
+        snprintf(why, sizeof why,
+                 "line %ld: field \"node\": \"%.60s\" is another node; this agent reports "
+                 "only for \"%.60s\"", c->line_no, sig.node, t->node);
+        goto bad;
+    }
     if (!sig.node && t->node && gh_signal_set_str(&sig.node, t->node, strlen(t->node))) {
         snprintf(why, sizeof why, "line %ld: out of memory", c->line_no);
         goto bad;

@@ -14,7 +14,7 @@
 #include "audit/audit_int.h"
 #include "signal/signal_json.h"
 
-#define KEY_MAX 80 /* "sha256:" + 64 hex digits, or a signal id up to here */
+#define KEY_MAX 80 /* "sigsha256:" or "sha256:" + 64 hex digits */
 
 #define COLS 5 /* id, arrival_ns, seq, ts_ns, line */
 #define ROWS GH_JOURNAL_ROWS_PER_INSERT
@@ -67,20 +67,28 @@ void gh_journal_close(struct gh_journal *j)
     free(j);
 }
 
-/* The row key of s: its id, else a hash of its encoding (line). */
+/* The row key of s: with an id, a hash of its node, source, injected flag
+ * and id together (the same id from another node, source or an injection
+ * is another signal: issue 15 #1); else a hash of its encoding (line). */
 static void row_key(const struct gh_signal *s, const char *line, char key[KEY_MAX])
 {
-    if (s->id && *s->id && strlen(s->id) < KEY_MAX) {
-        snprintf(key, KEY_MAX, "%s", s->id);
-        return;
-    }
-    /* no id, or one too long to be a key as it is */
-    const char *text = s->id && *s->id ? s->id : line;
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned mdlen = 0;
-    if (!EVP_Digest(text, strlen(text), md, &mdlen, EVP_sha256(), NULL))
+    bool has_id = s->id && *s->id;
+    if (has_id) {
+        const char *node = s->node ? s->node : "", *src = gh_source_name(s->source);
+        EVP_MD_CTX *c = EVP_MD_CTX_new();
+        if (!c || !EVP_DigestInit_ex(c, EVP_sha256(), NULL) ||
+            !EVP_DigestUpdate(c, node, strlen(node) + 1) ||
+            !EVP_DigestUpdate(c, src, strlen(src) + 1) ||
+            !EVP_DigestUpdate(c, s->injected ? "i" : "r", 2) ||
+            !EVP_DigestUpdate(c, s->id, strlen(s->id)) || !EVP_DigestFinal_ex(c, md, &mdlen))
+            mdlen = 0;
+        EVP_MD_CTX_free(c);
+    } else if (!EVP_Digest(line, strlen(line), md, &mdlen, EVP_sha256(), NULL)) {
         mdlen = 0;
-    int p = snprintf(key, KEY_MAX, "%s", s->id && *s->id ? "idsha256:" : "sha256:");
+    }
+    int p = snprintf(key, KEY_MAX, "%s", has_id ? "sigsha256:" : "sha256:");
     for (unsigned i = 0; i < mdlen && p + 3 <= KEY_MAX; i++)
         p += snprintf(key + p, (size_t)(KEY_MAX - p), "%02x", md[i]);
 }

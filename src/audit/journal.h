@@ -11,9 +11,10 @@
  *
  * A journal owns its own store connection and belongs to one thread at a
  * time: the controller replays on its constructor's thread before the
- * ingest server starts, then appends on the ingest server's thread only.
- * Rows are keyed by the signal's id (or, for a signal without one, a hash
- * of its encoding): a second append of the same signal changes nothing.
+ * ingest server starts, then appends on the ingest server's threads, one
+ * at a time. Rows are keyed by the signal's node, source, injected flag and
+ * id (or, for a signal without an id, a hash of its encoding): a second
+ * append of the same signal changes nothing.
  * Rows older than the retention are deleted by append itself, at most once
  * per prune interval, in their own transaction after the batch's commit. */
 #ifndef GH_AUDIT_JOURNAL_H

@@ -29,6 +29,7 @@
 #include "engine/detector.h"
 #include "engine/engine.h"
 #include "engine/strmap.h"
+#include "control/agent_auth.h"
 #include "ingest/queue.h"
 #include "ingest/server.h"
 #include "kube/api.h"
@@ -62,6 +63,7 @@ struct gh_controller {
     struct gh_step_writer *telemetry; /* step samples into the audit store */
     struct gh_sigqueue *queue;
     struct gh_ingest_server *ingest;
+    struct gh_agent_auth *agent_auth; /* NULL: no agent authentication */
     struct gh_kube_leader *leader;
     struct gh_kube_informer *inf_nodes, *inf_pods, *inf_gnh, *inf_incidents, *inf_policies;
     struct gh_job_watch *jobs; /* Job, JobSet, PyTorchJob informers: whose pods are whose */
@@ -1114,15 +1116,11 @@ static int apply_policy(void *ud, const struct gh_kube_obj *o)
     if (json_is_true(json_object_get(spec, "dryRun")))
         g->dry_run = true;
     json_t *b = json_object_get(spec, "budgets");
-    json_t *mu = json_object_get(b, "maxUnavailableNodes");
-    if (json_is_integer(mu) && json_integer_value(mu) >= 0 &&
-        (g->max_isolated == 0 || json_integer_value(mu) < g->max_isolated))
-        g->max_isolated = (int)json_integer_value(mu);
-    if (json_is_string(mu)) {
-        double pct = strtod(json_string_value(mu), NULL);
-        if (pct > 0 && (g->max_isolated_pct == 0 || pct < g->max_isolated_pct))
-            g->max_isolated_pct = pct;
-    }
+    int nodes;
+    double pct;
+    /* a budget out of range is refused (the object's status says why) */
+    if (gh_policy_cr_budget(b, &nodes, &pct, NULL) == GH_OK)
+        gh_guard_tighten_budget(g, nodes, pct);
     json_t *rate = json_object_get(b, "maxActionsPerHour");
     if (json_is_integer(rate) && json_integer_value(rate) > 0 &&
         (g->max_actions_per_hour == 0 || json_integer_value(rate) < g->max_actions_per_hour))
@@ -1583,8 +1581,9 @@ int gh_controller_new(const struct gh_controller_opts *o, struct gh_controller *
     *out = NULL;
     if (!o->kube || !o->db_url || !o->listen)
         return gh_err_set(err, GH_EINVAL, "controller: kube config, --db and --listen are needed");
-    if (!o->token_file && !o->allow_anonymous)
-        return gh_err_set(err, GH_EINVAL, "controller: --token-file is needed");
+    if (!o->token_file && !o->agent_service_account && !o->allow_anonymous)
+        return gh_err_set(err, GH_EINVAL,
+                          "controller: --token-file or --agent-service-account is needed");
     struct gh_controller *ctl = calloc(1, sizeof *ctl);
     if (!ctl)
         return gh_err_set(err, GH_ENOMEM, "out of memory");
@@ -1667,9 +1666,22 @@ int gh_controller_new(const struct gh_controller_opts *o, struct gh_controller *
         goto fail;
     gh_store_watch_state(ctl->watch, &ctl->store);
     gh_ctl_metrics_gauge(ctl->metrics, GH_GAUGE_STORE_UP, 1);
+    if (o->agent_service_account) {
+        struct gh_agent_auth_opts ao = {.kube = o->kube,
+                                        .clock = ctl->clock,
+                                        .service_account = o->agent_service_account,
+                                        .audience = o->agent_audience};
+        if ((rc = gh_agent_auth_new(&ao, &ctl->agent_auth, err)))
+            goto fail;
+    }
     struct gh_ingest_server_opts io = {.listen = o->listen,
                                        .token_file = o->token_file,
-                                       .allow_anonymous = o->allow_anonymous && !o->token_file,
+                                       .allow_anonymous = o->allow_anonymous && !o->token_file &&
+                                                          !o->agent_service_account,
+                                       .authenticate = ctl->agent_auth ? gh_agent_auth_check : NULL,
+                                       .auth_ctx = ctl->agent_auth,
+                                       .header_timeout_s = o->ingest_header_timeout_s,
+                                       .max_per_client = o->ingest_max_per_client,
                                        .tls_cert = o->tls_cert,
                                        .tls_key = o->tls_key,
                                        .body_max = o->ingest_body_max,
@@ -1883,6 +1895,7 @@ void gh_controller_free(struct gh_controller *ctl)
     gh_kube_informer_free(ctl->inf_node_events);
     gh_kube_informer_free(ctl->inf_namespaces);
     gh_ingest_server_free(ctl->ingest);
+    gh_agent_auth_free(ctl->agent_auth); /* after the ingest threads that call it */
     gh_journal_close(ctl->journal); /* after the ingest thread that writes it */
     gh_store_watch_free(ctl->watch);
     gh_executor_free(ctl->ex);

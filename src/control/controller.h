@@ -31,7 +31,12 @@ struct gh_controller_opts {
     const struct gh_kube_config *kube; /* borrowed (copied by the clients) */
     const char *db_url;                /* audit store: sqlite:PATH or postgres://... */
     const char *listen;                /* ingest HOST:PORT (port 0: any) */
-    const char *token_file;            /* ingest bearer tokens; NULL needs allow_anonymous */
+    const char *token_file;            /* operator bearer tokens (any node); NULL needs
+                                          agent_service_account or allow_anonymous */
+    const char *agent_service_account; /* "NAMESPACE/NAME": agents' bound tokens checked by
+                                          TokenReview, each may report only for its node;
+                                          NULL: no agent authentication */
+    const char *agent_audience;        /* the agents' token audience; NULL: "gpuheal" */
     bool allow_anonymous;
     const char *tls_cert, *tls_key;    /* ingest HTTPS (both or neither) */
     const struct gh_policy *policy;    /* borrowed, outlives the controller; NULL: default */
@@ -60,8 +65,10 @@ struct gh_controller_opts {
     size_t ingest_body_max;            /* request body bytes; 0: 8 MiB */
     size_t ingest_line_max;            /* bytes per line, at most 64 KiB; 0: 64 KiB */
     size_t ingest_max_lines;           /* lines per request; 0: 10000 */
-    unsigned ingest_max_connections;   /* 0: 256 */
+    unsigned ingest_max_connections;   /* 0: 1024 */
     unsigned ingest_idle_timeout_s;    /* 0: 30 */
+    unsigned ingest_header_timeout_s;  /* 0: 5 */
+    unsigned ingest_max_per_client;    /* connections from one address; 0: 32 */
     size_t ingest_dedup_capacity;      /* signal ids remembered; 0: 1M */
 };
 void gh_controller_opts_default(struct gh_controller_opts *o);

@@ -45,6 +45,50 @@ void gh_guard_config_default(struct gh_guard_config *c)
     c->storm_hold_ns = 15 * 60 * GH_NS_PER_S;
 }
 
+#define BUDGET_NODES_MAX 1000000
+
+int gh_guard_parse_budget(const char *s, int *nodes, double *pct, struct gh_err *err)
+{
+    *nodes = -1;
+    *pct = -1;
+    if (!s || !*s)
+        return gh_err_set(err, GH_EINVAL, "empty budget: a count (N) or a percentage (P%%)");
+    size_t n = strlen(s);
+    bool is_pct = s[n - 1] == '%';
+    size_t digits = is_pct ? n - 1 : n;
+    int dots = 0;
+    for (size_t i = 0; i < digits; i++) {
+        if (s[i] == '.' && is_pct && i > 0 && i + 1 < digits && !dots)
+            dots++;
+        else if (s[i] < '0' || s[i] > '9')
+            return gh_err_set(err, GH_EINVAL,
+                              "\"%.40s\": a budget is a count (N) or a percentage (P%%)", s);
+    }
+    if (digits == 0 || digits > 12)
+        return gh_err_set(err, GH_EINVAL,
+                          "\"%.40s\": a budget is a count (N) or a percentage (P%%)", s);
+    double v = strtod(s, NULL);
+    if (is_pct) {
+        if (v > 100)
+            return gh_err_set(err, GH_EINVAL, "\"%.40s\": a percentage is 0%% to 100%%", s);
+        *pct = v;
+    } else {
+        if (v > BUDGET_NODES_MAX)
+            return gh_err_set(err, GH_EINVAL, "\"%.40s\": a count is 0 to %d nodes", s,
+                              BUDGET_NODES_MAX);
+        *nodes = (int)v;
+    }
+    return GH_OK;
+}
+
+void gh_guard_tighten_budget(struct gh_guard_config *c, int nodes, double pct)
+{
+    if (nodes >= 0 && (c->max_isolated < 0 || nodes < c->max_isolated))
+        c->max_isolated = nodes;
+    if (pct >= 0 && (c->max_isolated_pct < 0 || pct < c->max_isolated_pct))
+        c->max_isolated_pct = pct;
+}
+
 struct gh_guard *gh_guard_new(const struct gh_guard_config *cfg)
 {
     struct gh_guard *g = calloc(1, sizeof *g);
@@ -137,11 +181,11 @@ size_t gh_guard_isolated_count(const struct gh_guard *g) { return g->isolated; }
 size_t gh_guard_budget(const struct gh_guard *g)
 {
     size_t b = SIZE_MAX;
-    if (g->cfg.max_isolated > 0)
+    if (g->cfg.max_isolated >= 0)
         b = (size_t)g->cfg.max_isolated;
-    if (g->cfg.max_isolated_pct > 0) {
+    if (g->cfg.max_isolated_pct >= 0) {
         double p = floor((double)g->node_count * g->cfg.max_isolated_pct / 100.0);
-        size_t pb = p < 1 ? 1 : (size_t)p;
+        size_t pb = g->cfg.max_isolated_pct == 0 ? 0 : p < 1 ? 1 : (size_t)p;
         if (pb < b)
             b = pb;
     }

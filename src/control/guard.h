@@ -15,11 +15,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/err.h"
 #include "signal/taxonomy.h"
 
 struct gh_guard_config {
-    int max_isolated;          /* nodes gpuheal may hold out of service; 0 = no absolute cap */
-    double max_isolated_pct;   /* ... as a percent of known nodes (floor, at least 1); 0 = none */
+    int max_isolated;          /* nodes gpuheal may hold out of service (0: none at all);
+                                  < 0 = no absolute cap */
+    double max_isolated_pct;   /* ... as a percent of known nodes, 0..100 (floor, at least 1
+                                  when above 0; 0%: none at all); < 0 = no percent cap */
     int max_actions_per_hour;  /* actions dispatched in any 60 min; 0 = unlimited */
     int64_t node_cooldown_ns;  /* no new node action this soon after the last one; 0 = none */
     int storm_nodes;           /* this many distinct nodes blamed ... ; 0 = breaker off */
@@ -49,6 +52,18 @@ struct gh_guard_verdict {
     const char *guard;
     char detail[200];
 };
+
+/* Parses a budget of nodes held out of service, as --max-unavailable and
+ * a RecoveryPolicy's budgets.maxUnavailableNodes write it: "N" (a count,
+ * 0..1000000) or "P%" (0..100, decimals allowed). On success sets *nodes
+ * (or -1) and *pct (or -1): exactly one of them >= 0. GH_EINVAL with err
+ * naming what was wrong ("150%: a percentage is 0 to 100"). */
+int gh_guard_parse_budget(const char *s, int *nodes, double *pct, struct gh_err *err);
+
+/* Tightens c with a budget (nodes or pct < 0: that one unset): a cap
+ * replaces c's only when it is smaller, so a policy never loosens the
+ * flags. */
+void gh_guard_tighten_budget(struct gh_guard_config *c, int nodes, double pct);
 
 struct gh_guard;
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "control/guard.h"
 #include "signal/signal.h"
 #include "signal/taxonomy.h"
 
@@ -249,6 +250,26 @@ int gh_policy_cr_rules(const json_t *spec, struct gh_policy *out, struct gh_err 
 
 /* A map of label name to string value, at most SELECTOR_MAX of them;
  * absent or empty: every node. */
+int gh_policy_cr_budget(const json_t *budgets, int *nodes, double *pct, struct gh_err *err)
+{
+    *nodes = -1;
+    *pct = -1;
+    const json_t *mu = json_object_get(budgets, "maxUnavailableNodes");
+    if (!mu || json_is_null(mu))
+        return GH_OK;
+    int rc;
+    if (json_is_integer(mu)) {
+        char num[32];
+        snprintf(num, sizeof num, "%lld", (long long)json_integer_value(mu));
+        rc = gh_guard_parse_budget(num, nodes, pct, err);
+    } else if (json_is_string(mu)) {
+        rc = gh_guard_parse_budget(json_string_value(mu), nodes, pct, err);
+    } else {
+        rc = gh_err_set(err, GH_EINVAL, "a count or a percentage such as \"10%%\"");
+    }
+    return rc ? gh_err_prefix(err, rc, "spec.budgets.maxUnavailableNodes") : GH_OK;
+}
+
 static int cr_selector(const json_t *sel, struct gh_err *err)
 {
     if (!sel || json_is_null(sel))
@@ -392,6 +413,11 @@ void gh_policy_crset_offer(struct gh_policy_crset *s, const json_t *obj,
     int rc = p ? gh_policy_cr_rules(spec, p, &err) : gh_err_set(&err, GH_ENOMEM, "out of memory");
     if (!rc)
         rc = cr_selector(sel, &err);
+    int b_nodes;
+    double b_pct;
+    bool bad_budget = false;
+    if (!rc && (rc = gh_policy_cr_budget(json_object_get(spec, "budgets"), &b_nodes, &b_pct, &err)))
+        bad_budget = true;
     if (!rc && json_object_size(sel) > 0 && !(sel_copy = json_deep_copy(sel)))
         rc = gh_err_set(&err, GH_ENOMEM, "out of memory");
     o->generation = gen;
@@ -400,6 +426,7 @@ void gh_policy_crset_offer(struct gh_policy_crset *s, const json_t *obj,
         free(p);
         const char *why = rc == GH_ELIMIT   ? "TooManyRules"
                           : rc == GH_ENOMEM ? "OutOfMemory"
+                          : bad_budget      ? "InvalidBudget"
                                             : "InvalidRule";
         snprintf(v->reason, sizeof v->reason, "%s", why);
         snprintf(v->message, sizeof v->message, "%s%s", err.msg,

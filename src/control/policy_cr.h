@@ -45,6 +45,13 @@ bool gh_policy_cr_duration(const char *s, int64_t *ns);
  * none) when every label it names is there with the same value. */
 bool gh_policy_cr_selects(const json_t *selector, const json_t *labels);
 
+/* A RecoveryPolicy's spec.budgets (borrowed; NULL: none) maxUnavailableNodes
+ * as gh_guard_parse_budget reads it (an integer count, or a string "N" or
+ * "P%"): *nodes and *pct set (-1: unset; both -1 when the field is absent).
+ * GH_EINVAL with err naming the field when it is out of range (a negative
+ * count, "150%") or of another type; 0 is zero nodes. */
+int gh_policy_cr_budget(const json_t *budgets, int *nodes, double *pct, struct gh_err *err);
+
 /* The verdict on one object, for its status and the log. */
 struct gh_policy_cr_verdict {
     bool accepted;

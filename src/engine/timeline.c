@@ -362,12 +362,16 @@ static uint64_t hash_double(uint64_t h, double d)
     return mix(h, u);
 }
 
-/* The dedup key: the emitter's id when given, else the signal's content. */
+/* The dedup key: the emitter's id when given (with the node, source and
+ * injected flag: the same id from another node, source or an injection is
+ * another signal, issue 15 #1), else the signal's content. */
 static uint64_t dedup_key(const struct gh_signal *s)
 {
     uint64_t h = GH_HASH_INIT;
     if (s->id && *s->id) {
         h = gh_hash_str(h ^ 0x1d, s->id);
+        h = gh_hash_str(h, s->node);
+        h = mix(h, ((uint64_t)s->injected << 8) | (uint64_t)s->source);
     } else {
         h = mix(h, (uint64_t)s->ts_ns);
         h = mix(h, ((uint64_t)s->kind << 8) | (uint64_t)s->source);

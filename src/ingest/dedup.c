@@ -2,6 +2,7 @@
  * 128-bit id digests indexed by a linear-probing hash table. */
 #include "ingest/dedup.h"
 
+#include <openssl/evp.h>
 #include <openssl/sha.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,31 @@ void gh_dedup_key(const char *id, size_t len, struct gh_dedup_key *out)
     unsigned char md[SHA256_DIGEST_LENGTH];
     SHA256((const unsigned char *)id, len, md);
     memcpy(out->b, md, sizeof out->b);
+}
+
+void gh_dedup_signal_key(const struct gh_signal *s, struct gh_dedup_key *out)
+{
+    const char *node = s->node ? s->node : "";
+    const char *src = gh_source_name(s->source);
+    const char *id = s->id ? s->id : "";
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned mdlen = 0;
+    EVP_MD_CTX *c = EVP_MD_CTX_new();
+    /* the NULs separate the parts */
+    if (!c || !EVP_DigestInit_ex(c, EVP_sha256(), NULL) ||
+        !EVP_DigestUpdate(c, node, strlen(node) + 1) || !EVP_DigestUpdate(c, src, strlen(src) + 1) ||
+        !EVP_DigestUpdate(c, s->injected ? "i" : "r", 2) || !EVP_DigestUpdate(c, id, strlen(id)) ||
+        !EVP_DigestFinal_ex(c, md, &mdlen) || mdlen < sizeof out->b) {
+        /* no digest context (out of memory): a key from the parts' hashes */
+        struct gh_dedup_key a, b;
+        gh_dedup_key(id, strlen(id), &a);
+        gh_dedup_key(node, strlen(node), &b);
+        for (size_t i = 0; i < sizeof out->b; i++)
+            out->b[i] = (uint8_t)(a.b[i] ^ (b.b[i] * 31u) ^ (uint8_t)(s->source + 7 * s->injected));
+    } else {
+        memcpy(out->b, md, sizeof out->b);
+    }
+    EVP_MD_CTX_free(c);
 }
 
 static size_t home(const struct gh_dedup *d, const struct gh_dedup_key *k)

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "signal/signal.h"
 
 struct gh_dedup;
 
@@ -32,6 +33,11 @@ struct gh_dedup_key {
     uint8_t b[16];
 };
 void gh_dedup_key(const char *id, size_t len, struct gh_dedup_key *out);
+/* The key of a signal with an id (borrowed): its node, source, injected
+ * flag and id together, so that the same id from another node, source or
+ * an injection is another signal (issue 15 #1: step lines and injected
+ * lines pre-sent with a kernel record's id made it a duplicate). */
+void gh_dedup_signal_key(const struct gh_signal *s, struct gh_dedup_key *out);
 
 /* True when key is in the set. */
 bool gh_dedup_contains(const struct gh_dedup *d, const struct gh_dedup_key *key);

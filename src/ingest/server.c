@@ -1,6 +1,7 @@
 /* server.c - the ingest HTTP endpoint (POST /v1/signals, /healthz, /readyz,
- * /metrics) on libmicrohttpd's internal thread, with token checks, body
- * bounds and duplicate drop, handing accepted signals to the owner's sink. */
+ * /metrics) on libmicrohttpd's thread pool, with sender authentication,
+ * per-sender signal checks, connection and body bounds
+ * and duplicate drop, handing accepted signals to the owner's sink. */
 #include "ingest/server.h"
 
 #include <errno.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,6 +39,10 @@ struct gh_ingest_server {
     void *sink_ctx;
     gh_ingest_metrics_fn extra_metrics;
     void *metrics_ctx;
+    pthread_mutex_t metrics_mu;   /* one extra_metrics call at a time */
+    gh_ingest_auth_fn authenticate; /* optional */
+    void *auth_ctx;
+    unsigned header_timeout_s, idle_timeout_s;
     bool (*ready)(void *ctx); /* optional; NULL: always ready */
     void *ready_ctx;
     char *tls_cert, *tls_key;     /* PEM text, kept while the daemon runs */
@@ -52,6 +58,7 @@ struct gh_ingest_server {
 /* Per-request state (MHD's con_cls). */
 struct request {
     bool ingest;          /* POST /v1/signals, authorised, within limits so far */
+    struct gh_ingest_sender sender; /* who sent it (ingest) */
     int refuse;           /* != 0: answer this status once the body is drained */
     char *buf;
     size_t len, cap;
@@ -85,6 +92,10 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
     if (status == MHD_HTTP_UNAUTHORIZED)
         MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (status >= 400 && status != 422 && !retry_after)
+        /* a refused request does not keep its connection (a client
+         * without a token holds no slot past its answer) */
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     if (retry_after) {
         MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
         /* the retry comes on a new connection, which a Service may send
@@ -142,22 +153,69 @@ static void maybe_reload_tokens(struct gh_ingest_server *srv)
     }
 }
 
-static bool authorised(struct gh_ingest_server *srv, struct MHD_Connection *c)
+/* The token of an "Authorization: Bearer TOKEN" header (scheme
+ * case-insensitive), or NULL. */
+static const char *bearer(const char *h, size_t *len)
 {
-    if (!srv->token_file)
-        return true;
+    if (!h || strncasecmp(h, "Bearer", 6) != 0 || (h[6] != ' ' && h[6] != '\t'))
+        return NULL;
+    const char *t = h + 6;
+    while (*t == ' ' || *t == '\t')
+        t++;
+    size_t n = strlen(t);
+    while (n > 0 && (t[n - 1] == ' ' || t[n - 1] == '\t'))
+        n--;
+    if (n == 0 || n > GH_TOKEN_MAX)
+        return NULL;
+    *len = n;
+    return t;
+}
+
+/* Who sent the request: 0 (known, *out set), or the status to answer
+ * (401, 503) with why[cap]. */
+static unsigned authenticate(struct gh_ingest_server *srv, struct MHD_Connection *c,
+                             struct gh_ingest_sender *out, char *why, size_t cap)
+{
+    memset(out, 0, sizeof *out);
+    if (!srv->token_file && !srv->authenticate) {
+        out->kind = GH_SENDER_ANONYMOUS;
+        return 0;
+    }
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    pthread_mutex_lock(&srv->mu);
-    maybe_reload_tokens(srv);
-    bool ok = gh_token_set_check_header(&srv->tokens, h);
-    pthread_mutex_unlock(&srv->mu);
-    return ok;
+    if (srv->token_file) {
+        pthread_mutex_lock(&srv->mu);
+        maybe_reload_tokens(srv);
+        bool ok = gh_token_set_check_header(&srv->tokens, h);
+        pthread_mutex_unlock(&srv->mu);
+        if (ok) {
+            out->kind = GH_SENDER_OPERATOR;
+            return 0;
+        }
+    }
+    size_t n = 0;
+    const char *tok = bearer(h, &n);
+    if (!tok || !srv->authenticate) {
+        snprintf(why, cap, "missing or wrong bearer token");
+        return MHD_HTTP_UNAUTHORIZED;
+    }
+    struct gh_err err = {{0}};
+    int rc = srv->authenticate(srv->auth_ctx, tok, n, out, &err);
+    if (rc == GH_OK && out->kind == GH_SENDER_NODE && out->node[0])
+        return 0;
+    if (rc == GH_EAGAIN) {
+        snprintf(why, cap, "the bearer token cannot be checked now: %s", err.msg);
+        return MHD_HTTP_SERVICE_UNAVAILABLE;
+    }
+    snprintf(why, cap, "bearer token refused: %s", rc ? err.msg : "no node");
+    return MHD_HTTP_UNAUTHORIZED;
 }
 
 /* ---- the batch being taken from one body ---- */
 
 struct batch {
     struct gh_ingest_server *srv;
+    const struct gh_ingest_sender *sender;
+    struct gh_ingest_result *res;
     struct gh_signal *sigs;
     size_t n, cap;
     struct gh_dedup_key *keys;    /* ids inserted for this batch (undone on refusal) */
@@ -175,15 +233,41 @@ static bool grow(void **p, size_t *cap, size_t elem)
     return true;
 }
 
+/* Refuses a line for its sender (counted as rejected and as forged). */
+static enum gh_ingest_take forged(struct batch *b, long line, const char *msg)
+{
+    gh_ingest_result_add_error(b->res, line, msg);
+    b->srv->st.forged++;
+    return GH_INGEST_REFUSED;
+}
+
 static enum gh_ingest_take take(void *ctx, long line, struct gh_signal *sig)
 {
-    (void)line;
     struct batch *b = ctx;
+    const struct gh_ingest_sender *who = b->sender;
+    if (sig->source == GH_SRC_KUBE)
+        return forged(b, line, "source \"kube\" is not taken from the network: those signals "
+                               "come only from the controller's own informers");
+    if (who->kind == GH_SENDER_NODE) {
+        if (!sig->node) {
+            if (gh_signal_set_str(&sig->node, who->node, strlen(who->node)))
+                return GH_INGEST_STOP;
+        } else if (strcmp(sig->node, who->node) != 0) {
+            char msg[GH_INGEST_ERROR_LEN];
+            snprintf(msg, sizeof msg,
+                     "field \"node\": \"%.60s\" is another node; this sender may report "
+                     "only for node \"%.60s\"",
+                     sig->node, who->node);
+            return forged(b, line, msg);
+        }
+    }
+    if (who->kind == GH_SENDER_OPERATOR)
+        sig->injected = true; /* the operator's credential is for injection */
     if (b->n == b->cap && !grow((void **)&b->sigs, &b->cap, sizeof *b->sigs))
         return GH_INGEST_STOP;
     if (sig->id) {
         struct gh_dedup_key k;
-        gh_dedup_key(sig->id, strlen(sig->id), &k);
+        gh_dedup_signal_key(sig, &k);
         if (gh_dedup_contains(b->srv->dedup, &k))
             return GH_INGEST_DUPLICATE;
         if (b->nkeys == b->keycap && !grow((void **)&b->keys, &b->keycap, sizeof *b->keys))
@@ -209,8 +293,8 @@ static void batch_free(struct batch *b, bool undo_keys)
 static enum MHD_Result handle_body(struct gh_ingest_server *srv, struct MHD_Connection *c,
                                    struct request *rq)
 {
-    struct batch b = {.srv = srv};
     struct gh_ingest_result *res = malloc(sizeof *res);
+    struct batch b = {.srv = srv, .sender = &rq->sender, .res = res};
     struct gh_err err = {{0}};
     if (!res)
         return reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
@@ -280,6 +364,10 @@ static enum MHD_Result handle_metrics(struct gh_ingest_server *srv, struct MHD_C
         "gpuheal_ingest_signals_total{result=\"accepted\"} %llu\n"
         "gpuheal_ingest_signals_total{result=\"duplicate\"} %llu\n"
         "gpuheal_ingest_signals_total{result=\"rejected\"} %llu\n"
+        "# HELP gpuheal_ingest_signals_forged_total Signal lines refused for their sender "
+        "(another node's, or source kube); counted in rejected too.\n"
+        "# TYPE gpuheal_ingest_signals_forged_total counter\n"
+        "gpuheal_ingest_signals_forged_total %llu\n"
         "# HELP gpuheal_ingest_bytes_total Request body bytes received.\n"
         "# TYPE gpuheal_ingest_bytes_total counter\n"
         "gpuheal_ingest_bytes_total %llu\n"
@@ -288,17 +376,24 @@ static enum MHD_Result handle_metrics(struct gh_ingest_server *srv, struct MHD_C
         "gpuheal_ingest_dedup_ids %zu\n"
         "# HELP gpuheal_ingest_dedup_evicted_total Ids forgotten to make room.\n"
         "# TYPE gpuheal_ingest_dedup_evicted_total counter\n"
-        "gpuheal_ingest_dedup_evicted_total %llu\n",
+        "gpuheal_ingest_dedup_evicted_total %llu\n"
+        "# HELP gpuheal_ingest_connections Ingest connections open now.\n"
+        "# TYPE gpuheal_ingest_connections gauge\n"
+        "gpuheal_ingest_connections %u\n",
         (unsigned long long)s.requests, (unsigned long long)s.unauthorized,
         (unsigned long long)s.too_large, (unsigned long long)s.partial,
         (unsigned long long)s.unavailable, (unsigned long long)s.bad_requests,
         (unsigned long long)s.accepted, (unsigned long long)s.duplicates,
-        (unsigned long long)s.rejected, (unsigned long long)s.bytes, s.dedup_size,
-        (unsigned long long)s.dedup_evicted);
+        (unsigned long long)s.rejected, (unsigned long long)s.forged,
+        (unsigned long long)s.bytes, s.dedup_size,
+        (unsigned long long)s.dedup_evicted, s.connections);
     if (n < 0 || n >= METRICS_MAX)
         n = 0;
-    if (srv->extra_metrics && (size_t)n < METRICS_MAX - 1)
+    if (srv->extra_metrics && (size_t)n < METRICS_MAX - 1) {
+        pthread_mutex_lock(&srv->metrics_mu);
         n += (int)srv->extra_metrics(srv->metrics_ctx, buf + n, METRICS_MAX - (size_t)n);
+        pthread_mutex_unlock(&srv->metrics_mu);
+    }
     buf[n < METRICS_MAX ? n : METRICS_MAX - 1] = '\0';
     return reply(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", buf, false);
 }
@@ -325,6 +420,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!rq)
             return MHD_NO;
         *con_cls = rq;
+        /* the headers are in: from now on the idle timeout applies */
+        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, srv->idle_timeout_s);
         count(srv, &srv->st.requests);
         bool is_get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
                       strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
@@ -342,11 +439,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             rq->refuse = MHD_HTTP_METHOD_NOT_ALLOWED;
             return MHD_YES;
         }
-        if (!authorised(srv, c)) {
-            count(srv, &srv->st.unauthorized);
+        char why[GH_ERR_MAX + 64];
+        unsigned refuse = authenticate(srv, c, &rq->sender, why, sizeof why);
+        if (refuse) {
+            count(srv, refuse == MHD_HTTP_UNAUTHORIZED ? &srv->st.unauthorized
+                                                       : &srv->st.auth_unavailable);
             /* Answer before the body is read: an unauthorised client
              * does not get to make us read megabytes. */
-            return reply_error(c, MHD_HTTP_UNAUTHORIZED, "missing or wrong bearer token");
+            return reply_error(c, refuse, why);
         }
         if (srv->ready && !srv->ready(srv->ready_ctx)) {
             /* A standby would only hold the incidents until a failover:
@@ -453,12 +553,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return handle_body(srv, c, rq);
 }
 
+/* A new connection gets the header deadline until its first headers are
+ * in (on_request); so does a kept-alive one between requests. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    (void)socket_context;
+    struct gh_ingest_server *srv = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, srv->header_timeout_s);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
-    (void)c;
-    (void)toe;
+    struct gh_ingest_server *srv = cls;
+    if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, srv->header_timeout_s);
     struct request *rq = *con_cls;
     if (rq) {
         free(rq->buf);
@@ -496,7 +607,7 @@ int gh_ingest_server_new(const struct gh_ingest_server_opts *opts,
     *out = NULL;
     if (!opts->listen || !opts->sink)
         return gh_err_set(err, GH_EINVAL, "ingest server: listen and sink are required");
-    if (!opts->token_file && !opts->allow_anonymous)
+    if (!opts->token_file && !opts->authenticate && !opts->allow_anonymous)
         return gh_err_set(err, GH_EINVAL, "ingest server: a token file is required");
     if (!opts->tls_cert != !opts->tls_key)
         return gh_err_set(err, GH_EINVAL, "ingest server: TLS needs both a certificate and a key");
@@ -507,6 +618,13 @@ int gh_ingest_server_new(const struct gh_ingest_server_opts *opts,
     if (!srv)
         return gh_err_set(err, GH_ENOMEM, "ingest server: out of memory");
     pthread_mutex_init(&srv->mu, NULL);
+    pthread_mutex_init(&srv->metrics_mu, NULL);
+    srv->authenticate = opts->authenticate;
+    srv->auth_ctx = opts->auth_ctx;
+    srv->header_timeout_s = opts->header_timeout_s ? opts->header_timeout_s : 5u;
+    srv->idle_timeout_s = opts->idle_timeout_s ? opts->idle_timeout_s : 30u;
+    if (srv->header_timeout_s > srv->idle_timeout_s)
+        srv->header_timeout_s = srv->idle_timeout_s; /* never longer than idle */
     srv->body_max = opts->body_max ? opts->body_max : DEFAULT_BODY_MAX;
     srv->limits = opts->limits;
     srv->sink = opts->sink;
@@ -553,8 +671,11 @@ int gh_ingest_server_new(const struct gh_ingest_server_opts *opts,
     };
     srv->mhd = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_LISTEN_SOCKET, fd,
-        MHD_OPTION_CONNECTION_LIMIT, opts->max_connections ? opts->max_connections : 256u,
-        MHD_OPTION_CONNECTION_TIMEOUT, opts->idle_timeout_s ? opts->idle_timeout_s : 30u,
+        MHD_OPTION_CONNECTION_LIMIT, opts->max_connections ? opts->max_connections : 1024u,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, opts->max_per_client ? opts->max_per_client : 32u,
+        MHD_OPTION_CONNECTION_TIMEOUT, srv->header_timeout_s,
+        MHD_OPTION_THREAD_POOL_SIZE, opts->threads ? opts->threads : 4u,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
         srv->tls_cert ? MHD_OPTION_ARRAY : MHD_OPTION_END, tls, MHD_OPTION_END);
     if (!srv->mhd) {
@@ -577,10 +698,12 @@ int gh_ingest_server_port(const struct gh_ingest_server *srv)
     return srv->port;
 }
 
-void gh_ingest_server_remember(struct gh_ingest_server *srv, const char *id)
+void gh_ingest_server_remember(struct gh_ingest_server *srv, const struct gh_signal *sig)
 {
+    if (!sig->id)
+        return;
     struct gh_dedup_key k;
-    gh_dedup_key(id, strlen(id), &k);
+    gh_dedup_signal_key(sig, &k);
     pthread_mutex_lock(&srv->mu);
     gh_dedup_insert(srv->dedup, &k);
     pthread_mutex_unlock(&srv->mu);
@@ -593,6 +716,9 @@ void gh_ingest_server_stats(struct gh_ingest_server *srv, struct gh_ingest_serve
     out->dedup_size = gh_dedup_size(srv->dedup);
     out->dedup_evicted = gh_dedup_evicted(srv->dedup);
     pthread_mutex_unlock(&srv->mu);
+    const union MHD_DaemonInfo *di =
+        srv->mhd ? MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_CURRENT_CONNECTIONS) : NULL;
+    out->connections = di ? di->num_connections : 0;
 }
 
 void gh_ingest_server_free(struct gh_ingest_server *srv)
@@ -610,5 +736,6 @@ void gh_ingest_server_free(struct gh_ingest_server *srv)
     }
     OPENSSL_cleanse(&srv->tokens, sizeof srv->tokens);
     pthread_mutex_destroy(&srv->mu);
+    pthread_mutex_destroy(&srv->metrics_mu);
     free(srv);
 }

@@ -12,6 +12,29 @@
  * normally pushes them to a gh_sigqueue read by the owner's event loop
  * (gh_ingest_queue_sink). Nothing the owner's loop does blocks on it.
  *
+ * Senders (docs/design.md, "Threat model"): a request is authenticated
+ * before its body is read, as one of
+ *   - an operator: a token of opts.token_file (gpuheal inject, tests); may
+ *     name any node;
+ *   - a node: a token opts.authenticate accepts (the controller's
+ *     TokenReview of an agent's bound ServiceAccount token), naming the one
+ *     node the sender may report for; a line naming another node is
+ *     rejected (422) and a line without a node gets the sender's;
+ *   - anonymous (opts.allow_anonymous, tests and a loopback dev server).
+ * Whoever sends, a line with source "kube" is rejected: those signals
+ * come only from the controller's own informers. An operator's signals are
+ * marked injected. Duplicates are dropped by the signal's node, source,
+ * injected flag and id together (gh_dedup_signal_key): a node sender can
+ * name only its own node and an operator's lines are injected, so no
+ * sender can pre-send the id of another sender's (or another source's)
+ * signal and have that one dropped as a duplicate.
+ *
+ * Connections: libmicrohttpd's thread pool (opts.threads), a bound on all
+ * connections and on those of one client address (opts.max_per_client),
+ * a deadline for a request's headers (opts.header_timeout_s, the time
+ * without a byte before the headers are complete; then opts.idle_timeout_s
+ * applies), and a refused request (401, 404, ...) closes its connection.
+ *
  * Security: tokens are compared in constant time (SHA-256 of the presented
  * token against each allowed token's SHA-256 with CRYPTO_memcmp, all of
  * them, no early exit), so neither a token's bytes nor its length leak by
@@ -36,16 +59,39 @@
 
 /* Takes sigs[0..n) (stealing each on GH_OK; the server clears them
  * otherwise). GH_EAGAIN = no room now: the request is answered 503 with
- * Retry-After and none of its signals counts as seen. Called on the
- * server's thread, one call at a time. */
+ * Retry-After and none of its signals counts as seen. Called on one of the
+ * server's threads, one call at a time (the server serialises them). */
 typedef int (*gh_ingest_sink_fn)(void *ctx, struct gh_signal *sigs, size_t n);
 
 /* A sink that pushes to the gh_sigqueue ctx. */
 int gh_ingest_queue_sink(void *queue, struct gh_signal *sigs, size_t n);
 
 /* Appends extra Prometheus text lines to buf[0..cap) and returns the bytes
- * written (at most cap - 1; NUL-terminated). Called on the server's thread. */
+ * written (at most cap - 1; NUL-terminated). Called on one of the server's
+ * threads, one call at a time. */
 typedef size_t (*gh_ingest_metrics_fn)(void *ctx, char *buf, size_t cap);
+
+#define GH_INGEST_NODE_MAX 254
+
+/* Who sent a request (a small value type). */
+enum gh_ingest_sender_kind {
+    GH_SENDER_ANONYMOUS,
+    GH_SENDER_OPERATOR,
+    GH_SENDER_NODE,
+};
+struct gh_ingest_sender {
+    enum gh_ingest_sender_kind kind;
+    char node[GH_INGEST_NODE_MAX]; /* GH_SENDER_NODE: the node it reports for */
+};
+
+/* Authenticates token[0..len) (borrowed; not an operator token). GH_OK
+ * with *out filled (kind GH_SENDER_NODE and its node), GH_EINVAL when it is
+ * refused (401; err says why, never with token bytes), GH_EAGAIN when it
+ * cannot be checked now (503). Called on the server's threads, possibly
+ * several at once; it may block for a bounded time (one thread of the
+ * pool waits, the others keep serving). */
+typedef int (*gh_ingest_auth_fn)(void *ctx, const char *token, size_t len,
+                                 struct gh_ingest_sender *out, struct gh_err *err);
 
 struct gh_ingest_server;
 
@@ -58,8 +104,14 @@ struct gh_ingest_server_opts {
     size_t body_max;             /* 0 = 8 MiB */
     struct gh_ingest_limits limits; /* line_max, max_lines */
     size_t dedup_capacity;       /* 0 = 1M ids (about 24 MiB) */
-    unsigned max_connections;    /* 0 = 256 */
+    unsigned max_connections;    /* 0 = 1024 (split among the threads) */
     unsigned idle_timeout_s;     /* 0 = 30 */
+    unsigned header_timeout_s;   /* silence allowed before the headers are in; 0 = 5;
+                                    at most idle_timeout_s */
+    unsigned max_per_client;     /* connections from one client address; 0 = 32 */
+    unsigned threads;            /* server threads; 0 = 4 */
+    gh_ingest_auth_fn authenticate; /* optional: node senders (see above) */
+    void *auth_ctx;
     gh_ingest_sink_fn sink;      /* required */
     void *sink_ctx;              /* borrowed */
     gh_ingest_metrics_fn extra_metrics; /* optional */
@@ -92,16 +144,20 @@ int gh_ingest_server_new(const struct gh_ingest_server_opts *opts,
 /* The bound TCP port. */
 int gh_ingest_server_port(const struct gh_ingest_server *srv);
 
-/* Marks id (borrowed) as already seen: the owner preloads the ids it has
+/* Marks sig (borrowed; its node, source, injected flag and id, as the
+ * sink got it) as already seen: the owner preloads the ids it has
  * stored (e.g. from its audit store) so that a retry after a restart of
  * the receiver is still a duplicate. Thread-safe. */
-void gh_ingest_server_remember(struct gh_ingest_server *srv, const char *id);
+void gh_ingest_server_remember(struct gh_ingest_server *srv, const struct gh_signal *sig);
 
 struct gh_ingest_server_stats {
     uint64_t requests, unauthorized, too_large, partial, unavailable, bad_requests;
     uint64_t accepted, duplicates, rejected, bytes;
+    uint64_t forged;              /* lines refused for their sender: another node's, kube */
+    uint64_t auth_unavailable;    /* requests answered 503: the token could not be checked */
     size_t dedup_size;
     uint64_t dedup_evicted;
+    unsigned connections;         /* open now */
     uint64_t token_reloads, token_reload_errors;
 };
 /* Thread-safe. */

@@ -102,6 +102,9 @@ int gh_ingest_parse(const char *body, size_t len, const struct gh_ingest_limits 
             res->duplicates++;
             gh_signal_clear(&sig);
             break;
+        case GH_INGEST_REFUSED:
+            gh_signal_clear(&sig);
+            break;
         default:
             gh_signal_clear(&sig);
             return gh_err_set(err, GH_EAGAIN, "line %ld: the receiver is full", line);

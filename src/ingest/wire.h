@@ -53,6 +53,8 @@ enum gh_ingest_take {
     GH_INGEST_TAKEN = 0,     /* kept: the signal was stolen (now owned by the taker) */
     GH_INGEST_DUPLICATE = 1, /* already seen: the parser clears it */
     GH_INGEST_STOP = 2,      /* out of memory or room: stop, the parser clears it */
+    GH_INGEST_REFUSED = 3,   /* refused: the taker added the line's error to the
+                                result (gh_ingest_result_add_error); the parser clears it */
 };
 
 /* Called for each good line in order; sig is the taker's to steal (on

@@ -250,7 +250,7 @@ sc_skew() {
   # pod failure of j5 would be explained by its nodes' XIDs)
   job_ready j5b 1 || { echo "  job j5b not scheduled"; SC_FAIL=1; }
   appn=$(node_of j5b 0); apppod=$(pod_of j5b 0)
-  app_error "$appn" "$apppod" j5b "$(at '+4 minutes')" | inject
+  app_error "$appn" "$apppod" j5b "$(at '+4 minutes')"
   expect "application error decided" wait_for 30 has_app_incident
   expect "$appn (application error) not isolated" uncordoned "$appn"
   # arrival-time bounding: the future stamp is placed at its arrival

@@ -36,6 +36,10 @@ refused '--ingest-max-line: 0 is not a positive size' --ingest-max-line 0
 refused '--ingest-max-line: 100000 is more than 65536' --ingest-max-line 100000
 refused '--ingest-max-line: 65Ki is more than 65536' --ingest-max-line 65Ki
 refused '--ingest-max-body: "abc" is not a size' --ingest-max-body abc
+# the node budget: out of range refused with a message (0 is a budget of zero)
+refused '--max-unavailable: "150%": a percentage is 0% to 100%' --max-unavailable 150%
+refused '--max-unavailable: "-1": a budget is a count (N) or a percentage (P%)' --max-unavailable -1
+refused '--max-unavailable: "1.5": a budget is a count (N) or a percentage (P%)' --max-unavailable 1.5
 refused '--ingest-max-body: "10Q" is not a size' --ingest-max-body 10Q
 refused '--ingest-max-body: "-5" is not a size' --ingest-max-body -5
 refused '--ingest-max-body: 2Gi is more than 1073741824' --ingest-max-body 2Gi

@@ -118,7 +118,8 @@ kubelet
 APPNODE=$(node_of app 0)
 [ -n "$APPNODE" ] || { bad "job app not scheduled"; show_scheduling; exit 1; }
 APPPOD=$("$K" -n "$NS" get pods -l batch.kubernetes.io/job-name=app -o jsonpath='{.items[0].metadata.name}')
-echo '{"ts":"'"$(now)"'","node":"'"$APPNODE"'","source":"kube","kind":"pod_failed","namespace":"'"$NS"'","pod":"'"$APPPOD"'","job":"'"$NS"'/app","reason":"Error","exit_code":1,"msg":"Traceback (most recent call last): ValueError: bad config"}' | inject
+# through the pod's status (the ingest refuses kube-kind signals)
+pod_error "$APPPOD" "Traceback (most recent call last): ValueError: bad config" || bad "pod error"
 app_decided() { "$GH_BIN/gpuheal" explain "job/$NS/app" --db "$DB" | grep -q "application"; }
 check "application incident recorded" wait_for 20 app_decided
 "$GH_BIN/gpuheal" explain "job/$NS/app" --db "$DB" > "$TMP/app.txt"

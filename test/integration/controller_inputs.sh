@@ -124,8 +124,9 @@ spec:
     actions: [{action: $2}]
 EOF
 }
-app_fault() { # job (each on a node of its own: no shared episode)
-  echo '{"ts":"'"$(now)"'","node":"'"$NS"'-'"$1"'","source":"kube","kind":"pod_failed","namespace":"'"$NS"'","pod":"'"$1"'-0","job":"'"$NS"'/'"$1"'","reason":"Error","exit_code":1,"msg":"Traceback (most recent call last): KeyError: '"'"'labels'"'"'"}' | inject
+app_fault() { # job (each on a node of its own: no shared episode), through its pod's status
+  bare_pod "$1-0" "$NS-$1" "$1" || bad "pod $1-0"
+  pod_error "$1-0" "Traceback (most recent call last): KeyError: 'labels'" || bad "pod $1-0 error"
 }
 rule_chose() { explain "job/$NS/$1" --db "$DB" | grep -q "rule $2 chose: $3"; }
 show() { explain "job/$NS/$1" --db "$DB" | grep -E "rule|why" | sed 's/^/  /'; }

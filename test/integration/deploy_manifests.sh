@@ -213,6 +213,7 @@ can "$AGENT" no get nodes --subresource=proxy
 can "$AGENT" no create serviceaccounts --subresource=token -n "$NS"
 can "$AGENT" no impersonate serviceaccounts -A
 can "$AGENT" no create pods --subresource=exec -n default
+can "$AGENT" no create tokenreviews.authentication.k8s.io
 can "$AGENT" no '*' '*'
 
 echo "# controller: what it needs"
@@ -221,6 +222,7 @@ echo "# controller: what it needs"
 for v in get list watch patch update; do can "$CTRL" yes "$v" nodes; done
 for v in get list watch delete; do can "$CTRL" yes "$v" pods -A; done
 can "$CTRL" yes create pods --subresource=eviction -n default
+can "$CTRL" yes create tokenreviews.authentication.k8s.io # who an agent is (its node)
 can "$CTRL" yes create events.events.k8s.io -n default
 can "$CTRL" yes patch events -n default
 for v in get list watch create delete patch; do can "$CTRL" yes "$v" jobs.batch -n default; done

@@ -82,6 +82,10 @@ for d in docs:
                 out(m.get("readOnly") is True, "%s: Secret volume %s mounted read-only" % (cn, vn))
                 dm = v["secret"].get("defaultMode", 0o644)
                 out(dm & 0o007 == 0, "%s: Secret volume %s defaultMode %s has no world bits" % (cn, vn, oct(dm)))
+            if "projected" in v:
+                out(m.get("readOnly") is True, "%s: projected token volume %s mounted read-only" % (cn, vn))
+                dm = v["projected"].get("defaultMode", 0o644)
+                out(dm & 0o007 == 0, "%s: projected volume %s defaultMode %s has no world bits" % (cn, vn, oct(dm)))
         if c["name"] == "controller":
             out(eff("runAsNonRoot") is True, "%s: runAsNonRoot true" % cn)
             uid = eff("runAsUser")

@@ -13,7 +13,8 @@
 #  pods removed; sets KUBELET_PID), heartbeat_leases / start_kubelet_heartbeat
 #  (node Leases renewed), mkjob (Indexed Job), bound, node_of,
 #  start_controller (per-start files, CTL_LOG, PORT) / stop_controller,
-#  inject, now, xid79, runas / pg_start / pg_stop (a private PostgreSQL:
+#  inject, now, xid79, pod_error / bare_pod (an application fault through
+#  the Pod informer), runas / pg_start / pg_stop (a private PostgreSQL:
 #  PGURL), start_replica / port_of, node predicates (cordoned, tainted...), died, and
 #  cleanup parts (delete_incidents, delete_gnh, rm_tmp).
 #  Agent scripts - they set node (the Node's name), tmp (work folder) and
@@ -189,6 +190,32 @@ died() { ! kill -0 "$CTL_PID" 2>/dev/null; }
 
 inject() { # JSON lines on stdin
   "$GH_BIN/gpuheal" inject --controller "http://127.0.0.1:$PORT" --token-file "$TMP/token" - >/dev/null
+}
+
+# pod_error POD MSG [TS]: POD's first container restarted after exit code
+# 1 with termination message MSG (finished at TS, now unless set), written
+# to the pod's status as the kubelet would; the controller's Pod informer
+# makes it a pod_failed signal (kube-kind signals come only from the
+# informers: the ingest refuses source "kube")
+pod_error() {
+  local pod=$1 msg=$2 ts=${3:-$(date -u +%FT%TZ)} c rc
+  c=$("$K" -n "$NS" get pod "$pod" -o jsonpath='{.spec.containers[0].name}') || return 1
+  rc=$("$K" -n "$NS" get pod "$pod" -o jsonpath='{.status.containerStatuses[0].restartCount}')
+  rc=$((${rc:-0} + 1))
+  "$K" -n "$NS" patch pod "$pod" --subresource=status --type=merge -p '{"status":{"containerStatuses":[{"name":"'"$c"'","ready":true,"restartCount":'"$rc"',"image":"busybox","imageID":"","state":{"running":{"startedAt":"'"$ts"'"}},"lastState":{"terminated":{"exitCode":1,"reason":"Error","message":"'"$msg"'","startedAt":"'"$ts"'","finishedAt":"'"$ts"'"}}}]}}' >/dev/null
+}
+# bare_pod NAME NODE JOB: a pod bound to NODE, labelled as job JOB's
+bare_pod() {
+  "$K" -n "$NS" create -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, labels: {job-name: $3}}
+spec:
+  nodeName: $2
+  restartPolicy: OnFailure
+  tolerations: [{operator: Exists}]
+  containers: [{name: main, image: busybox}]
+EOF
 }
 
 xid79() { # node gpu

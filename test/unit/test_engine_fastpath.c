@@ -183,14 +183,20 @@ static void test_dedup_generations(void **st)
     mk(&s, 1017, "n", NULL, 17); /* still remembered */
     assert_int_equal(gh_timeline_push(tl, &s, INT64_MIN, NULL), GH_EAGAIN);
     gh_signal_clear(&s);
-    /* The id, when given, is the key: same id, other content. */
+    /* The id, when given, is the key with the node, source and injected
+     * flag: same id and node, other content, is a duplicate; the same id
+     * on another node is another signal (issue 15 #1). */
     mk(&s, 5000, "n", NULL, 99);
     gh_signal_set_str(&s.id, "abc", 3);
     assert_int_equal(gh_timeline_push(tl, &s, INT64_MIN, NULL), GH_OK);
     gh_signal_clear(&s);
-    mk(&s, 6000, "m", NULL, 98);
+    mk(&s, 6000, "n", NULL, 98);
     gh_signal_set_str(&s.id, "abc", 3);
     assert_int_equal(gh_timeline_push(tl, &s, INT64_MIN, NULL), GH_EAGAIN);
+    gh_signal_clear(&s);
+    mk(&s, 6000, "m", NULL, 98);
+    gh_signal_set_str(&s.id, "abc", 3);
+    assert_int_equal(gh_timeline_push(tl, &s, INT64_MIN, NULL), GH_OK);
     gh_signal_clear(&s);
     /* NULL and "" name the same node for dedup, as before. */
     mk(&s, 7000, NULL, NULL, 97);

@@ -37,7 +37,7 @@ static struct gh_guard *make(void (*tweak)(struct gh_guard_config *))
 static void budget2(struct gh_guard_config *c)
 {
     c->max_isolated = 2;
-    c->max_isolated_pct = 0;
+    c->max_isolated_pct = -1;
 }
 
 static void test_budget_absolute(void **st)
@@ -74,7 +74,7 @@ static void test_budget_absolute(void **st)
 
 static void pct10(struct gh_guard_config *c)
 {
-    c->max_isolated = 0;
+    c->max_isolated = -1;
     c->max_isolated_pct = 10;
 }
 
@@ -91,6 +91,80 @@ static void test_budget_percent(void **st)
     assert_int_equal(gh_guard_check(g, isolate_restart, 3, "b", false, T0, v), 1);
     assert_string_equal(v[0].guard, "budget");
     gh_guard_free(g);
+}
+
+/* 0 is a budget of zero nodes (it read as "no cap"), as a count and as 0%;
+ * the job restart is never a node action and still goes */
+static void zero_nodes(struct gh_guard_config *c)
+{
+    c->max_isolated = 0;
+    c->max_isolated_pct = -1;
+}
+static void zero_pct(struct gh_guard_config *c)
+{
+    c->max_isolated = -1;
+    c->max_isolated_pct = 0;
+}
+
+static void test_budget_zero(void **st)
+{
+    (void)st;
+    void (*tweaks[])(struct gh_guard_config *) = {zero_nodes, zero_pct};
+    for (size_t i = 0; i < 2; i++) {
+        struct gh_guard *g = make(tweaks[i]);
+        assert_int_equal(gh_guard_budget(g), 0);
+        struct gh_guard_verdict v[3];
+        assert_int_equal(gh_guard_check(g, isolate_restart, 3, "n1", false, T0, v), 1);
+        assert_int_equal(v[0].outcome, GH_GUARD_DENY);
+        assert_string_equal(v[0].guard, "budget");
+        assert_int_equal(v[1].outcome, GH_GUARD_ALLOW);
+        assert_int_equal(v[2].outcome, GH_GUARD_DENY);
+        gh_guard_free(g);
+    }
+    /* both unset: no cap */
+    struct gh_guard_config c;
+    gh_guard_config_default(&c);
+    c.max_isolated = -1;
+    c.max_isolated_pct = -1;
+    struct gh_guard *g = gh_guard_new(&c);
+    assert_int_equal(gh_guard_budget(g), SIZE_MAX);
+    gh_guard_free(g);
+}
+
+static void test_budget_parse(void **st)
+{
+    (void)st;
+    int n;
+    double p;
+    struct gh_err e;
+    assert_int_equal(gh_guard_parse_budget("0", &n, &p, &e), GH_OK);
+    assert_int_equal(n, 0);
+    assert_true(p < 0);
+    assert_int_equal(gh_guard_parse_budget("0%", &n, &p, &e), GH_OK);
+    assert_int_equal(n, -1);
+    assert_true(p == 0);
+    assert_int_equal(gh_guard_parse_budget("12.5%", &n, &p, &e), GH_OK);
+    assert_true(p == 12.5);
+    assert_int_equal(gh_guard_parse_budget("100%", &n, &p, &e), GH_OK);
+    assert_int_equal(gh_guard_parse_budget("7", &n, &p, &e), GH_OK);
+    assert_int_equal(n, 7);
+    assert_int_equal(gh_guard_parse_budget("150%", &n, &p, &e), GH_EINVAL);
+    assert_non_null(strstr(e.msg, "150%\": a percentage is 0% to 100%"));
+    const char *bad[] = {"", "-1", "1.5", "%", "x", "10 %", "1e3", "2000000", ".5%", "5.%"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(gh_guard_parse_budget(bad[i], &n, &p, &e), GH_EINVAL);
+    /* tightening: a smaller cap wins, a larger one never loosens */
+    struct gh_guard_config c;
+    gh_guard_config_default(&c);
+    gh_guard_tighten_budget(&c, 20, -1);
+    assert_int_equal(c.max_isolated, 10);
+    gh_guard_tighten_budget(&c, 0, -1);
+    assert_int_equal(c.max_isolated, 0);
+    gh_guard_tighten_budget(&c, -1, 50);
+    assert_true(c.max_isolated_pct == 10);
+    c.max_isolated_pct = -1;
+    gh_guard_tighten_budget(&c, -1, 50);
+    assert_true(c.max_isolated_pct == 50);
 }
 
 static void rate3(struct gh_guard_config *c) { c->max_actions_per_hour = 3; }
@@ -220,7 +294,7 @@ static void dry(struct gh_guard_config *c)
 {
     c->dry_run = true;
     c->max_isolated = 1;
-    c->max_isolated_pct = 0;
+    c->max_isolated_pct = -1;
 }
 
 static void test_dry_run(void **st)
@@ -260,6 +334,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_budget_absolute), cmocka_unit_test(test_budget_percent),
+        cmocka_unit_test(test_budget_zero),     cmocka_unit_test(test_budget_parse),
         cmocka_unit_test(test_rate),            cmocka_unit_test(test_cooldown),
         cmocka_unit_test(test_storm_breaker),   cmocka_unit_test(test_dry_run),
         cmocka_unit_test(test_approval),        cmocka_unit_test(test_restore),

@@ -169,9 +169,27 @@ static void exercise(const char *url)
     one.id = strdup("b-3");
     assert_int_equal(gh_journal_append(j, &one, 1, fc.t, &err), GH_OK);
     assert_int_equal(count(j), 3);
+    /* the same id from another source, node or an injection is another
+     * signal, another row (issue 15 #1); the same again is not */
+    one.source = GH_SRC_TELEMETRY;
+    one.kind = GH_KIND_STEP;
+    free(one.job);
+    one.job = strdup("ml/a");
+    one.has_rank = one.has_step = true;
+    assert_int_equal(gh_journal_append(j, &one, 1, fc.t, &err), GH_OK);
+    assert_int_equal(count(j), 4);
+    assert_int_equal(gh_journal_append(j, &one, 1, fc.t, &err), GH_OK);
+    assert_int_equal(count(j), 4);
+    one.injected = true;
+    assert_int_equal(gh_journal_append(j, &one, 1, fc.t, &err), GH_OK);
+    assert_int_equal(count(j), 5);
+    free(one.node);
+    one.node = strdup("other-node");
+    assert_int_equal(gh_journal_append(j, &one, 1, fc.t, &err), GH_OK);
+    assert_int_equal(count(j), 6);
     long removed = -1;
     assert_int_equal(gh_journal_prune(j, INT64_MAX, &removed, &err), GH_OK);
-    assert_int_equal(removed, 3);
+    assert_int_equal(removed, 6);
     assert_int_equal(count(j), 0);
     gh_signal_clear(&one);
     clear_all(keep, NLINES);

@@ -305,11 +305,57 @@ static void test_engine_filter(void **st)
     gh_policy_free(base);
 }
 
+/* spec.budgets.maxUnavailableNodes: 0 is zero nodes (it read as "no cap"),
+ * an out-of-range value ("150%", -1, a bool) refuses the object with a
+ * message naming the field */
+static void test_budget(void **st)
+{
+    (void)st;
+    int n;
+    double p;
+    struct gh_err e;
+    json_t *b = json_pack("{s:i}", "maxUnavailableNodes", 0);
+    assert_int_equal(gh_policy_cr_budget(b, &n, &p, &e), GH_OK);
+    assert_int_equal(n, 0);
+    assert_true(p < 0);
+    json_object_set_new(b, "maxUnavailableNodes", json_string("0%"));
+    assert_int_equal(gh_policy_cr_budget(b, &n, &p, &e), GH_OK);
+    assert_int_equal(n, -1);
+    assert_true(p == 0);
+    assert_int_equal(gh_policy_cr_budget(NULL, &n, &p, &e), GH_OK);
+    assert_true(n == -1 && p < 0);
+    json_object_set_new(b, "maxUnavailableNodes", json_integer(-1));
+    assert_int_equal(gh_policy_cr_budget(b, &n, &p, &e), GH_EINVAL);
+    json_object_set_new(b, "maxUnavailableNodes", json_true());
+    assert_int_equal(gh_policy_cr_budget(b, &n, &p, &e), GH_EINVAL);
+    json_object_set_new(b, "maxUnavailableNodes", json_string("150%"));
+    assert_int_equal(gh_policy_cr_budget(b, &n, &p, &e), GH_EINVAL);
+    assert_string_equal(e.msg,
+                        "spec.budgets.maxUnavailableNodes: \"150%\": a percentage is 0% to 100%");
+
+    struct gh_policy *base = gh_policy_new_default();
+    struct gh_policy_crset *s = gh_policy_crset_new(base);
+    json_t *o = rp("budget", 1, 10, NULL, "r-xid79", "isolate_node");
+    json_object_set(json_object_get(o, "spec"), "budgets", b);
+    struct gh_policy_cr_verdict v;
+    gh_policy_crset_begin(s);
+    gh_policy_crset_offer(s, o, &v);
+    assert_false(v.accepted);
+    assert_string_equal(v.reason, "InvalidBudget");
+    assert_non_null(strstr(v.message, "150%"));
+    gh_policy_free(gh_policy_crset_end(s, NULL));
+    gh_policy_crset_free(s);
+    gh_policy_free(base);
+    json_decref(o);
+    json_decref(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_selects),
         cmocka_unit_test(test_governs),
+        cmocka_unit_test(test_budget),
         cmocka_unit_test(test_engine_filter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

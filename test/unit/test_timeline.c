@@ -93,6 +93,17 @@ static void test_dedup(void **st)
     assert_int_equal(gh_timeline_push(tl, &s, S(1), NULL), GH_OK);
     s.code = 80; /* same id, different content: still a duplicate */
     assert_int_equal(gh_timeline_push(tl, &s, S(1), NULL), GH_EAGAIN);
+    /* the same id from another source, node or an injection is another
+     * signal (issue 15 #1: step lines pre-sent with a kernel record's id
+     * made it a duplicate) */
+    s.source = GH_SRC_TELEMETRY;
+    assert_int_equal(gh_timeline_push(tl, &s, S(1), NULL), GH_OK);
+    s.source = GH_SRC_KMSG;
+    s.injected = true;
+    assert_int_equal(gh_timeline_push(tl, &s, S(1), NULL), GH_OK);
+    s.injected = false;
+    gh_signal_set_str(&s.node, "n2", 2);
+    assert_int_equal(gh_timeline_push(tl, &s, S(1), NULL), GH_OK);
     gh_signal_clear(&s);
     /* Without an id: by content. */
     push(tl, GH_KIND_XID, S(2), S(2), "n1", 0, 13, GH_OK);

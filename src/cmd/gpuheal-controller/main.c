@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -29,7 +30,12 @@ static const struct setting {
     {"kubeconfig", false, "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)"},
     {"context", false, "kubeconfig context (default: current-context)"},
     {"listen", false, "ingest endpoint HOST:PORT, also /healthz and /metrics (0.0.0.0:8443)"},
-    {"token-file", false, "bearer tokens accepted by the ingest endpoint, one per line"},
+    {"token-file", false, "operator bearer tokens for the ingest endpoint (gpuheal inject), "
+                          "one per line: they may report for any node"},
+    {"agent-service-account", false, "NAMESPACE/NAME: agents authenticate with this "
+                                     "ServiceAccount's bound token (TokenReview) and may "
+                                     "report only for the node their pod runs on"},
+    {"agent-token-audience", false, "audience the agents' tokens must carry (gpuheal)"},
     {"insecure-allow-anonymous", true, "accept signals without a token (development only)"},
     {"tls-cert", false, "PEM certificate for HTTPS on the ingest endpoint"},
     {"tls-key", false, "PEM key for HTTPS on the ingest endpoint"},
@@ -45,8 +51,12 @@ static const struct setting {
                                "longer line is rejected (422)"},
     {"ingest-max-lines", false, "lines in one ingest request (10000; at most 1000000): more "
                                 "gets 413"},
-    {"ingest-max-connections", false, "ingest connections at once (256; at most 65536)"},
+    {"ingest-max-connections", false, "ingest connections at once (1024; at most 65536)"},
     {"ingest-idle-timeout", false, "close an idle ingest connection after this (30s; 1s to 1h)"},
+    {"ingest-header-timeout", false, "close a connection silent this long before its request "
+                                     "headers are complete (5s; 1s to 1h)"},
+    {"ingest-max-connections-per-client", false, "ingest connections from one client address "
+                                                 "(32; at most 65536)"},
     {"ingest-dedup-capacity", false, "signal ids remembered to drop duplicates (1048576, about "
                                      "24 MiB; at most 67108864)"},
     {"dry-run", true, "decide and record, never act"},
@@ -236,15 +246,23 @@ static bool size_setting(const struct values *v, const char *name, bool bytes, u
 /* The ingest endpoint's limits (docs/controller.md, "Configuration"). */
 static bool ingest_limits(const struct values *v, struct gh_controller_opts *o)
 {
-    uint64_t body = 0, line = 0, lines = 0, conns = 0, dedup = 0;
-    int64_t idle = 0;
+    uint64_t body = 0, line = 0, lines = 0, conns = 0, dedup = 0, per_client = 0;
+    int64_t idle = 0, header = 0;
     if (!size_setting(v, "ingest-max-body", true, 1024ull * 1024 * 1024, &body) ||
         !size_setting(v, "ingest-max-line", true, GH_SIGNAL_LINE_MAX, &line) ||
         !size_setting(v, "ingest-max-lines", false, 1000000, &lines) ||
         !size_setting(v, "ingest-max-connections", false, 65536, &conns) ||
         !size_setting(v, "ingest-dedup-capacity", false, 64ull * 1024 * 1024, &dedup) ||
-        !duration(v, "ingest-idle-timeout", &idle))
+        !size_setting(v, "ingest-max-connections-per-client", false, 65536, &per_client) ||
+        !duration(v, "ingest-idle-timeout", &idle) ||
+        !duration(v, "ingest-header-timeout", &header))
         return false;
+    if (get(v, "ingest-header-timeout") &&
+        (header < GH_NS_PER_S || header > 3600 * GH_NS_PER_S)) {
+        fprintf(stderr, "gpuheal-controller: --ingest-header-timeout: %s is not within 1s to 1h\n",
+                get(v, "ingest-header-timeout"));
+        return false;
+    }
     if (get(v, "ingest-idle-timeout") && (idle < GH_NS_PER_S || idle > 3600 * GH_NS_PER_S)) {
         fprintf(stderr, "gpuheal-controller: --ingest-idle-timeout: %s is not within 1s to 1h\n",
                 get(v, "ingest-idle-timeout"));
@@ -256,6 +274,8 @@ static bool ingest_limits(const struct values *v, struct gh_controller_opts *o)
     o->ingest_max_connections = (unsigned)conns;
     o->ingest_dedup_capacity = (size_t)dedup;
     o->ingest_idle_timeout_s = (unsigned)(idle / GH_NS_PER_S);
+    o->ingest_header_timeout_s = (unsigned)(header / GH_NS_PER_S);
+    o->ingest_max_per_client = (unsigned)per_client;
     return true;
 }
 
@@ -363,24 +383,27 @@ int main(int argc, char **argv)
         o.listen = get(&v, "listen");
     o.token_file = get(&v, "token-file");
     o.allow_anonymous = on(&v, "insecure-allow-anonymous");
+    o.agent_service_account = get(&v, "agent-service-account");
+    o.agent_audience = get(&v, "agent-token-audience");
+    if (o.agent_service_account) {
+        const char *sl = strchr(o.agent_service_account, '/');
+        if (!sl || sl == o.agent_service_account || !sl[1] || strchr(sl + 1, '/')) {
+            fprintf(stderr, "gpuheal-controller: --agent-service-account: \"%s\" is not "
+                            "NAMESPACE/NAME\n", o.agent_service_account);
+            goto out;
+        }
+    }
     o.tls_cert = get(&v, "tls-cert");
     o.tls_key = get(&v, "tls-key");
     o.guards.dry_run = on(&v, "dry-run");
     o.guards.approval = on(&v, "require-approval");
     const char *mu = get(&v, "max-unavailable");
     if (mu) {
-        char *end;
-        double x = strtod(mu, &end);
-        if (end == mu || x < 0 || (*end && strcmp(end, "%") != 0)) {
-            fprintf(stderr, "gpuheal-controller: --max-unavailable: N or P%%\n");
+        /* 0 is zero nodes, not "no cap"; the flag replaces both defaults */
+        struct gh_err e;
+        if (gh_guard_parse_budget(mu, &o.guards.max_isolated, &o.guards.max_isolated_pct, &e)) {
+            fprintf(stderr, "gpuheal-controller: --max-unavailable: %s\n", e.msg);
             goto out;
-        }
-        if (*end == '%') {
-            o.guards.max_isolated_pct = x;
-            o.guards.max_isolated = 0;
-        } else {
-            o.guards.max_isolated = (int)x;
-            o.guards.max_isolated_pct = 0;
         }
     }
     long rate = o.guards.max_actions_per_hour, storm = o.guards.storm_nodes, conc = 8, workers = 8;
@@ -458,6 +481,13 @@ int main(int argc, char **argv)
     /* blocked before any thread starts, so that every thread inherits it */
     pthread_sigmask(SIG_BLOCK, &mask, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* room for --ingest-max-connections sockets (a container's soft limit
+     * is often 1024): the soft file limit raised to the hard one */
+    struct rlimit nofile;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+        nofile.rlim_cur = nofile.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &nofile);
+    }
     int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     if (sfd < 0) {
         fprintf(stderr, "gpuheal-controller: signalfd failed\n");

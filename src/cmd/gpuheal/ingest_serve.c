@@ -82,7 +82,7 @@ static void preload(void *ctx, struct gh_ingest_server *srv)
                 break;
             if (rc == GH_OK) {
                 if (s.id) {
-                    gh_ingest_server_remember(srv, s.id);
+                    gh_ingest_server_remember(srv, &s);
                     n++;
                 }
                 gh_signal_clear(&s);
