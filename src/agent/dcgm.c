@@ -9,6 +9,7 @@
  * from NVIDIA's headers (not packaged): values from NVIDIA/DCGM
  * dcgmlib/dcgm_structs.h, dcgm_errors.h (see shared/data/gpu-signals.md 4). */
 #include "agent/dcgm.h"
+#include "common/pci.h"
 #include "common/mono.h"
 
 #include <ctype.h>
@@ -547,16 +548,10 @@ static int on_sample(void *ctx, const struct gh_dcgm_promtext_sample *s)
     g = &ex->cur[gpu];
     g->seen = true;
     ex->stats.samples++;
-    if (pci && !g->pci[0] && pci->value_len < sizeof g->pci) {
-        bool ok = pci->value_len > 0;
-        for (size_t i = 0; ok && i < pci->value_len; i++)
-            ok = isxdigit((unsigned char)pci->value[i]) || pci->value[i] == ':' ||
-                 pci->value[i] == '.';
-        if (ok) {
-            memcpy(g->pci, pci->value, pci->value_len);
-            g->pci[pci->value_len] = '\0';
-        }
-    }
+    /* "00000000:3B:00.0" -> the one form signals and metrics use; what is
+     * not an address is left out */
+    if (pci && !g->pci[0])
+        (void)gh_pci_canon(pci->value, pci->value_len, NULL, g->pci, sizeof g->pci);
     if (m < XM__SCALARS) {
         g->v[m] = s->value;
         g->has |= 1u << m;

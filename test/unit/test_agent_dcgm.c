@@ -383,7 +383,7 @@ static void test_exporter_scrape(void **state)
     assert_int_equal(s->source, GH_SRC_DCGM);
     assert_int_equal(s->gpu, 0);
     assert_string_equal(s->node, "gpu-node-17");
-    assert_string_equal(s->pci, "00000000:18:00.0");
+    assert_string_equal(s->pci, "0000:18:00.0");
     assert_true(s->throttled);
     assert_true(s->watts > 412.3 && s->watts < 412.4);
 
@@ -407,7 +407,7 @@ static void test_exporter_scrape(void **state)
     assert_int_equal(s->bits, GH_ECC_DOUBLE);
     assert_true(s->is_volatile);
     assert_int_equal(s->count, 2);
-    assert_string_equal(s->pci, "00000000:2A:00.0");
+    assert_string_equal(s->pci, "0000:2a:00.0");
     s = find(r, GH_KIND_ROW_REMAP, 1);
     assert_non_null(s);
     assert_true(s->failure);
