@@ -276,13 +276,13 @@ static void publish_incident(struct worker *w, const json_t *inc, const char *mo
         snprintf(rep->warning, sizeof rep->warning, "Incident %s: %.250s", id, err.msg);
 }
 
-static void event(struct worker *w, const char *api, const char *kind, const char *ns,
+/* An Event about the object of type res named ns/name (ns NULL for a
+ * cluster-scoped one), with its uid so that `kubectl describe` shows it. */
+static void event(struct worker *w, const struct gh_kube_res *res, const char *ns,
                   const char *name, const char *type, const char *reason, const char *action,
                   const char *note)
 {
     struct gh_kube_event_spec s = {
-        .regarding_api_version = api,
-        .regarding_kind = kind,
         .regarding_name = name,
         .regarding_ns = ns,
         .type = type,
@@ -291,7 +291,7 @@ static void event(struct worker *w, const char *api, const char *kind, const cha
         .note = note,
         .reporting_instance = w->ex->identity,
     };
-    (void)gh_kube_event_post(w->c, &s, NULL, NULL, NULL);
+    (void)gh_kube_event_post_about(w->c, res, &s, NULL, NULL, NULL);
 }
 
 /* Events about a decision on the node, the job and the pods in the
@@ -302,14 +302,14 @@ static void decision_events(struct worker *w, const json_t *inc, const char *sum
     char note[1024];
     snprintf(note, sizeof note, "%s: %s", id ? id : "?", summary);
     if (id)
-        event(w, "gpuheal.io/v1alpha1", "Incident", NULL, id, "Warning", "IncidentDecided",
+        event(w, &gh_kube_res_incidents, NULL, id, "Warning", "IncidentDecided",
               "Decide", note);
     if (node)
-        event(w, "v1", "Node", NULL, node, "Warning", "GPUFault", "Decide", note);
+        event(w, &gh_kube_res_nodes, NULL, node, "Warning", "GPUFault", "Decide", note);
     if (job) {
         char ns[64], name[254];
         split_job(job, ns, sizeof ns, name, sizeof name);
-        event(w, "batch/v1", "Job", ns, name, "Warning", "GPUFault", "Decide", note);
+        event(w, &gh_kube_res_jobs, ns, name, "Warning", "GPUFault", "Decide", note);
     }
     size_t i;
     json_t *e;
@@ -317,7 +317,7 @@ static void decision_events(struct worker *w, const json_t *inc, const char *sum
     json_array_foreach(json_object_get(inc, "evidence"), i, e) {
         const char *pns = jstr(e, "namespace"), *pod = jstr(e, "pod");
         if (pns && pod && pods++ < PODS_MAX)
-            event(w, "v1", "Pod", pns, pod, "Warning", "GPUFaultDiagnosed", "Decide", note);
+            event(w, &gh_kube_res_pods, pns, pod, "Warning", "GPUFaultDiagnosed", "Decide", note);
     }
 }
 
@@ -397,12 +397,13 @@ static void run_intent(struct worker *w, struct run_ctx *rc, struct gh_audit_int
     snprintf(note, sizeof note, "%s %s: %s (%s)", it->action, res->result, res->detail, rc->id);
     bool ok = strcmp(res->result, "failed") != 0;
     if (node && node_action(a))
-        event(w, "v1", "Node", NULL, node, ok ? "Normal" : "Warning",
+        event(w, &gh_kube_res_nodes, NULL, node, ok ? "Normal" : "Warning",
               ok ? "GPUHealAction" : "GPUHealActionFailed", it->action, note);
     if (job && (a == GH_ACT_RESTART_FROM_CHECKPOINT || a == GH_ACT_RETRY_IN_PLACE)) {
         /* the restart plan names what was restarted: a Job, a JobSet (also
          * for a JobSet's child Job) or a PyTorchJob */
-        char api[128] = "batch/v1", kind[32] = "Job", pns[64], pname[254];
+        const struct gh_kube_res *res_of = &gh_kube_res_jobs;
+        char pns[64], pname[254];
         snprintf(pns, sizeof pns, "%s", ns);
         snprintf(pname, sizeof pname, "%s", name);
         json_t *pl = a == GH_ACT_RESTART_FROM_CHECKPOINT && it->payload
@@ -410,13 +411,12 @@ static void run_intent(struct worker *w, struct run_ctx *rc, struct gh_audit_int
                          : NULL;
         const struct gh_kube_res *r = gh_job_res_of_kind(jstr(pl, "kind") ? jstr(pl, "kind") : "");
         if (r && jstr(pl, "namespace") && jstr(pl, "name")) {
-            gh_kube_api_version(r, api, sizeof api);
-            snprintf(kind, sizeof kind, "%s", jstr(pl, "kind"));
+            res_of = r;
             snprintf(pns, sizeof pns, "%s", jstr(pl, "namespace"));
             snprintf(pname, sizeof pname, "%s", jstr(pl, "name"));
         }
         json_decref(pl);
-        event(w, api, kind, pns, pname, ok ? "Normal" : "Warning",
+        event(w, res_of, pns, pname, ok ? "Normal" : "Warning",
               ok ? "GPUHealAction" : "GPUHealActionFailed", it->action, note);
     }
 }
@@ -886,7 +886,7 @@ static void do_release(struct worker *w, struct gh_task *t, struct gh_exec_repor
     }
     char note[1024];
     snprintf(note, sizeof note, "validation passed: %s", res.detail);
-    event(w, "v1", "Node", NULL, t->node, "Normal", "NodeReturnedToService", "Uncordon", note);
+    event(w, &gh_kube_res_nodes, NULL, t->node, "Normal", "NodeReturnedToService", "Uncordon", note);
 }
 
 static void do_replay(struct worker *w, struct gh_exec_report *rep)

@@ -101,6 +101,12 @@ check "Incident phase Succeeded" wait_for 10 id_phase_is "$INC" Succeeded
 check "Incident spec rule" [ "$("$K" get incident "$INC" -o jsonpath='{.spec.rule}')" = gpu-fell-off-bus ]
 check "Events on node $B" wait_for 10 sh -c "'$K' get events.events.k8s.io -A --field-selector regarding.name=$B -o name | grep -q ."
 check "Events on job llm" wait_for 10 sh -c "'$K' -n $NS get events.events.k8s.io --field-selector regarding.name=llm -o name | grep -q ."
+# what on-call people read (operations.md): kubectl describe lists an Event
+# only when its regarding.uid is the object's
+check "kubectl describe node/$B lists GPUFault and GPUHealAction" wait_for 10 sh -c "'$K' describe node/$B | sed -n '/^Events:/,\$p' > '$TMP/describe-node.txt' && grep -q 'Warning  *GPUFault ' '$TMP/describe-node.txt' && grep -q 'Normal  *GPUHealAction ' '$TMP/describe-node.txt'"
+check "kubectl describe job/llm lists GPUHealAction" wait_for 10 sh -c "'$K' -n $NS describe job/llm | sed -n '/^Events:/,\$p' | grep -q 'GPUHealAction '"
+check "kubectl describe incident/$INC lists IncidentDecided" wait_for 10 sh -c "'$K' describe incident/$INC | sed -n '/^Events:/,\$p' | grep -q 'Warning  *IncidentDecided '"
+check "Event reportingController gpuheal.io/controller, instance e2e-$$" sh -c "'$K' get events.events.k8s.io -A --field-selector regarding.name=$B -o jsonpath='{range .items[*]}{.reportingController} {.reportingInstance} {.regarding.uid}{\"\\n\"}{end}' | grep -q '^gpuheal.io/controller e2e-$$ [0-9a-f-]\\{36\\}\$'"
 "$GH_BIN/gpuheal" explain "job/$NS/llm" --db "$DB" > "$TMP/explain.txt"
 check "explain names the XID line" grep -q "GPU has fallen off the bus" "$TMP/explain.txt"
 check "explain names the rule" grep -q "rule gpu-fell-off-bus chose" "$TMP/explain.txt"
