@@ -907,6 +907,18 @@ int gh_health_count(const struct gh_health *h)
     return n;
 }
 
+int gh_health_index_of(const struct gh_health *h, const char *pci, const char *uuid)
+{
+    uint64_t key = 0;
+    char canon[GH_PCI_MAX];
+    bool has = pci_parse(pci, &key, canon, sizeof canon);
+    for (int k = 0; k < GH_HEALTH_MAX_GPUS; k++)
+        if (h->e[k].used && h->e[k].index >= 0 &&
+            (pci_match(&h->e[k], has, key) || uuid_match(&h->e[k], uuid)))
+            return h->e[k].index;
+    return -1;
+}
+
 int gh_health_find(const struct gh_health *h, int gpu)
 {
     int ord[GH_HEALTH_MAX_GPUS], n = order(h, ord);

@@ -84,9 +84,22 @@ static void spool_signal(struct agent *a, const struct gh_signal *s)
         a->kmsg_seq_spooled = kseq;
 }
 
-/* A signal that is shipped: to the spool and into the node's GPU health. */
+/* A signal that is shipped: to the spool and into the node's GPU health. A
+ * signal naming its GPU only by PCI address or UUID (the kernel log's XIDs)
+ * is shipped with the index this node's health model has learned for it,
+ * so the controller's incident names the GPU. */
 static void deliver(struct agent *a, const struct gh_signal *s)
 {
+    struct gh_signal tmp;
+    if (s->gpu < 0 && (s->pci || s->uuid) && a->health &&
+        (!s->node || !strcmp(s->node, a->cfg.node))) {
+        int g = gh_health_index_of(a->health, s->pci, s->uuid);
+        if (g >= 0) {
+            tmp = *s; /* shallow: only gpu differs */
+            tmp.gpu = g;
+            s = &tmp;
+        }
+    }
     spool_signal(a, s);
     agent_health_feed(a, s);
 }
