@@ -171,8 +171,11 @@ static const char *cr_result(const char *r)
         return "Pending";
     if (!strcmp(r, "succeeded") || !strcmp(r, "noop"))
         return "Succeeded";
-    if (!strcmp(r, "failed"))
+    if (!strcmp(r, "failed") || !strcmp(r, "not_configured") || !strcmp(r, "interrupted") ||
+        !strcmp(r, "timed_out"))
         return "Failed";
+    if (!strcmp(r, "requested"))
+        return "Running"; /* the node agent has it; its outcome is recorded when it answers */
     if (!strcmp(r, "denied"))
         return "Blocked";
     if (!strcmp(r, "awaiting_approval") || !strcmp(r, "pending"))
@@ -537,6 +540,21 @@ static void free_list(struct pending_list *l)
     l->n = l->cap = 0;
 }
 
+/* Whether action row i of r is a request the agent answered later (a row
+ * of the same action and target after it). */
+static bool answered(const struct gh_audit_incident_rec *r, size_t i)
+{
+    const struct gh_audit_action_rec *x = &r->acts[i];
+    if (!x->result || strcmp(x->result, "requested") != 0)
+        return false;
+    for (size_t k = i + 1; k < r->n_actions; k++)
+        if (r->acts[k].action && x->action && !strcmp(r->acts[k].action, x->action) &&
+            r->acts[k].target && x->target && !strcmp(r->acts[k].target, x->target) &&
+            r->acts[k].result && strcmp(r->acts[k].result, "requested") != 0)
+            return true;
+    return false;
+}
+
 /* The whole recorded history of one incident: phase from its actions. */
 static void finish_incident(struct worker *w, const json_t *inc, const char *mode,
                             struct gh_exec_report *rep)
@@ -549,7 +567,7 @@ static void finish_incident(struct worker *w, const json_t *inc, const char *mod
     struct gh_err err;
     json_t *acts = json_array();
     const char *phase = "Succeeded";
-    bool any = false, pending = false;
+    bool any = false, pending = false, requested = false;
     char msg[1024] = "";
     size_t used = 0;
     if (gh_audit_query(w->a, &s, 0, 1, &recs, &n, &err) == GH_OK && n == 1) {
@@ -574,6 +592,8 @@ static void finish_incident(struct worker *w, const json_t *inc, const char *mod
         }
         for (size_t i = 0; i < recs[0].n_actions; i++) {
             const struct gh_audit_action_rec *x = &recs[0].acts[i];
+            if (answered(&recs[0], i))
+                continue; /* the agent's outcome, recorded after, stands for it */
             char t1[GH_RFC3339_MAX], t2[GH_RFC3339_MAX];
             gh_time_format_rfc3339(x->started_ns, t1, sizeof t1);
             gh_time_format_rfc3339(x->finished_ns, t2, sizeof t2);
@@ -584,8 +604,10 @@ static void finish_incident(struct worker *w, const json_t *inc, const char *mod
                                                   "startTime", t1, "completionTime", t2,
                                                   "message", m));
             any = true;
-            if (x->result && !strcmp(x->result, "failed"))
+            if (x->result && !strcmp(cr_result(x->result), "Failed"))
                 phase = "Failed";
+            if (x->result && !strcmp(x->result, "requested"))
+                requested = true;
             if (used < sizeof msg) {
                 int wn = snprintf(msg + used, sizeof msg - used, "%s%s %s", used ? "; " : "",
                                   x->action, x->result);
@@ -597,8 +619,8 @@ static void finish_incident(struct worker *w, const json_t *inc, const char *mod
     /* open intents: still acting */
     struct pending_list l = {.only = id};
     (void)gh_audit_intents_pending(w->a, collect_intent, &l, &err);
-    if (l.n)
-        phase = "Acting";
+    if (l.n || requested)
+        phase = "Acting"; /* an intent still open, or a request the agent has not answered */
     free_list(&l);
     if (!any && strcmp(phase, "Acting") != 0) {
         bool nothing = true;
@@ -889,6 +911,64 @@ static void do_release(struct worker *w, struct gh_task *t, struct gh_exec_repor
     event(w, &gh_kube_res_nodes, NULL, t->node, "Normal", "NodeReturnedToService", "Uncordon", note);
 }
 
+/* What the node agent answered to a request (or its silence past the
+ * timeout): recorded once after the "requested" row, the Incident's phase
+ * and status follow, an Event on the node says it. */
+static void do_outcome(struct worker *w, struct gh_task *t, struct gh_exec_report *rep)
+{
+    snprintf(rep->id, sizeof rep->id, "%s", t->id);
+    snprintf(rep->node, sizeof rep->node, "%s", t->node);
+    const char *action = gh_action_name(t->req_action);
+    char target[300];
+    snprintf(target, sizeof target, "node/%s", t->node);
+    struct gh_audit_subject s = {GH_AUDIT_INCIDENT, ""};
+    snprintf(s.name, sizeof s.name, "%s", t->id);
+    struct gh_audit_incident_rec *recs = NULL;
+    size_t n = 0;
+    struct gh_err err = {{0}};
+    json_t *inc = NULL;
+    char mode[16] = "act";
+    bool asked = false, done = false;
+    if (gh_audit_query(w->a, &s, 0, 1, &recs, &n, &err) == GH_OK && n == 1) {
+        for (size_t i = 0; i < recs[0].n_actions; i++) {
+            const struct gh_audit_action_rec *x = &recs[0].acts[i];
+            if (!x->action || strcmp(x->action, action) != 0 || !x->target ||
+                strcmp(x->target, target) != 0 || !x->result)
+                continue;
+            if (!strcmp(x->result, "requested"))
+                asked = true, done = false;
+            else if (asked)
+                done = true;
+        }
+        if (recs[0].json)
+            inc = json_loads(recs[0].json, 0, NULL);
+        if (recs[0].mode)
+            snprintf(mode, sizeof mode, "%s", recs[0].mode);
+    }
+    gh_audit_recs_free(recs, n);
+    /* not this controller's request, or its outcome already recorded (a
+     * restart lists the GPUNodeHealth again) */
+    if (!inc || !asked || done) {
+        json_decref(inc);
+        snprintf(rep->phase, sizeof rep->phase, "Duplicate");
+        return;
+    }
+    int64_t ts = now(w);
+    struct gh_audit_action rec = {t->id, NULL, action, target, ts, ts, t->req_result, 0,
+                                  "GPUNodeHealth", t->req_detail};
+    (void)gh_audit_record_action(w->a, &rec, &err);
+    rep->n = 1;
+    rep->acts[0].action = t->req_action;
+    snprintf(rep->acts[0].result, sizeof rep->acts[0].result, "%s", t->req_result);
+    bool ok = !strcmp(t->req_result, "succeeded");
+    char note[1024];
+    snprintf(note, sizeof note, "%s %s: %s (%s)", action, t->req_result, t->req_detail, t->id);
+    event(w, &gh_kube_res_nodes, NULL, t->node, ok ? "Normal" : "Warning",
+          ok ? "GPUHealAction" : "GPUHealActionFailed", action, note);
+    finish_incident(w, inc, mode, rep);
+    json_decref(inc);
+}
+
 static void do_replay(struct worker *w, struct gh_exec_report *rep)
 {
     struct pending_list l = {0};
@@ -1022,6 +1102,7 @@ static bool run_job(struct worker *w, struct job *j)
     case GH_TASK_RELEASE: do_release(w, &j->t, &j->rep); break;
     case GH_TASK_REPLAY: do_replay(w, &j->rep); break;
     case GH_TASK_HOLD: do_hold(w, &j->t, &j->rep); break;
+    case GH_TASK_OUTCOME: do_outcome(w, &j->t, &j->rep); break;
     }
     return false;
 }
@@ -1196,6 +1277,10 @@ static void job_keys(struct job *j)
         snprintf(j->keys[j->nkeys++], KEY_MAX, "node/%s", t->node);
     if (t->kind == GH_TASK_HOLD) /* before the release of the same incident */
         snprintf(j->keys[j->nkeys++], KEY_MAX, "inc/%.300s", t->id);
+    if (t->kind == GH_TASK_OUTCOME) { /* after the decision that asked */
+        snprintf(j->keys[j->nkeys++], KEY_MAX, "inc/%.300s", t->id);
+        snprintf(j->keys[j->nkeys++], KEY_MAX, "node/%.300s", t->node);
+    }
     if (t->kind == GH_TASK_DECISION) {
         const char *id = jstr(t->incident, "id"), *node = jstr(t->incident, "node"),
                    *jb = jstr(t->incident, "job");
