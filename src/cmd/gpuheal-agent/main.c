@@ -487,6 +487,9 @@ static void start_sources(struct agent *a)
         struct gh_dcgm_exporter_opts o = {0};
         o.url = a->cfg.dcgm_exporter;
         o.node = a->cfg.node;
+        snprintf(state, sizeof state, "%s/dcgm.state", a->cfg.spool_dir);
+        o.state_path = state;
+        o.boot_id = a->boot_id;
         o.interval_ns = a->cfg.dcgm_interval_ns;
         o.clock = a->clock;
         o.emit = emit_async;
