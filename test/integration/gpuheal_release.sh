@@ -12,6 +12,7 @@
 set -uo pipefail
 : "${GH_BIN:?}" "${GH_KUBE_ENV:?}"
 [ -x "$GH_BIN/gpuheal" ] && [ -x "$GH_BIN/gpuheal-controller" ] || { echo "skip: binaries missing"; exit 0; }
+command -v jq >/dev/null || { echo "skip: no jq"; exit 0; }
 . "$GH_KUBE_ENV"
 export KUBECONFIG
 OK_MARK="ok   -" FAIL_MARK="FAIL -" WAIT_BY=clock
@@ -101,7 +102,9 @@ no_gh_taint() { ! taints "$1" | grep -q gpuheal.io/unhealthy; }
 by_hand() { taints "$1" | grep -q 'gpuheal.io/unhealthy=by-hand:NoSchedule'; }
 check "$n1: no gpuheal taint" no_gh_taint "$n1"
 check "$n3: the operator's taint stays" by_hand "$n3"
-check "$n1: no gpuheal.io annotations left" sh -c "! '$GH_KUBE_BIN/kubectl' get node '$n1' -o jsonpath='{.metadata.annotations}' | grep -q 'gpuheal.io/'"
+ann_keys() { k get node "$1" -o json | jq -r '.metadata.annotations // {} | keys[]'; }
+no_gh_ann() { ! ann_keys "$1" | grep -q '^gpuheal.io/'; }
+check "$n1: no gpuheal.io annotations left ($(ann_keys "$n1" | tr '\n' ' '))" no_gh_ann "$n1"
 k describe node "$n1" > "$tmp/describe1.txt"
 check "kubectl describe node/$n1: no GPUHealthy condition" sh -c "! grep -q GPUHealthy '$tmp/describe1.txt'"
 check "kubectl describe node/$n1: Unschedulable false" grep -qE "^Unschedulable: +false" "$tmp/describe1.txt"
