@@ -741,8 +741,9 @@ static void do_decision_rest(struct worker *w, struct gh_task *t, struct gh_exec
     json_t *inc = t->incident;
     const char *id = jstr(inc, "id");
     (void)run_pending(w, inc, id, rep, false);
-    decision_events(w, inc, jstr(inc, "reason") ? jstr(inc, "reason") : "");
+    /* the Incident object first: its Event names it by uid */
     finish_incident(w, inc, t->mode, rep);
+    decision_events(w, inc, jstr(inc, "reason") ? jstr(inc, "reason") : "");
 }
 
 /* Stage 1: record, intend and, when split, only the leading isolations.
@@ -790,8 +791,9 @@ static bool do_decision(struct worker *w, struct gh_task *t, bool split,
     }
     if (run_pending(w, inc, id, rep, split))
         return true;
-    decision_events(w, inc, jstr(inc, "reason") ? jstr(inc, "reason") : "");
+    /* the Incident object first: its Event names it by uid */
     finish_incident(w, inc, t->mode, rep);
+    decision_events(w, inc, jstr(inc, "reason") ? jstr(inc, "reason") : "");
     return false;
 }
 
