@@ -9,6 +9,8 @@
  * from NVIDIA's headers (not packaged): values from NVIDIA/DCGM
  * dcgmlib/dcgm_structs.h, dcgm_errors.h (see shared/data/gpu-signals.md 4). */
 #include "agent/dcgm.h"
+#include "agent/dcgm_shipped.h"
+#include "common/pci.h"
 #include "common/mono.h"
 
 #include <ctype.h>
@@ -470,6 +472,9 @@ struct gh_dcgm_exporter {
     struct xgpu cur[GH_DCGM_MAX_GPUS], prev[GH_DCGM_MAX_GPUS];
     bool have_prev[GH_DCGM_MAX_GPUS];
     struct level thermal[GH_DCGM_MAX_GPUS], power[GH_DCGM_MAX_GPUS];
+    char *state_path, *boot_id;   /* NULL: nothing remembered across restarts */
+    struct gh_dcgm_xid_seen seen[GH_DCGM_MAX_GPUS]; /* XIDs shipped (dcgm_shipped.h) */
+    bool seen_dirty;
     struct gh_dcgm_exporter_stats stats;
     struct ticker ticker;
     bool ticker_ok;
@@ -547,16 +552,10 @@ static int on_sample(void *ctx, const struct gh_dcgm_promtext_sample *s)
     g = &ex->cur[gpu];
     g->seen = true;
     ex->stats.samples++;
-    if (pci && !g->pci[0] && pci->value_len < sizeof g->pci) {
-        bool ok = pci->value_len > 0;
-        for (size_t i = 0; ok && i < pci->value_len; i++)
-            ok = isxdigit((unsigned char)pci->value[i]) || pci->value[i] == ':' ||
-                 pci->value[i] == '.';
-        if (ok) {
-            memcpy(g->pci, pci->value, pci->value_len);
-            g->pci[pci->value_len] = '\0';
-        }
-    }
+    /* "00000000:3B:00.0" -> the one form signals and metrics use; what is
+     * not an address is left out */
+    if (pci && !g->pci[0])
+        (void)gh_pci_canon(pci->value, pci->value_len, NULL, g->pci, sizeof g->pci);
     if (m < XM__SCALARS) {
         g->v[m] = s->value;
         g->has |= 1u << m;
@@ -634,10 +633,19 @@ static int diff_gpu(struct gh_dcgm_exporter *ex, int gpu, int64_t now)
     if (first)
         memset(p, 0, sizeof *p);
 
-    /* XIDs: the per-code counter when exported, else the last-XID gauge. */
+    /* XIDs: the per-code counter when exported, else the last-XID gauge.
+     * The first scrape after an agent restart compares with what was
+     * shipped before it (same boot), not with nothing. */
+    struct gh_dcgm_xid_seen *sh = &ex->seen[gpu];
+    bool base = first && sh->known;
     if (c->nxid > 0) {
         for (unsigned k = 0; k < c->nxid; k++) {
             double before = 0;
+            if (base) {
+                for (unsigned j = 0; j < sh->n; j++)
+                    if (sh->xid[j].code == c->xid[k].code)
+                        before = sh->xid[j].count;
+            }
             for (unsigned j = 0; j < p->nxid; j++)
                 if (p->xid[j].code == c->xid[k].code)
                     before = p->xid[j].count;
@@ -651,12 +659,37 @@ static int diff_gpu(struct gh_dcgm_exporter *ex, int gpu, int64_t now)
         }
     } else if (HAS(c, XM_XID_LAST)) {
         double v = c->v[XM_XID_LAST];
-        bool moved = first ? v != 0 : (!HAS(p, XM_XID_LAST) || v != p->v[XM_XID_LAST]);
+        bool moved = first ? (base && sh->has_last ? v != sh->last : v != 0)
+                           : (!HAS(p, XM_XID_LAST) || v != p->v[XM_XID_LAST]);
         if (moved && v >= 1 && v <= 2147483647.0) {
             xbegin(&s, GH_KIND_XID, gpu, now);
             s.code = (int)v;
             KEEP(xemit(ex, &s, c, NULL, "dcgm-exporter: last XID %d%s", (int)v,
                        first ? " at first scrape" : ""));
+        }
+    }
+    /* what this scrape showed is what has been shipped */
+    if (c->nxid > 0 || HAS(c, XM_XID_LAST)) {
+        struct gh_dcgm_xid_seen now_seen = *sh;
+        now_seen.known = true;
+        if (HAS(c, XM_XID_LAST)) {
+            now_seen.has_last = true;
+            now_seen.last = c->v[XM_XID_LAST];
+        }
+        for (unsigned k = 0; k < c->nxid; k++) {
+            unsigned j = 0;
+            while (j < now_seen.n && now_seen.xid[j].code != c->xid[k].code)
+                j++;
+            if (j == now_seen.n && now_seen.n < GH_DCGM_SHIPPED_CODES)
+                now_seen.n++;
+            if (j < now_seen.n) {
+                now_seen.xid[j].code = c->xid[k].code;
+                now_seen.xid[j].count = c->xid[k].count;
+            }
+        }
+        if (memcmp(&now_seen, sh, sizeof now_seen) != 0) {
+            *sh = now_seen;
+            ex->seen_dirty = true;
         }
     }
 
@@ -855,6 +888,14 @@ static int ingest_locked(struct gh_dcgm_exporter *ex, const char *text, size_t l
     for (int g = 0; g < GH_DCGM_MAX_GPUS; g++)
         if (ex->cur[g].seen && diff_gpu(ex, g, now) != GH_OK)
             drc = GH_ENOMEM;
+    if (ex->seen_dirty && ex->state_path) { /* on the scrape thread, not the loop */
+        struct gh_err serr;
+        if (gh_dcgm_shipped_save(ex->state_path, ex->boot_id, ex->seen, GH_DCGM_MAX_GPUS,
+                                 &serr) == GH_OK)
+            ex->seen_dirty = false;
+        else
+            ex->stats.state_errors++;
+    }
     if (drc != GH_OK && rc == GH_OK)
         rc = gh_err_set(err, GH_ENOMEM, "dcgm-exporter: out of memory building a signal");
     return rc;
@@ -979,7 +1020,18 @@ int gh_dcgm_exporter_new(const struct gh_dcgm_exporter_opts *opts, struct gh_dcg
     ex->emit = opts->emit;
     ex->emit_ctx = opts->emit_ctx;
     interval = opts->interval_ns ? opts->interval_ns : 10 * GH_NS_PER_S;
-    if (!ex->url || !ex->node) {
+    if (opts->state_path && opts->boot_id) {
+        ex->state_path = strdup(opts->state_path);
+        ex->boot_id = strdup(opts->boot_id);
+        bool same = false;
+        struct gh_err lerr;
+        if (ex->state_path && ex->boot_id &&
+            gh_dcgm_shipped_load(ex->state_path, ex->boot_id, ex->seen, GH_DCGM_MAX_GPUS, &same,
+                                 &lerr) != GH_OK)
+            ex->stats.state_errors++; /* nothing known: shipped again, as without a state */
+    }
+    if (!ex->url || !ex->node ||
+        (opts->state_path && opts->boot_id && (!ex->state_path || !ex->boot_id))) {
         rc = gh_err_set(err, GH_ENOMEM, "dcgm-exporter: out of memory");
         goto fail;
     }
@@ -1058,6 +1110,8 @@ void gh_dcgm_exporter_free(struct gh_dcgm_exporter *ex)
     pthread_mutex_destroy(&ex->mu);
     free(ex->url);
     free(ex->node);
+    free(ex->state_path);
+    free(ex->boot_id);
     free(ex);
 }
 

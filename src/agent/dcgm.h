@@ -22,7 +22,8 @@
  * Limits (documented choices):
  * - dcgm-exporter's DCGM_FI_DEV_XID_ERRORS holds only the last XID: the same
  *   XID twice in a row is one signal. DCGM_EXP_XID_ERRORS_COUNT{xid=...}
- *   counts per code and is preferred when present.
+ *   counts per code and is preferred when present. With a state path, what
+ *   was shipped survives an agent restart (not a reboot).
  * - NVLink GPU-level totals (..._ERROR_COUNT_TOTAL) carry no link number;
  *   such nvlink signals have has_link false (link absent on the wire).
  *   Per-lane metrics (..._COUNT_L<n>) and an nvlink="<n>" label give it.
@@ -88,10 +89,16 @@ struct gh_dcgm_exporter_opts {
     const struct gh_clock *clock;  /* borrowed; NULL = real */
     gh_dcgm_emit_fn emit;      /* required */
     void *emit_ctx;
+    /* Both set: the XIDs shipped are kept in state_path (dcgm_shipped.h),
+     * so the first scrape after a restart on the same boot_id does not ship
+     * the exporter's standing last XID again. Borrowed (copied). */
+    const char *state_path;
+    const char *boot_id;
 };
 
 struct gh_dcgm_exporter_stats {
     uint64_t scrapes, failures, bad_lines, samples, signals, dropped;
+    uint64_t state_errors; /* the shipped-XID state not read or not written */
 };
 
 int gh_dcgm_exporter_new(const struct gh_dcgm_exporter_opts *opts, struct gh_dcgm_exporter **out,

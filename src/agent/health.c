@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "agent/health.h"
+#include "common/pci.h"
 #include "signal/xid_catalog.h"
 
 #define NEVER INT64_MIN
@@ -332,57 +333,13 @@ static uint64_t ring_add(struct gh_health *h, struct ring *rg, struct entry *e,
 
 /* ---- identity ---- */
 
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Reads hex digits (1..max) from *p. */
-static bool hexnum(const char **p, int max, uint64_t *v)
-{
-    int n = 0;
-    *v = 0;
-    while (n < max && hexval((unsigned char)**p) >= 0) {
-        *v = *v * 16 + (uint64_t)hexval((unsigned char)**p);
-        (*p)++;
-        n++;
-    }
-    return n > 0;
-}
-
-/* Parses "[domain:]bus:device[.function]" into a key and the canonical
- * "dddd:bb:dd.f". */
+/* pci (NULL allowed) in the canonical form and its device key. */
 static bool pci_parse(const char *s, uint64_t *key, char *canon, size_t cap)
 {
-    uint64_t a, b, c, dom = 0, bus, dev, fn = 0;
-    const char *p = s;
-    if (!s || !hexnum(&p, 8, &a) || *p++ != ':' || !hexnum(&p, 2, &b))
+    struct gh_pci a;
+    if (!s || !gh_pci_canon(s, strlen(s), &a, canon, cap))
         return false;
-    if (*p == ':') {
-        p++;
-        if (!hexnum(&p, 2, &c))
-            return false;
-        dom = a, bus = b, dev = c;
-    } else {
-        if (a > 0xff)
-            return false;
-        bus = a, dev = b;
-    }
-    if (*p == '.') {
-        p++;
-        if (!hexnum(&p, 1, &fn))
-            return false;
-    }
-    if (*p || dev > 0x1f || fn > 7)
-        return false;
-    *key = dom << 16 | bus << 8 | dev;
-    snprintf(canon, cap, "%04" PRIx64 ":%02" PRIx64 ":%02" PRIx64 ".%" PRIx64, dom, bus, dev, fn);
+    *key = gh_pci_device_key(&a);
     return true;
 }
 
@@ -948,6 +905,18 @@ int gh_health_count(const struct gh_health *h)
     for (int i = 0; i < GH_HEALTH_MAX_GPUS; i++)
         n += h->e[i].used;
     return n;
+}
+
+int gh_health_index_of(const struct gh_health *h, const char *pci, const char *uuid)
+{
+    uint64_t key = 0;
+    char canon[GH_PCI_MAX];
+    bool has = pci_parse(pci, &key, canon, sizeof canon);
+    for (int k = 0; k < GH_HEALTH_MAX_GPUS; k++)
+        if (h->e[k].used && h->e[k].index >= 0 &&
+            (pci_match(&h->e[k], has, key) || uuid_match(&h->e[k], uuid)))
+            return h->e[k].index;
+    return -1;
 }
 
 int gh_health_find(const struct gh_health *h, int gpu)

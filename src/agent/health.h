@@ -178,6 +178,10 @@ int gh_health_gpu_at(const struct gh_health *h, int i, struct gh_health_gpu *out
  * index gpu; -1 when unknown. */
 int gh_health_find(const struct gh_health *h, int gpu);
 
+/* The NVML index of the GPU named by pci or uuid (either may be NULL), as
+ * learned from NVML's snapshots and indexed signals; -1 when unknown. */
+int gh_health_index_of(const struct gh_health *h, const char *pci, const char *uuid);
+
 /* The node as a whole, evaluated now. */
 struct gh_health_summary {
     enum gh_gpu_state state;      /* the worst GPU's */

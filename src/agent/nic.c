@@ -16,7 +16,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "signal/kmsg.h"
+#include "common/pci.h"
 
 #define NAME_MAX_LEN 64
 
@@ -229,7 +229,7 @@ static void read_pci(struct gh_nic_source *src, const char *dev, char *out, size
     link[n] = '\0';
     const char *base = strrchr(link, '/');
     base = base ? base + 1 : link;
-    if (!gh_kmsg_pci_normalize(base, strlen(base), out, cap))
+    if (!gh_pci_canon(base, strlen(base), NULL, out, cap))
         out[0] = '\0';
 }
 

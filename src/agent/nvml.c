@@ -21,6 +21,7 @@
  * no further locking. The name of the call in progress is published through
  * an atomic so a timed-out poller can say which call hung. */
 #include "agent/nvml.h"
+#include "common/pci.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -535,7 +536,9 @@ static int job_init(struct core *c, struct gh_err *err)
             set_call(c, "nvmlDeviceGetPciInfo_v3", (int)i);
             if (f->nvmlDeviceGetPciInfo_v3(d->h, &pci) == NVML_SUCCESS) {
                 pci.busId[sizeof pci.busId - 1] = '\0';
-                snprintf(d->pci, sizeof d->pci, "%s", pci.busId);
+                /* "00000000:3B:00.0" -> the one form signals and metrics use */
+                if (!gh_pci_canon(pci.busId, strlen(pci.busId), NULL, d->pci, sizeof d->pci))
+                    snprintf(d->pci, sizeof d->pci, "%s", pci.busId);
             }
         }
         if (f->nvmlDeviceGetUUID) {

@@ -46,7 +46,8 @@ struct gh_act_ctx {
 
 /* The outcome of one action (a small value type). */
 struct gh_act_result {
-    char result[16];  /* "succeeded", "failed", "noop", "skipped" */
+    char result[16];  /* "succeeded", "failed", "noop", "skipped"; "requested": handed to
+                         the node agent, whose outcome is recorded when it answers */
     long http;        /* last API status code (0: none) */
     char api[400];    /* "HTTP 200", or the API's Status for a failure */
     char detail[512]; /* plain words: what changed */
@@ -81,9 +82,21 @@ int gh_act_drain_node(const struct gh_act_ctx *x, const char *node, const struct
  * on the node's GPUNodeHealth (created when absent): annotation
  * gpuheal.io/request-<action> = {"id","action","gpu","incident","time"} and
  * status.lastAction {action, time, incident, result: Pending}. The agent
- * carries it out and reports; see docs/controller.md. */
+ * carries it out and reports on the GPUNodeHealth (gh_act_request_outcome);
+ * the result is "requested" (also when the same request was already
+ * posted), never "succeeded": only the agent knows. See docs/controller.md. */
 int gh_act_request_node_op(const struct gh_act_ctx *x, const char *node, const char *action,
                            int gpu, struct gh_act_result *r, struct gh_err *err);
+
+/* What the agent answered to request id (the annotation's "id") of action
+ * on GPUNodeHealth gnh (borrowed): its condition Request-<action> naming
+ * "request <id>" with a final reason. Returns false while there is none
+ * (or only RebootPending); else fills result ("succeeded", "failed",
+ * "not_configured", "interrupted") and detail ("agent: <Reason>: <its
+ * message>", cap bytes). */
+bool gh_act_request_outcome(const json_t *gnh, const char *action, const char *id,
+                            char *result, size_t rcap, char *detail, size_t cap);
+
 
 /* replace_node hand-off: label gpuheal.io/replace=true and annotations
  * gpuheal.io/replace-incident / -reason on the node; when the node belongs

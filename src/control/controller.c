@@ -80,6 +80,8 @@ struct gh_controller {
     struct gh_strmap *awaiting; /* id -> json_t* incident waiting for approval (NULL: done) */
     size_t n_awaiting;
     struct gh_strmap *released; /* "node@isolated-at" whose release was asked */
+    struct gh_strmap *answers;  /* "request-id|result" of agent answers submitted */
+    int64_t requests_scanned;   /* when unanswered requests were last looked at */
     struct {
         json_t *inc;
         int64_t first_arrival;
@@ -1077,12 +1079,92 @@ static void check_release(struct gh_controller *ctl, const char *node_name)
     json_decref(gnh);
 }
 
+/* The node agent's answers to the requests on GPUNodeHealth gnh: each
+ * request annotation whose Request-<action> condition names it with a final
+ * reason, or (timeouts) that is older than --request-timeout without one,
+ * becomes an OUTCOME task once; the executor records it after the request
+ * (also across restarts: it looks in the store first). */
+static void check_requests(struct gh_controller *ctl, const json_t *gnh, bool timeouts)
+{
+    static const enum gh_action acts[] = {GH_ACT_RESET_GPU, GH_ACT_REBOOT_NODE,
+                                          GH_ACT_RUN_DIAGNOSTICS};
+    const char *node = gh_kube_meta_name(gnh);
+    if (!ctl->leading || !node || strlen(node) >= sizeof ((struct gh_task *)0)->node)
+        return;
+    int64_t limit = ctl->o.request_timeout_ns > 0 ? ctl->o.request_timeout_ns
+                                                  : 3600 * GH_NS_PER_S;
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) {
+        const char *action = gh_action_name(acts[i]);
+        char key[128];
+        snprintf(key, sizeof key, "%s%s", GH_ANN_REQUEST_PREFIX, action);
+        const char *text = ann(gnh, key);
+        json_t *req = text ? json_loads(text, 0, NULL) : NULL;
+        const char *id = json_string_value(json_object_get(req, "id"));
+        const char *inc = json_string_value(json_object_get(req, "incident"));
+        const char *at = json_string_value(json_object_get(req, "time"));
+        struct gh_task t;
+        memset(&t, 0, sizeof t);
+        if (!id || !inc || strlen(inc) >= sizeof t.id) {
+            json_decref(req);
+            continue;
+        }
+        bool have = gh_act_request_outcome(gnh, action, id, t.req_result, sizeof t.req_result,
+                                           t.req_detail, sizeof t.req_detail);
+        int64_t since = 0;
+        if (!have) {
+            if (!timeouts || !at || !gh_time_parse_rfc3339(at, strlen(at), &since) ||
+                now(ctl) - since < limit) {
+                json_decref(req);
+                continue;
+            }
+            snprintf(t.req_result, sizeof t.req_result, "timed_out");
+            snprintf(t.req_detail, sizeof t.req_detail, "the agent on %s did not answer request "
+                     "%s (posted %s) within %llds (--request-timeout)", node, id, at,
+                     (long long)(limit / GH_NS_PER_S));
+        }
+        char done[400];
+        snprintf(done, sizeof done, "%s|%s", id, t.req_result);
+        bool created = true;
+        (void)gh_strmap_intern(ctl->answers, done, &created, NULL); /* full: the store dedups */
+        if (created) {
+            t.kind = GH_TASK_OUTCOME;
+            t.req_action = acts[i];
+            snprintf(t.id, sizeof t.id, "%s", inc);
+            snprintf(t.node, sizeof t.node, "%s", node);
+            GH_LOG(GH_LOG_INFO, "event=request_answered node=%s request=%s result=%s", node, id,
+                   t.req_result);
+            submit(ctl, &t);
+        }
+        json_decref(req);
+    }
+}
+
+static int scan_request(void *ud, const struct gh_kube_obj *o)
+{
+    json_t *gnh = gh_kube_obj_json(o);
+    if (gnh)
+        check_requests(ud, gnh, true);
+    json_decref(gnh);
+    return 0;
+}
+
+/* Once a second: requests unanswered past --request-timeout. */
+static void scan_requests(struct gh_controller *ctl)
+{
+    int64_t t = now(ctl);
+    if (!ctl->leading || !ctl->inf_gnh || t - ctl->requests_scanned < GH_NS_PER_S)
+        return;
+    ctl->requests_scanned = t;
+    (void)gh_kube_store_foreach(gh_kube_informer_store(ctl->inf_gnh), scan_request, ctl);
+}
+
 static void gnh_change(void *ud, const json_t *obj)
 {
     struct gh_controller *ctl = ud;
     const char *name = gh_kube_meta_name(obj);
     if (name)
         check_release(ctl, name);
+    check_requests(ctl, obj, false);
 }
 
 static void gnh_update(void *ud, const json_t *old, const json_t *obj)
@@ -1602,11 +1684,13 @@ int gh_controller_new(const struct gh_controller_opts *o, struct gh_controller *
     ctl->known = gh_strmap_new(KNOWN_MAX);
     ctl->awaiting = gh_strmap_new(AWAIT_MAX);
     ctl->released = gh_strmap_new(AWAIT_MAX);
+    ctl->answers = gh_strmap_new(AWAIT_MAX);
     ctl->costs = gh_strmap_new(COSTS_MAX);
     ctl->metrics = gh_ctl_metrics_new();
     ctl->guard = gh_guard_new(&o->guards);
     ctl->queue = gh_sigqueue_new(SIGQUEUE_CAP);
-    if (!ctl->known || !ctl->awaiting || !ctl->released || !ctl->metrics || !ctl->guard ||
+    if (!ctl->known || !ctl->awaiting || !ctl->released || !ctl->answers || !ctl->metrics ||
+        !ctl->guard ||
         !ctl->queue || !ctl->costs) {
         rc = gh_err_set(err, GH_ENOMEM, "out of memory");
         goto fail;
@@ -1861,6 +1945,7 @@ int gh_controller_run(struct gh_controller *ctl, int stop_fd, struct gh_err *err
             ctl->last_tick = t;
         }
         reports(ctl);
+        scan_requests(ctl);
         struct gh_sigqueue_stats qs;
         gh_sigqueue_stats(ctl->queue, &qs);
         struct gh_engine_stats es;
@@ -1912,6 +1997,7 @@ void gh_controller_free(struct gh_controller *ctl)
     gh_strmap_free(ctl->known);
     gh_strmap_free(ctl->decided);
     gh_strmap_free(ctl->released);
+    gh_strmap_free(ctl->answers);
     if (ctl->costs)
         for (size_t i = 0; i < gh_strmap_count(ctl->costs); i++)
             free(gh_strmap_value(ctl->costs, i));

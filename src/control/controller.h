@@ -55,6 +55,8 @@ struct gh_controller_opts {
     const struct gh_clock *clock;      /* borrowed; NULL: real */
     int64_t tick_ns;                   /* engine tick; 0: 20 ms (and after new signals) */
     int64_t remember_ns;               /* incidents already decided, looked back; 0: 7 days */
+    int64_t request_timeout_ns;        /* a node agent request unanswered this long is
+                                          recorded timed out; 0: 1 h */
     double qps;                        /* Kubernetes client QPS of each client (the
                                           executor's workers share one); 0: 50 */
     int executor_workers;              /* executor threads; 0: 8 */

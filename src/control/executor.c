@@ -178,8 +178,11 @@ static const char *cr_result(const char *r)
         return "Pending";
     if (!strcmp(r, "succeeded") || !strcmp(r, "noop"))
         return "Succeeded";
-    if (!strcmp(r, "failed"))
+    if (!strcmp(r, "failed") || !strcmp(r, "not_configured") || !strcmp(r, "interrupted") ||
+        !strcmp(r, "timed_out"))
         return "Failed";
+    if (!strcmp(r, "requested"))
+        return "Running"; /* the node agent has it; its outcome is recorded when it answers */
     if (!strcmp(r, "denied"))
         return "Blocked";
     if (!strcmp(r, "awaiting_approval") || !strcmp(r, "pending"))
@@ -283,13 +286,13 @@ static void publish_incident(struct worker *w, const json_t *inc, const char *mo
         snprintf(rep->warning, sizeof rep->warning, "Incident %s: %.250s", id, err.msg);
 }
 
-static void event(struct worker *w, const char *api, const char *kind, const char *ns,
+/* An Event about the object of type res named ns/name (ns NULL for a
+ * cluster-scoped one), with its uid so that `kubectl describe` shows it. */
+static void event(struct worker *w, const struct gh_kube_res *res, const char *ns,
                   const char *name, const char *type, const char *reason, const char *action,
                   const char *note)
 {
     struct gh_kube_event_spec s = {
-        .regarding_api_version = api,
-        .regarding_kind = kind,
         .regarding_name = name,
         .regarding_ns = ns,
         .type = type,
@@ -298,7 +301,7 @@ static void event(struct worker *w, const char *api, const char *kind, const cha
         .note = note,
         .reporting_instance = w->ex->identity,
     };
-    (void)gh_kube_event_post(w->c, &s, NULL, NULL, NULL);
+    (void)gh_kube_event_post_about(w->c, res, &s, NULL, NULL, NULL);
 }
 
 /* Events about a decision on the node, the job and the pods in the
@@ -309,14 +312,14 @@ static void decision_events(struct worker *w, const json_t *inc, const char *sum
     char note[1024];
     snprintf(note, sizeof note, "%s: %s", id ? id : "?", summary);
     if (id)
-        event(w, "gpuheal.io/v1alpha1", "Incident", NULL, id, "Warning", "IncidentDecided",
+        event(w, &gh_kube_res_incidents, NULL, id, "Warning", "IncidentDecided",
               "Decide", note);
     if (node)
-        event(w, "v1", "Node", NULL, node, "Warning", "GPUFault", "Decide", note);
+        event(w, &gh_kube_res_nodes, NULL, node, "Warning", "GPUFault", "Decide", note);
     if (job) {
         char ns[64], name[254];
         split_job(job, ns, sizeof ns, name, sizeof name);
-        event(w, "batch/v1", "Job", ns, name, "Warning", "GPUFault", "Decide", note);
+        event(w, &gh_kube_res_jobs, ns, name, "Warning", "GPUFault", "Decide", note);
     }
     size_t i;
     json_t *e;
@@ -324,7 +327,7 @@ static void decision_events(struct worker *w, const json_t *inc, const char *sum
     json_array_foreach(json_object_get(inc, "evidence"), i, e) {
         const char *pns = jstr(e, "namespace"), *pod = jstr(e, "pod");
         if (pns && pod && pods++ < PODS_MAX)
-            event(w, "v1", "Pod", pns, pod, "Warning", "GPUFaultDiagnosed", "Decide", note);
+            event(w, &gh_kube_res_pods, pns, pod, "Warning", "GPUFaultDiagnosed", "Decide", note);
     }
 }
 
@@ -406,12 +409,13 @@ static void run_intent(struct worker *w, struct run_ctx *rc, struct gh_audit_int
     snprintf(note, sizeof note, "%s %s: %s (%s)", it->action, res->result, res->detail, rc->id);
     bool ok = strcmp(res->result, "failed") != 0;
     if (node && node_action(a))
-        event(w, "v1", "Node", NULL, node, ok ? "Normal" : "Warning",
+        event(w, &gh_kube_res_nodes, NULL, node, ok ? "Normal" : "Warning",
               ok ? "GPUHealAction" : "GPUHealActionFailed", it->action, note);
     if (job && (a == GH_ACT_RESTART_FROM_CHECKPOINT || a == GH_ACT_RETRY_IN_PLACE)) {
         /* the restart plan names what was restarted: a Job, a JobSet (also
          * for a JobSet's child Job) or a PyTorchJob */
-        char api[128] = "batch/v1", kind[32] = "Job", pns[64], pname[254];
+        const struct gh_kube_res *res_of = &gh_kube_res_jobs;
+        char pns[64], pname[254];
         snprintf(pns, sizeof pns, "%s", ns);
         snprintf(pname, sizeof pname, "%s", name);
         json_t *pl = a == GH_ACT_RESTART_FROM_CHECKPOINT && it->payload
@@ -419,13 +423,12 @@ static void run_intent(struct worker *w, struct run_ctx *rc, struct gh_audit_int
                          : NULL;
         const struct gh_kube_res *r = gh_job_res_of_kind(jstr(pl, "kind") ? jstr(pl, "kind") : "");
         if (r && jstr(pl, "namespace") && jstr(pl, "name")) {
-            gh_kube_api_version(r, api, sizeof api);
-            snprintf(kind, sizeof kind, "%s", jstr(pl, "kind"));
+            res_of = r;
             snprintf(pns, sizeof pns, "%s", jstr(pl, "namespace"));
             snprintf(pname, sizeof pname, "%s", jstr(pl, "name"));
         }
         json_decref(pl);
-        event(w, api, kind, pns, pname, ok ? "Normal" : "Warning",
+        event(w, res_of, pns, pname, ok ? "Normal" : "Warning",
               ok ? "GPUHealAction" : "GPUHealActionFailed", it->action, note);
     }
 }
@@ -546,6 +549,21 @@ static void free_list(struct pending_list *l)
     l->n = l->cap = 0;
 }
 
+/* Whether action row i of r is a request the agent answered later (a row
+ * of the same action and target after it). */
+static bool answered(const struct gh_audit_incident_rec *r, size_t i)
+{
+    const struct gh_audit_action_rec *x = &r->acts[i];
+    if (!x->result || strcmp(x->result, "requested") != 0)
+        return false;
+    for (size_t k = i + 1; k < r->n_actions; k++)
+        if (r->acts[k].action && x->action && !strcmp(r->acts[k].action, x->action) &&
+            r->acts[k].target && x->target && !strcmp(r->acts[k].target, x->target) &&
+            r->acts[k].result && strcmp(r->acts[k].result, "requested") != 0)
+            return true;
+    return false;
+}
+
 /* The whole recorded history of one incident: phase from its actions. */
 static void finish_incident(struct worker *w, const json_t *inc, const char *mode,
                             struct gh_exec_report *rep)
@@ -558,7 +576,7 @@ static void finish_incident(struct worker *w, const json_t *inc, const char *mod
     struct gh_err err;
     json_t *acts = json_array();
     const char *phase = "Succeeded";
-    bool any = false, pending = false;
+    bool any = false, pending = false, requested = false;
     char msg[1024] = "";
     size_t used = 0;
     if (gh_audit_query(w->a, &s, 0, 1, &recs, &n, &err) == GH_OK && n == 1) {
@@ -583,6 +601,8 @@ static void finish_incident(struct worker *w, const json_t *inc, const char *mod
         }
         for (size_t i = 0; i < recs[0].n_actions; i++) {
             const struct gh_audit_action_rec *x = &recs[0].acts[i];
+            if (answered(&recs[0], i))
+                continue; /* the agent's outcome, recorded after, stands for it */
             char t1[GH_RFC3339_MAX], t2[GH_RFC3339_MAX];
             gh_time_format_rfc3339(x->started_ns, t1, sizeof t1);
             gh_time_format_rfc3339(x->finished_ns, t2, sizeof t2);
@@ -593,8 +613,10 @@ static void finish_incident(struct worker *w, const json_t *inc, const char *mod
                                                   "startTime", t1, "completionTime", t2,
                                                   "message", m));
             any = true;
-            if (x->result && !strcmp(x->result, "failed"))
+            if (x->result && !strcmp(cr_result(x->result), "Failed"))
                 phase = "Failed";
+            if (x->result && !strcmp(x->result, "requested"))
+                requested = true;
             if (used < sizeof msg) {
                 int wn = snprintf(msg + used, sizeof msg - used, "%s%s %s", used ? "; " : "",
                                   x->action, x->result);
@@ -606,8 +628,8 @@ static void finish_incident(struct worker *w, const json_t *inc, const char *mod
     /* open intents: still acting */
     struct pending_list l = {.only = id};
     (void)gh_audit_intents_pending(w->a, collect_intent, &l, &err);
-    if (l.n)
-        phase = "Acting";
+    if (l.n || requested)
+        phase = "Acting"; /* an intent still open, or a request the agent has not answered */
     free_list(&l);
     if (!any && strcmp(phase, "Acting") != 0) {
         bool nothing = true;
@@ -735,8 +757,9 @@ static void do_decision_rest(struct worker *w, struct gh_task *t, struct gh_exec
     json_t *inc = t->incident;
     const char *id = jstr(inc, "id");
     (void)run_pending(w, inc, id, rep, false);
-    decision_events(w, inc, jstr(inc, "reason") ? jstr(inc, "reason") : "");
+    /* the Incident object first: its Event names it by uid */
     finish_incident(w, inc, t->mode, rep);
+    decision_events(w, inc, jstr(inc, "reason") ? jstr(inc, "reason") : "");
 }
 
 /* Pending intents of incident id in the store (0 when unreadable). */
@@ -842,8 +865,9 @@ static bool do_decision(struct worker *w, struct gh_task *t, bool split,
     }
     if (run_pending(w, inc, id, rep, split))
         return true;
-    decision_events(w, inc, jstr(inc, "reason") ? jstr(inc, "reason") : "");
+    /* the Incident object first: its Event names it by uid */
     finish_incident(w, inc, t->mode, rep);
+    decision_events(w, inc, jstr(inc, "reason") ? jstr(inc, "reason") : "");
     return false;
 }
 
@@ -960,7 +984,65 @@ static void do_release(struct worker *w, struct gh_task *t, struct gh_exec_repor
     }
     char note[1024];
     snprintf(note, sizeof note, "validation passed: %s", res.detail);
-    event(w, "v1", "Node", NULL, t->node, "Normal", "NodeReturnedToService", "Uncordon", note);
+    event(w, &gh_kube_res_nodes, NULL, t->node, "Normal", "NodeReturnedToService", "Uncordon", note);
+}
+
+/* What the node agent answered to a request (or its silence past the
+ * timeout): recorded once after the "requested" row, the Incident's phase
+ * and status follow, an Event on the node says it. */
+static void do_outcome(struct worker *w, struct gh_task *t, struct gh_exec_report *rep)
+{
+    snprintf(rep->id, sizeof rep->id, "%s", t->id);
+    snprintf(rep->node, sizeof rep->node, "%s", t->node);
+    const char *action = gh_action_name(t->req_action);
+    char target[300];
+    snprintf(target, sizeof target, "node/%s", t->node);
+    struct gh_audit_subject s = {GH_AUDIT_INCIDENT, ""};
+    snprintf(s.name, sizeof s.name, "%s", t->id);
+    struct gh_audit_incident_rec *recs = NULL;
+    size_t n = 0;
+    struct gh_err err = {{0}};
+    json_t *inc = NULL;
+    char mode[16] = "act";
+    bool asked = false, done = false;
+    if (gh_audit_query(w->a, &s, 0, 1, &recs, &n, &err) == GH_OK && n == 1) {
+        for (size_t i = 0; i < recs[0].n_actions; i++) {
+            const struct gh_audit_action_rec *x = &recs[0].acts[i];
+            if (!x->action || strcmp(x->action, action) != 0 || !x->target ||
+                strcmp(x->target, target) != 0 || !x->result)
+                continue;
+            if (!strcmp(x->result, "requested"))
+                asked = true, done = false;
+            else if (asked)
+                done = true;
+        }
+        if (recs[0].json)
+            inc = json_loads(recs[0].json, 0, NULL);
+        if (recs[0].mode)
+            snprintf(mode, sizeof mode, "%s", recs[0].mode);
+    }
+    gh_audit_recs_free(recs, n);
+    /* not this controller's request, or its outcome already recorded (a
+     * restart lists the GPUNodeHealth again) */
+    if (!inc || !asked || done) {
+        json_decref(inc);
+        snprintf(rep->phase, sizeof rep->phase, "Duplicate");
+        return;
+    }
+    int64_t ts = now(w);
+    struct gh_audit_action rec = {t->id, NULL, action, target, ts, ts, t->req_result, 0,
+                                  "GPUNodeHealth", t->req_detail};
+    (void)gh_audit_record_action(w->a, &rec, &err);
+    rep->n = 1;
+    rep->acts[0].action = t->req_action;
+    snprintf(rep->acts[0].result, sizeof rep->acts[0].result, "%s", t->req_result);
+    bool ok = !strcmp(t->req_result, "succeeded");
+    char note[1024];
+    snprintf(note, sizeof note, "%s %s: %s (%s)", action, t->req_result, t->req_detail, t->id);
+    event(w, &gh_kube_res_nodes, NULL, t->node, ok ? "Normal" : "Warning",
+          ok ? "GPUHealAction" : "GPUHealActionFailed", action, note);
+    finish_incident(w, inc, mode, rep);
+    json_decref(inc);
 }
 
 static void do_replay(struct worker *w, struct gh_exec_report *rep)
@@ -1096,6 +1178,7 @@ static bool run_job(struct worker *w, struct job *j)
     case GH_TASK_RELEASE: do_release(w, &j->t, &j->rep); break;
     case GH_TASK_REPLAY: do_replay(w, &j->rep); break;
     case GH_TASK_HOLD: do_hold(w, &j->t, &j->rep); break;
+    case GH_TASK_OUTCOME: do_outcome(w, &j->t, &j->rep); break;
     }
     return false;
 }
@@ -1272,6 +1355,10 @@ static void job_keys(struct job *j)
         snprintf(j->keys[j->nkeys++], KEY_MAX, "node/%s", t->node);
     if (t->kind == GH_TASK_HOLD) /* before the release of the same incident */
         snprintf(j->keys[j->nkeys++], KEY_MAX, "inc/%.300s", t->id);
+    if (t->kind == GH_TASK_OUTCOME) { /* after the decision that asked */
+        snprintf(j->keys[j->nkeys++], KEY_MAX, "inc/%.300s", t->id);
+        snprintf(j->keys[j->nkeys++], KEY_MAX, "node/%.300s", t->node);
+    }
     if (t->kind == GH_TASK_DECISION) {
         const char *id = jstr(t->incident, "id"), *node = jstr(t->incident, "node"),
                    *jb = jstr(t->incident, "job");

@@ -36,6 +36,8 @@ enum gh_task_kind {
     GH_TASK_RELEASE,  /* return a validated node to service */
     GH_TASK_REPLAY,   /* complete the intents left pending (at start / on leadership) */
     GH_TASK_HOLD,     /* record a drain held for a checkpoint (drain_hold.h) */
+    GH_TASK_OUTCOME,  /* record what the node agent answered to a request (or that it
+                         never answered) and republish the incident */
 };
 
 #define GH_TASK_MAX_ACTIONS GH_INCIDENT_MAX_ACTIONS
@@ -54,6 +56,12 @@ struct gh_task {
     int64_t first_arrival_ns;  /* when the first evidence reached the controller (0: unknown) */
     json_t *hold;              /* HOLD: the hold's record (drain_hold.h; owned, stolen by
                                   submit); incident: a copy of the incident */
+    /* OUTCOME: id is the incident, node the agent's; action its request;
+     * result "succeeded", "failed", "not_configured", "interrupted" or
+     * "timed_out", detail the agent's words */
+    enum gh_action req_action;
+    char req_result[16];
+    char req_detail[600];
 };
 
 /* What a task did (a value type). */
@@ -65,7 +73,8 @@ struct gh_exec_report {
     int n;
     struct {
         enum gh_action action;
-        char result[16];       /* succeeded failed noop skipped */
+        char result[16];       /* succeeded failed noop skipped requested (the agent's
+                                  outcome follows in an OUTCOME report), or an OUTCOME's */
     } acts[GH_TASK_MAX_ACTIONS];
     int64_t first_arrival_ns;
     int64_t first_issue_ns;    /* clock time the first action's API call was issued (0: none) */

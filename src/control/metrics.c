@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const results[] = {"succeeded", "failed", "noop", "skipped"};
-#define N_RESULTS 4
+static const char *const results[] = {"succeeded", "failed", "noop", "skipped", "requested"};
+#define N_RESULTS 5
 static const char *const guards[] = {"budget", "rate", "cooldown", "storm", "dry_run", "approval"};
 #define N_GUARDS 6
 static const double buckets[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
@@ -69,6 +69,10 @@ void gh_ctl_metrics_action(struct gh_ctl_metrics *m, int action, const char *res
     for (int i = 0; i < N_RESULTS; i++)
         if (result && !strcmp(result, results[i]))
             col = i;
+    /* what the node agent answered to a request that did not succeed */
+    if (result && (!strcmp(result, "not_configured") || !strcmp(result, "interrupted") ||
+                   !strcmp(result, "timed_out")))
+        col = 1;
     pthread_mutex_lock(&m->mu);
     m->actions[row][col]++;
     pthread_mutex_unlock(&m->mu);

@@ -501,7 +501,8 @@ int gh_act_request_node_op(const struct gh_act_ctx *x, const char *node, const c
     json_decref(cur);
     if (same) {
         gh_act_result_api_ok(r, 200);
-        gh_act_result_set(r, "noop", "%s already requested on GPUNodeHealth %s", action, node);
+        gh_act_result_set(r, "requested", "%s already requested on GPUNodeHealth %s (request "
+                          "%s); waiting for the agent's outcome", action, node, id);
         return GH_OK;
     }
     now_str(x, ts);
@@ -533,12 +534,48 @@ int gh_act_request_node_op(const struct gh_act_ctx *x, const char *node, const c
     }
     gh_act_result_api_ok(r, 200);
     if (gpu >= 0)
-        gh_act_result_set(r, "succeeded", "requested %s of GPU %d from the agent on %s "
-                          "(GPUNodeHealth %s)", action, gpu, node, node);
+        gh_act_result_set(r, "requested", "requested %s of GPU %d from the agent on %s "
+                          "(GPUNodeHealth %s, request %s); waiting for its outcome", action, gpu,
+                          node, node, id);
     else
-        gh_act_result_set(r, "succeeded", "requested %s from the agent on %s (GPUNodeHealth %s)",
-                          action, node, node);
+        gh_act_result_set(r, "requested", "requested %s from the agent on %s (GPUNodeHealth %s, "
+                          "request %s); waiting for its outcome", action, node, node, id);
     return GH_OK;
+}
+
+bool gh_act_request_outcome(const json_t *gnh, const char *action, const char *id,
+                            char *result, size_t rcap, char *detail, size_t cap)
+{
+    char type[64], prefix[240];
+    snprintf(type, sizeof type, "Request-%s", action);
+    int pn = snprintf(prefix, sizeof prefix, "request %s: ", id);
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(json_object_get(gnh, "status"), "conditions"), i, c) {
+        const char *t = json_string_value(json_object_get(c, "type"));
+        const char *reason = json_string_value(json_object_get(c, "reason"));
+        const char *msg = json_string_value(json_object_get(c, "message"));
+        const char *status = json_string_value(json_object_get(c, "status"));
+        if (!t || strcmp(t, type) != 0 || !reason || !msg || !status || pn <= 0 ||
+            (size_t)pn >= sizeof prefix || strncmp(msg, prefix, (size_t)pn) != 0)
+            continue;
+        /* the agent's reasons (src/agent/requests.c): Succeeded (True);
+         * Failed, TimedOut, NotConfigured, Interrupted (False); RebootPending
+         * (Unknown) while a reboot is awaited */
+        const char *res = NULL;
+        if (!strcmp(status, "True"))
+            res = "succeeded";
+        else if (!strcmp(status, "False"))
+            res = !strcmp(reason, "NotConfigured") ? "not_configured"
+                  : !strcmp(reason, "Interrupted") ? "interrupted"
+                                                   : "failed";
+        if (!res)
+            return false;
+        snprintf(result, rcap, "%s", res);
+        snprintf(detail, cap, "agent: %s: %s", reason, msg);
+        return true;
+    }
+    return false;
 }
 
 /* ---- replace */

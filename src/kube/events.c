@@ -44,6 +44,8 @@ int gh_kube_event_build(const struct gh_kube_event_spec *s, const struct gh_cloc
         json_object_set_new(reg, "namespace", json_string(s->regarding_ns));
     if (reg && s->regarding_uid && s->regarding_uid[0])
         json_object_set_new(reg, "uid", json_string(s->regarding_uid));
+    if (reg && s->regarding_rv && s->regarding_rv[0])
+        json_object_set_new(reg, "resourceVersion", json_string(s->regarding_rv));
     json_t *ev = reg ? json_pack("{s:s, s:s, s:{s:s, s:s}, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:o}",
                                  "apiVersion", "events.k8s.io/v1", "kind", "Event", "metadata",
                                  "name", name, "namespace", ns, "eventTime", ts,
@@ -75,4 +77,29 @@ int gh_kube_event_post(struct gh_kube_client *c, const struct gh_kube_event_spec
     rc = gh_kube_create(c, &ref, ev, out, st, err);
     json_decref(ev);
     return rc;
+}
+
+int gh_kube_event_post_about(struct gh_kube_client *c, const struct gh_kube_res *res,
+                             const struct gh_kube_event_spec *s, json_t **out,
+                             struct gh_kube_status *st, struct gh_err *err)
+{
+    struct gh_kube_event_spec t = *s;
+    char api[128], uid[128] = "", rv[64] = "";
+    t.regarding_api_version = gh_kube_api_version(res, api, sizeof api);
+    t.regarding_kind = res->kind;
+    t.regarding_ns = res->namespaced ? s->regarding_ns : NULL;
+    json_t *obj = NULL;
+    struct gh_err gerr;
+    struct gh_kube_ref ref = {res, t.regarding_ns, s->regarding_name};
+    if (s->regarding_name && gh_kube_get(c, &ref, &obj, NULL, &gerr) == GH_OK) {
+        json_t *md = json_object_get(obj, "metadata");
+        const char *u = json_string_value(json_object_get(md, "uid"));
+        const char *r = json_string_value(json_object_get(md, "resourceVersion"));
+        snprintf(uid, sizeof uid, "%s", u ? u : "");
+        snprintf(rv, sizeof rv, "%s", r ? r : "");
+    }
+    json_decref(obj);
+    t.regarding_uid = uid;
+    t.regarding_rv = rv;
+    return gh_kube_event_post(c, &t, out, st, err);
 }

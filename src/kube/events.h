@@ -7,6 +7,7 @@
 
 #include "common/err.h"
 #include "common/timeutil.h"
+#include "kube/api.h"
 #include "kube/client.h"
 #include "kube/status.h"
 
@@ -19,7 +20,8 @@ struct gh_kube_event_spec {
     const char *regarding_kind;        /* "Node" */
     const char *regarding_name;
     const char *regarding_ns;
-    const char *regarding_uid;         /* optional */
+    const char *regarding_uid;         /* optional; kubectl describe finds the Event by it */
+    const char *regarding_rv;          /* optional: the object's resourceVersion */
     const char *type;                  /* "Normal" or "Warning" */
     const char *reason;                /* UpperCamelCase, <= 128 */
     const char *action;                /* what was done, <= 128 */
@@ -36,5 +38,15 @@ int gh_kube_event_build(const struct gh_kube_event_spec *s, const struct gh_cloc
 /* Builds and creates it (synchronous); *out (optional) gets the server's copy. */
 int gh_kube_event_post(struct gh_kube_client *c, const struct gh_kube_event_spec *s, json_t **out,
                        struct gh_kube_status *st, struct gh_err *err);
+
+/* The same about an object of type res (borrowed): regarding's apiVersion
+ * and kind come from res, its uid and resourceVersion from a GET of the
+ * object (s->regarding_api_version/kind/uid/rv are ignored), as kubelet and
+ * kube-controller-manager set them; `kubectl describe` lists an Event only
+ * when regarding.uid is the object's. An object that cannot be read (gone,
+ * forbidden) still gets its Event, without a uid. */
+int gh_kube_event_post_about(struct gh_kube_client *c, const struct gh_kube_res *res,
+                             const struct gh_kube_event_spec *s, json_t **out,
+                             struct gh_kube_status *st, struct gh_err *err);
 
 #endif

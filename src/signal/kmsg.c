@@ -14,6 +14,7 @@
  * (trigger || AER context || on_line), so the emitted signals do not depend
  * on how the input was chunked; the fuzz target checks exactly that. */
 #include "signal/kmsg.h"
+#include "common/pci.h"
 #include "signal/signal_json.h"
 
 #include <ctype.h>
@@ -313,81 +314,14 @@ static int hexval(char c)
     return -1;
 }
 
-static size_t hexrun(const char *s, size_t n, size_t i)
-{
-    size_t j = i;
-    while (j < n && hexval(s[j]) >= 0)
-        j++;
-    return j - i;
-}
-
-/* Parses a PCI address at s: [domain:]bus:dev[.fn], domain 4..8 hex digits
- * (required unless allow_short and a function is given). Writes the
- * normalised "dddd:bb:dd.f" into out[PCI_LEN] and the bytes used into *used. */
+/* Parses a PCI address at s (gh_pci_scan) into its canonical form in
+ * out[PCI_LEN] and the bytes used into *used. */
 static bool parse_bdf(const char *s, size_t n, bool allow_short, char *out, size_t *used)
 {
-    size_t l1 = hexrun(s, n, 0);
-    if (l1 == 0 || l1 >= n || s[l1] != ':')
+    struct gh_pci a;
+    if (!gh_pci_scan(s, n, allow_short, &a, used))
         return false;
-    size_t i = l1 + 1;
-    size_t l2 = hexrun(s, n, i);
-    const char *dom, *bus, *dev;
-    size_t ldom;
-    char fn = '0';
-    if (l2 == 2 && i + 2 < n && s[i + 2] == ':') {
-        if (l1 < 4 || l1 > 8)
-            return false;
-        dom = s, ldom = l1, bus = s + i;
-        i += 3;
-        if (hexrun(s, n, i) < 2)
-            return false;
-        dev = s + i;
-        i += 2;
-        if (i + 1 < n && s[i] == '.' && hexval(s[i + 1]) >= 0 && hexval(s[i + 1]) < 8) {
-            fn = s[i + 1];
-            i += 2;
-        }
-    } else if (allow_short && l1 == 2 && l2 == 2 && i + 3 < n && s[i + 2] == '.' &&
-               hexval(s[i + 3]) >= 0 && hexval(s[i + 3]) < 8) {
-        dom = "0000", ldom = 4, bus = s, dev = s + i, fn = s[i + 3];
-        i += 4;
-    } else {
-        return false;
-    }
-    if (i < n && isalnum((unsigned char)s[i]))
-        return false;
-    while (ldom > 4 && dom[0] == '0')
-        dom++, ldom--;
-    if (hexval(dev[0]) > 1)  /* device number is 5 bits */
-        return false;
-    size_t k = 0;
-    for (size_t j = 0; j < ldom; j++)
-        out[k++] = (char)tolower((unsigned char)dom[j]);
-    out[k++] = ':';
-    out[k++] = (char)tolower((unsigned char)bus[0]);
-    out[k++] = (char)tolower((unsigned char)bus[1]);
-    out[k++] = ':';
-    out[k++] = (char)tolower((unsigned char)dev[0]);
-    out[k++] = (char)tolower((unsigned char)dev[1]);
-    out[k++] = '.';
-    out[k++] = fn;
-    out[k] = '\0';
-    if (used)
-        *used = i;
-    return true;
-}
-
-bool gh_kmsg_pci_normalize(const char *s, size_t len, char *out, size_t cap)
-{
-    char tmp[PCI_LEN];
-    size_t i = skip_sp(s, len, 0), used;
-    if (len - i >= 4 && strncasecmp(s + i, "PCI:", 4) == 0)
-        i += 4;
-    if (!parse_bdf(s + i, len - i, true, tmp, &used))
-        return false;
-    if (skip_sp(s, len, i + used) != len || strlen(tmp) + 1 > cap)
-        return false;
-    memcpy(out, tmp, strlen(tmp) + 1);
+    gh_pci_format(&a, out, PCI_LEN);
     return true;
 }
 
@@ -2129,7 +2063,7 @@ const struct gh_kmsg_meta *gh_kmsg_parser_meta(const struct gh_kmsg_parser *p)
 const char *gh_kmsg_parser_uuid(const struct gh_kmsg_parser *p, const char *pci)
 {
     char norm[PCI_LEN];
-    if (!pci || !gh_kmsg_pci_normalize(pci, strlen(pci), norm, sizeof norm))
+    if (!pci || !gh_pci_canon(pci, strlen(pci), NULL, norm, sizeof norm))
         return NULL;
     for (size_t i = 0; i < p->uuid_n; i++)
         if (strcmp(p->uuid[i].pci, norm) == 0)

@@ -256,9 +256,4 @@ void gh_kmsg_parser_stats(const struct gh_kmsg_parser *p, struct gh_kmsg_stats *
 size_t gh_kmsg_parser_rejects(const struct gh_kmsg_parser *p, struct gh_kmsg_reject *out,
                               size_t cap);
 
-/* Normalises a PCI bus id ("PCI:0000:3B:00", "00000000:3b:00.0", "3b:00.0")
- * into "dddd:bb:dd.f" (lower case, ".0" added) in out (cap >= 24). Returns
- * false when s is not one. */
-bool gh_kmsg_pci_normalize(const char *s, size_t len, char *out, size_t cap);
-
 #endif

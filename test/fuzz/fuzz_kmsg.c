@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/pci.h"
 #include "signal/kmsg.h"
 #include "signal/signal_json.h"
 
@@ -62,7 +63,7 @@ static int on_signal(void *ctx, const struct gh_signal *s)
             die("string not valid UTF-8", NULL);
     if (s->pci) {
         char norm[24];
-        if (!gh_kmsg_pci_normalize(s->pci, strlen(s->pci), norm, sizeof norm) ||
+        if (!gh_pci_canon(s->pci, strlen(s->pci), NULL, norm, sizeof norm) ||
             strcmp(norm, s->pci) != 0)
             die("pci not normalised", s->pci);
     }

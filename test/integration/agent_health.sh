@@ -108,6 +108,11 @@ grep -q '^gpuheal_gpu_state{gpu="3",.*state="unhealthy"} 1$' <<<"$m" && ok "/met
   || bad "/metrics: $(grep '^gpuheal_gpu_state{gpu="3"' <<<"$m")"
 [ "$(grep -c '^gpuheal_gpu_state{.*state="healthy"} 1$' <<<"$m")" = 7 ] && ok "/metrics: 7 GPUs healthy" \
   || bad "/metrics: healthy GPUs $(grep -c '^gpuheal_gpu_state{.*state="healthy"} 1$' <<<"$m")"
+# one PCI form everywhere (NVML says 00000000:48:00.0, the kernel 0000:48:00)
+pcis=$( { grep -o 'pci="[^"]*"' <<<"$m" | sed 's/^pci="//; s/"$//'; gnh '{range .status.gpus[*]}{.pciBusId}{"\n"}{end}'; } | sort -u)
+canon_all() { [ -n "$pcis" ] && ! grep -qvE '^[0-9a-f]{4}:[0-9a-f]{2}:[0-1][0-9a-f]\.[0-7]$' <<<"$pcis"; }
+check "/metrics pci labels and GPUNodeHealth pciBusId in the one form 0000:bb:dd.f: $(echo $pcis)" canon_all
+check "/metrics: GPU 3 at pci 0000:48:00.0" grep -q '^gpuheal_gpu_state{gpu="3",pci="0000:48:00.0",' <<<"$m"
 w=$(awk '$1 == "gpuheal_agent_health_publish_writes_total{object=\"node\"}" {print $2}' <<<"$m")
 e=$(awk '$1 == "gpuheal_agent_health_publish_errors_total" {print $2}' <<<"$m")
 [ "${w:-0}" -ge 1 ] && [ "$e" = 0 ] && ok "/metrics: $w node writes, 0 publish errors" || bad "/metrics: writes=$w errors=$e"

@@ -97,16 +97,26 @@ newnodes=$("$K" -n "$NS" get pods -l batch.kubernetes.io/job-name=llm -o jsonpat
 check "restarted pods away from $B ($(echo $newnodes))" sh -c "! echo '$newnodes' | grep -qx '$B'"
 INC=$(id_in_db "$DB" "$B")
 check "Incident object $INC" wait_for 10 "$K" get incident "$INC"
-check "Incident phase Succeeded" wait_for 10 id_phase_is "$INC" Succeeded
+# no agent runs on $B: the reboot stays requested, the incident Acting
+# (agent_request_outcomes.sh follows the agent's answers)
+check "Incident phase Acting (the reboot requested, not answered)" wait_for 10 id_phase_is "$INC" Acting
+check "Incident status: reboot_node Running" sh -c "'$K' get incident '$INC' -o jsonpath='{range .status.actions[*]}{.action}={.result}{\"\\n\"}{end}' | grep -qx reboot_node=Running"
 check "Incident spec rule" [ "$("$K" get incident "$INC" -o jsonpath='{.spec.rule}')" = gpu-fell-off-bus ]
 check "Events on node $B" wait_for 10 sh -c "'$K' get events.events.k8s.io -A --field-selector regarding.name=$B -o name | grep -q ."
 check "Events on job llm" wait_for 10 sh -c "'$K' -n $NS get events.events.k8s.io --field-selector regarding.name=llm -o name | grep -q ."
+# what on-call people read (operations.md): kubectl describe lists an Event
+# only when its regarding.uid is the object's
+check "kubectl describe node/$B lists GPUFault and GPUHealAction" wait_for 10 sh -c "'$K' describe node/$B | sed -n '/^Events:/,\$p' > '$TMP/describe-node.txt' && grep -q 'Warning  *GPUFault ' '$TMP/describe-node.txt' && grep -q 'Normal  *GPUHealAction ' '$TMP/describe-node.txt'"
+check "kubectl describe job/llm lists GPUHealAction" wait_for 10 sh -c "'$K' -n $NS describe job/llm | sed -n '/^Events:/,\$p' | grep -q 'GPUHealAction '"
+check "kubectl describe incident/$INC lists IncidentDecided" wait_for 10 sh -c "'$K' describe incident/$INC | sed -n '/^Events:/,\$p' | grep -q 'Warning  *IncidentDecided '"
+check "Event reportingController gpuheal.io/controller, instance e2e-$$" sh -c "'$K' get events.events.k8s.io -A --field-selector regarding.name=$B -o jsonpath='{range .items[*]}{.reportingController} {.reportingInstance} {.regarding.uid}{\"\\n\"}{end}' | grep -q '^gpuheal.io/controller e2e-$$ [0-9a-f-]\\{36\\}\$'"
 "$GH_BIN/gpuheal" explain "job/$NS/llm" --db "$DB" > "$TMP/explain.txt"
 check "explain names the XID line" grep -q "GPU has fallen off the bus" "$TMP/explain.txt"
 check "explain names the rule" grep -q "rule gpu-fell-off-bus chose" "$TMP/explain.txt"
 check "explain: isolate_node succeeded" grep -q "isolate_node node/$B: succeeded" "$TMP/explain.txt"
 check "explain: restart succeeded" grep -q "restart_from_checkpoint job/$NS/llm: succeeded" "$TMP/explain.txt"
-check "explain: reboot requested" grep -q "reboot_node node/$B: succeeded" "$TMP/explain.txt"
+check "explain: reboot requested" grep -q "reboot_node node/$B: requested" "$TMP/explain.txt"
+check "explain: the reboot not said to have succeeded" sh -c "! grep -q 'reboot_node node/$B: succeeded' '$TMP/explain.txt'"
 "$GH_BIN/gpuheal" timeline "node/$B" --db "$DB" > "$TMP/timeline.txt"
 check "timeline has seen/decided/action rows" sh -c "grep -q ' seen ' '$TMP/timeline.txt' && grep -q ' decided ' '$TMP/timeline.txt' && grep -q ' action ' '$TMP/timeline.txt'"
 check "GPUNodeHealth reboot request" sh -c "'$K' get gpunodehealth '$B' -o jsonpath='{.metadata.annotations}' | grep -q request-reboot_node"
@@ -169,7 +179,7 @@ sleep 1
 check "approval: $D not cordoned yet" uncordoned "$D"
 "$GH_BIN/gpuheal" approve "$AID" --kubeconfig "$GH_KUBECONFIG" --by e2e >/dev/null
 check "approval: cordoned after gpuheal approve" wait_for 20 cordoned "$D"
-check "approval: phase Succeeded" wait_for 20 id_phase_is "$AID" Succeeded
+check "approval: phase Acting (its reboot requested)" wait_for 20 id_phase_is "$AID" Acting
 check "approval: explain shows the approver" sh -c "'$GH_BIN/gpuheal' explain node/$D --db '$APR' | grep -q 'approved by e2e'"
 check "approval: controller stops cleanly" stop_controller
 

@@ -257,9 +257,10 @@ static void test_request_and_validation(void **state)
     int rc = gh_act_request_node_op(&e->x, e->node, "reboot_node", 3, &r, &err);
     if (rc)
         fail_msg("request: %s (%s)", err.msg, r.api);
-    assert_string_equal(r.result, "succeeded");
+    /* handed to the agent: not done until it answers */
+    assert_string_equal(r.result, "requested");
     assert_int_equal(gh_act_request_node_op(&e->x, e->node, "reboot_node", 3, &r, &err), 0);
-    assert_string_equal(r.result, "noop");
+    assert_string_equal(r.result, "requested");
     json_t *g = get(e, &gh_kube_res_gpunodehealths, NULL, e->node);
     assert_non_null(g);
     const char *req = ann(g, "gpuheal.io/request-reboot_node");
@@ -268,7 +269,51 @@ static void test_request_and_validation(void **state)
     json_t *la = json_object_get(json_object_get(g, "status"), "lastAction");
     assert_string_equal(json_string_value(json_object_get(la, "result")), "Pending");
     assert_false(gh_act_validation_passed(g, 0));
+    char res[16], detail[600];
     json_decref(g);
+    /* no answer yet; then the agent's interim RebootPending, then its
+     * NotConfigured for another request id (not this one), then its answer */
+    static const char *const answers[][4] = {
+        {"Unknown", "RebootPending", ": reboot command exited 0; waiting", ""},
+        {"False", "NotConfigured", "other/reboot_node: no --reboot-cmd", ""},
+        {"False", "NotConfigured", ": no --reboot-cmd configured", "not_configured"},
+        {"False", "Interrupted", ": the agent was killed while it ran", "interrupted"},
+        {"False", "TimedOut", ": killed after 20s", "failed"},
+        {"True", "Succeeded", ": exit 0: rebooting", "succeeded"},
+    };
+    char rid[128];
+    snprintf(rid, sizeof rid, "%s/reboot_node", e->x.incident);
+    g = get(e, &gh_kube_res_gpunodehealths, NULL, e->node);
+    assert_false(
+        gh_act_request_outcome(g, "reboot_node", rid, res, sizeof res, detail, sizeof detail));
+    json_decref(g);
+    for (size_t i = 0; i < sizeof answers / sizeof answers[0]; i++) {
+        char msg[256];
+        /* "request ID: detail" (another request's id when the text names one) */
+        if (answers[i][2][0] == ':')
+            snprintf(msg, sizeof msg, "request %s%s", rid, answers[i][2]);
+        else
+            snprintf(msg, sizeof msg, "request %s", answers[i][2]);
+        json_t *cp = json_pack("{s:{s:[{s:s, s:s, s:s, s:s, s:s}]}}", "status", "conditions",
+                               "type", "Request-reboot_node", "status", answers[i][0], "reason",
+                               answers[i][1], "message", msg, "lastTransitionTime",
+                               "2030-01-01T00:00:00Z");
+        struct gh_kube_ref cref = {&gh_kube_res_gpunodehealths, NULL, e->node};
+        assert_int_equal(gh_kube_patch(e->c, &cref, "status", GH_KUBE_PATCH_MERGE, cp, NULL, NULL,
+                                       &err), 0);
+        json_decref(cp);
+        g = get(e, &gh_kube_res_gpunodehealths, NULL, e->node);
+        bool have = gh_act_request_outcome(g, "reboot_node", rid, res, sizeof res, detail,
+                                           sizeof detail);
+        json_decref(g);
+        assert_int_equal(have, answers[i][3][0] != '\0');
+        if (have) {
+            assert_string_equal(res, answers[i][3]);
+            char want[300];
+            snprintf(want, sizeof want, "agent: %s: %s", answers[i][1], msg);
+            assert_string_equal(detail, want);
+        }
+    }
     /* the agent reports a passing validation probe */
     json_t *sp = json_pack("{s:{s:[{s:s, s:s, s:s, s:s}]}}", "status", "conditions", "type",
                            "Validated", "status", "True", "lastTransitionTime",

@@ -24,6 +24,7 @@
 #include <microhttpd.h>
 
 #include "agent/dcgm.h"
+#include "agent/dcgm_shipped.h"
 #include "signal/signal_json.h"
 
 #ifndef GH_BUILD_DIR
@@ -383,7 +384,7 @@ static void test_exporter_scrape(void **state)
     assert_int_equal(s->source, GH_SRC_DCGM);
     assert_int_equal(s->gpu, 0);
     assert_string_equal(s->node, "gpu-node-17");
-    assert_string_equal(s->pci, "00000000:18:00.0");
+    assert_string_equal(s->pci, "0000:18:00.0");
     assert_true(s->throttled);
     assert_true(s->watts > 412.3 && s->watts < 412.4);
 
@@ -407,7 +408,7 @@ static void test_exporter_scrape(void **state)
     assert_int_equal(s->bits, GH_ECC_DOUBLE);
     assert_true(s->is_volatile);
     assert_int_equal(s->count, 2);
-    assert_string_equal(s->pci, "00000000:2A:00.0");
+    assert_string_equal(s->pci, "0000:2a:00.0");
     s = find(r, GH_KIND_ROW_REMAP, 1);
     assert_non_null(s);
     assert_true(s->failure);
@@ -467,6 +468,117 @@ static void test_exporter_xid_counter_preferred(void **state)
     assert_int_equal(r->sigs[2].code, 48);
     gh_dcgm_exporter_free(ex);
     server_stop(srv);
+    recorder_free(r);
+}
+
+/* An exporter that ingests text directly, with the shipped-XID state in
+ * path for boot. */
+static struct gh_dcgm_exporter *exporter_state(struct recorder *r, const char *path,
+                                               const char *boot)
+{
+    struct gh_dcgm_exporter_opts o = {
+        .url = "http://127.0.0.1:9/metrics",
+        .node = "gpu-node-17",
+        .clock = &fake_clock,
+        .emit = record,
+        .emit_ctx = r,
+        .state_path = path,
+        .boot_id = boot,
+    };
+    struct gh_dcgm_exporter *ex = NULL;
+    struct gh_err err = {{0}};
+    if (gh_dcgm_exporter_new(&o, &ex, &err) != GH_OK)
+        fail_msg("gh_dcgm_exporter_new: %s", err.msg);
+    return ex;
+}
+
+static int ingest_count(struct gh_dcgm_exporter *ex, struct recorder *r, const char *text)
+{
+    struct gh_err err = {{0}};
+    int before = r->n;
+    assert_int_equal(gh_dcgm_exporter_ingest(ex, text, strlen(text), &err), GH_OK);
+    return r->n - before;
+}
+
+/* The exporter's last XID stands after the agent restarts: shipped once per
+ * boot, not again with a new id on every start. */
+static void test_exporter_xid_not_resent_after_restart(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/gh-dcgm-state-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/dcgm.state", dir);
+    static const char *const last79 = "DCGM_FI_DEV_XID_ERRORS{gpu=\"3\"} 79\n";
+    static const char *const last48 = "DCGM_FI_DEV_XID_ERRORS{gpu=\"3\"} 48\n";
+    static const char *const count2 =
+        "DCGM_EXP_XID_ERRORS_COUNT{gpu=\"1\",xid=\"79\",window_size_in_ms=\"300000\"} 2\n";
+    static const char *const count3 =
+        "DCGM_EXP_XID_ERRORS_COUNT{gpu=\"1\",xid=\"79\",window_size_in_ms=\"300000\"} 3\n";
+    struct recorder *r = recorder_new();
+
+    /* first start: the standing XID is shipped */
+    struct gh_dcgm_exporter *ex = exporter_state(r, path, "boot-a");
+    assert_int_equal(ingest_count(ex, r, last79), 1);
+    assert_int_equal(r->sigs[0].code, 79);
+    assert_int_equal(ingest_count(ex, r, count2), 1);
+    gh_dcgm_exporter_free(ex);
+    /* a restart on the same boot: nothing again */
+    ex = exporter_state(r, path, "boot-a");
+    assert_int_equal(ingest_count(ex, r, last79), 0);
+    assert_int_equal(ingest_count(ex, r, count2), 0);
+    /* ... but what changed since is new */
+    assert_int_equal(ingest_count(ex, r, count3), 1);
+    gh_dcgm_exporter_free(ex);
+    ex = exporter_state(r, path, "boot-a");
+    assert_int_equal(ingest_count(ex, r, last48), 1);
+    assert_int_equal(r->sigs[r->n - 1].code, 48);
+    assert_int_equal(ingest_count(ex, r, count3), 0);
+    struct gh_dcgm_exporter_stats st;
+    gh_dcgm_exporter_stats(ex, &st);
+    assert_int_equal(st.state_errors, 0);
+    gh_dcgm_exporter_free(ex);
+    /* after a reboot the exporter's values are new */
+    ex = exporter_state(r, path, "boot-b");
+    assert_int_equal(ingest_count(ex, r, last48), 1);
+    gh_dcgm_exporter_free(ex);
+    /* a damaged state file: counted, and nothing is lost (shipped again) */
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("gpuheal-dcgm-state v1\nboot_id boot-b\ngpu 3 last seventy-nine\n", f);
+    fclose(f);
+    ex = exporter_state(r, path, "boot-b");
+    gh_dcgm_exporter_stats(ex, &st);
+    assert_int_equal(st.state_errors, 1);
+    assert_int_equal(ingest_count(ex, r, last48), 1);
+    gh_dcgm_exporter_free(ex);
+
+    /* the parser: what it takes and what it refuses */
+    struct gh_dcgm_xid_seen v[4];
+    bool same;
+    struct gh_err err;
+    const char *good = "gpuheal-dcgm-state v1\nboot_id b\ngpu 2 last 79\ngpu 2 xid 48 3\n";
+    assert_int_equal(gh_dcgm_shipped_parse(good, strlen(good), "b", v, 4, &same, &err), GH_OK);
+    assert_true(same && v[2].known && v[2].has_last && v[2].last == 79 && v[2].n == 1);
+    assert_true(v[2].xid[0].code == 48 && v[2].xid[0].count == 3 && !v[0].known);
+    assert_int_equal(gh_dcgm_shipped_parse(good, strlen(good), "other", v, 4, &same, &err),
+                     GH_OK);
+    assert_true(!same && !v[2].known);
+    static const char *const bad[] = {
+        "", "gpuheal-dcgm-state v2\nboot_id b\n", "gpuheal-dcgm-state v1\n",
+        "gpuheal-dcgm-state v1\nboot_id b\ngpu 4 last 79\n",
+        "gpuheal-dcgm-state v1\nboot_id b\ngpu 1 last 79 x\n",
+        "gpuheal-dcgm-state v1\nboot_id b\ngpu 1 xid 79\n",
+        "gpuheal-dcgm-state v1\nboot_id b c\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err.msg[0] = '\0';
+        assert_int_equal(gh_dcgm_shipped_parse(bad[i], strlen(bad[i]), "b", v, 4, &same, &err),
+                         GH_EINVAL);
+        assert_true(err.msg[0] != '\0' && !v[1].known);
+    }
+    unlink(path);
+    rmdir(dir);
     recorder_free(r);
 }
 
@@ -792,6 +904,7 @@ int main(void)
         cmocka_unit_test(test_promtext_malformed),
         cmocka_unit_test(test_exporter_scrape),
         cmocka_unit_test(test_exporter_xid_counter_preferred),
+        cmocka_unit_test(test_exporter_xid_not_resent_after_restart),
         cmocka_unit_test(test_exporter_link_and_thermal),
         cmocka_unit_test(test_exporter_errors),
         cmocka_unit_test(test_exporter_thread),

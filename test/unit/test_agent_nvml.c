@@ -289,7 +289,7 @@ static void test_quiet_counters_no_signals(void **state)
 
     assert_int_equal(gh_nvml_source_health(src, 5, &h), GH_OK);
     assert_int_equal(h.index, 5);
-    assert_string_equal(h.pci, "00000000:68:00.0");
+    assert_string_equal(h.pci, "0000:68:00.0");
     assert_string_equal(h.uuid, "GPU-fa4e0000-0000-4000-8000-000000000005");
     assert_false(h.lost);
     assert_true(h.has_temp);
@@ -336,7 +336,7 @@ static void test_ecc_dbe(void **state)
         assert_int_equal(s->source, GH_SRC_NVML);
         assert_int_equal(s->gpu, 3);
         assert_string_equal(s->node, "gpu-07");
-        assert_string_equal(s->pci, "00000000:48:00.0");
+        assert_string_equal(s->pci, "0000:48:00.0");
         assert_int_equal(s->bits, GH_ECC_DOUBLE);
         assert_true(s->has_count);
         assert_int_equal(s->count, 2);
@@ -508,7 +508,7 @@ static void test_lost_gpu_once_until_it_answers(void **state)
     assert_int_equal(count(r), 1);
     assert_int_equal(r->sigs[0].kind, GH_KIND_GPU_LOST);
     assert_int_equal(r->sigs[0].gpu, 1);
-    assert_string_equal(r->sigs[0].pci, "00000000:28:00.0");
+    assert_string_equal(r->sigs[0].pci, "0000:28:00.0");
     assert_non_null(strstr(r->sigs[0].msg, "NVML_ERROR_GPU_IS_LOST (15)"));
     assert_int_equal(gh_nvml_source_health(src, 1, &h), GH_OK);
     assert_true(h.lost);
@@ -671,7 +671,7 @@ static void test_xid_event(void **state)
     assert_true(i >= 0);
     assert_int_equal(r->sigs[i].code, 79);
     assert_int_equal(r->sigs[i].gpu, 2);
-    assert_string_equal(r->sigs[i].pci, "00000000:38:00.0");
+    assert_string_equal(r->sigs[i].pci, "0000:38:00.0");
     assert_non_null(strstr(r->sigs[i].msg, "Xid 79"));
     gh_nvml_source_stop(src);
     gh_nvml_source_stop(src);

@@ -21,6 +21,10 @@ static void test_exposition(void **st)
     gh_ctl_metrics_action(m, GH_ACT_ISOLATE_NODE, "succeeded");
     gh_ctl_metrics_action(m, GH_ACT_RESTART_FROM_CHECKPOINT, "failed");
     gh_ctl_metrics_action(m, -1, "noop");
+    /* a request handed to the agent, then what it answered */
+    gh_ctl_metrics_action(m, GH_ACT_REBOOT_NODE, "requested");
+    gh_ctl_metrics_action(m, GH_ACT_REBOOT_NODE, "not_configured");
+    gh_ctl_metrics_action(m, GH_ACT_RESET_GPU, "timed_out");
     gh_ctl_metrics_guard_trip(m, "budget");
     gh_ctl_metrics_guard_trip(m, "nonsense");
     gh_ctl_metrics_latency(m, 0.03);
@@ -33,6 +37,10 @@ static void test_exposition(void **st)
     assert_non_null(strstr(buf, "gpuheal_actions_total{action=\"isolate_node\",result=\"succeeded\"} 1\n"));
     assert_non_null(strstr(buf, "gpuheal_actions_total{action=\"restart_from_checkpoint\",result=\"failed\"} 1\n"));
     assert_non_null(strstr(buf, "gpuheal_actions_total{action=\"release_node\",result=\"noop\"} 1\n"));
+    assert_non_null(strstr(buf, "gpuheal_actions_total{action=\"reboot_node\",result=\"requested\"} 1\n"));
+    assert_non_null(strstr(buf, "gpuheal_actions_total{action=\"reboot_node\",result=\"failed\"} 1\n"));
+    assert_non_null(strstr(buf, "gpuheal_actions_total{action=\"reboot_node\",result=\"succeeded\"} 0\n"));
+    assert_non_null(strstr(buf, "gpuheal_actions_total{action=\"reset_gpu\",result=\"failed\"} 1\n"));
     assert_non_null(strstr(buf, "gpuheal_guard_trips_total{guard=\"budget\"} 1\n"));
     assert_non_null(strstr(buf, "gpuheal_decision_latency_seconds_bucket{le=\"0.05\"} 1\n"));
     assert_non_null(strstr(buf, "gpuheal_decision_latency_seconds_bucket{le=\"1\"} 2\n"));

@@ -1052,20 +1052,6 @@ static void test_labels_and_pci(void **state)
     assert_int_equal(gh_kmsg_label_parse("MATCH other=nope", 16, &back), GH_EINVAL);
     assert_int_equal(gh_kmsg_label_parse("match xid=1", 11, &back), GH_EINVAL);
 
-    char out[24];
-    static const char *const good[][2] = {
-        {"0000:3b:00.0", "0000:3b:00.0"}, {"PCI:0000:3B:00", "0000:3b:00.0"},
-        {"00000000:86:00.0", "0000:86:00.0"}, {"3b:00.1", "0000:3b:00.1"},
-        {"pci:0009:01:00", "0009:01:00.0"}, {"10000:e1:00.0", "10000:e1:00.0"},
-    };
-    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
-        assert_true(gh_kmsg_pci_normalize(good[i][0], strlen(good[i][0]), out, sizeof out));
-        assert_string_equal(out, good[i][1]);
-    }
-    static const char *const bad[] = {"", "PCI:...", "3b:00", "0000:3b:00.0x", "0000:3b:40.0",
-                                      "11:28:11", "0000:3b:00.9", "zz:00.0"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        assert_false(gh_kmsg_pci_normalize(bad[i], strlen(bad[i]), out, sizeof out));
 }
 
 int main(void)

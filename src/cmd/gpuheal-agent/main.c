@@ -84,9 +84,22 @@ static void spool_signal(struct agent *a, const struct gh_signal *s)
         a->kmsg_seq_spooled = kseq;
 }
 
-/* A signal that is shipped: to the spool and into the node's GPU health. */
+/* A signal that is shipped: to the spool and into the node's GPU health. A
+ * signal naming its GPU only by PCI address or UUID (the kernel log's XIDs)
+ * is shipped with the index this node's health model has learned for it,
+ * so the controller's incident names the GPU. */
 static void deliver(struct agent *a, const struct gh_signal *s)
 {
+    struct gh_signal tmp;
+    if (s->gpu < 0 && (s->pci || s->uuid) && a->health &&
+        (!s->node || !strcmp(s->node, a->cfg.node))) {
+        int g = gh_health_index_of(a->health, s->pci, s->uuid);
+        if (g >= 0) {
+            tmp = *s; /* shallow: only gpu differs */
+            tmp.gpu = g;
+            s = &tmp;
+        }
+    }
     spool_signal(a, s);
     agent_health_feed(a, s);
 }
@@ -474,6 +487,9 @@ static void start_sources(struct agent *a)
         struct gh_dcgm_exporter_opts o = {0};
         o.url = a->cfg.dcgm_exporter;
         o.node = a->cfg.node;
+        snprintf(state, sizeof state, "%s/dcgm.state", a->cfg.spool_dir);
+        o.state_path = state;
+        o.boot_id = a->boot_id;
         o.interval_ns = a->cfg.dcgm_interval_ns;
         o.clock = a->clock;
         o.emit = emit_async;

@@ -69,6 +69,8 @@ static const struct setting {
     {"storm-hold", false, "storm breaker stays open this long after the last blame (15m)"},
     {"taint-effect", false, "NoSchedule (default) or NoExecute"},
     {"drain-timeout", false, "give up on pods a PodDisruptionBudget keeps (60s)"},
+    {"request-timeout", false, "record a reset_gpu/reboot_node/run_diagnostics request the node "
+                               "agent has not answered after this as timed out (1h)"},
     {"drain-concurrency", false, "evictions in flight while draining a node (8)"},
     {"drain-evictions-in-flight", false, "evictions in flight across all drains at once (64)"},
     {"identity", false, "this replica's name (default: hostname-pid)"},
@@ -430,6 +432,7 @@ int main(int argc, char **argv)
         !duration(&v, "storm-window", &o.guards.storm_window_ns) ||
         !duration(&v, "storm-hold", &o.guards.storm_hold_ns) ||
         !duration(&v, "drain-timeout", &o.drain.timeout_ns) ||
+        !duration(&v, "request-timeout", &o.request_timeout_ns) ||
         !duration(&v, "reorder-window", &o.reorder_window_ns) ||
         !duration(&v, "lease-duration", &o.lease_ns) ||
         !duration(&v, "renew-deadline", &o.renew_ns) || !duration(&v, "retry-period", &o.retry_ns))

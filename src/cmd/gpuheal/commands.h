@@ -13,6 +13,7 @@ int gh_cmd_scenario(int argc, char **argv);
 int gh_cmd_explain(int argc, char **argv);
 int gh_cmd_timeline(int argc, char **argv);
 int gh_cmd_approve(int argc, char **argv);
+int gh_cmd_release(int argc, char **argv);
 /* explain.c: the audit-store reader behind explain (timeline false) and
  * timeline (true). */
 #include <stdbool.h>

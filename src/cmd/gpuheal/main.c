@@ -24,6 +24,7 @@ static const struct command commands[] = {
     {"explain", gh_cmd_explain, "why gpuheal acted on a job, pod or node: evidence, rule, guards, actions"},
     {"timeline", gh_cmd_timeline, "the audit trail of a node or job as an aligned text timeline"},
     {"approve", gh_cmd_approve, "approve an incident that waits for approval (--require-approval)"},
+    {"release", gh_cmd_release, "take gpuheal's cordon, taint, annotations and condition off nodes (uninstall)"},
     {"inject", gh_cmd_inject, "post signal lines (marked injected) to a controller's ingest endpoint"},
     {"ingest-serve", gh_cmd_ingest_serve, "(dev) run the ingest endpoint alone, appending signals to a file"},
     {"simulate", gh_cmd_simulate, "simulate a cluster's failures under a policy: ETTR, goodput, waste"},
