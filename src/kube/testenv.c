@@ -2,6 +2,7 @@
 #include "kube/testenv.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -281,6 +282,40 @@ void gh_kube_testenv_apiserver_kill(struct gh_kube_testenv_apiserver *a, int sig
     int status;
     waitpid(a->pid, &status, 0);
     a->pid = 0;
+}
+
+int gh_kube_testenv_apiserver_pause(struct gh_kube_testenv_apiserver *a, struct gh_err *err)
+{
+    if (!a->pid)
+        return gh_err_set(err, GH_EINVAL, "private apiserver is not running");
+    if (kill(a->pid, SIGSTOP))
+        return gh_err_set(err, GH_EIO, "SIGSTOP apiserver %d: %s", a->pid, strerror(errno));
+    int status;
+    pid_t r;
+    do
+        r = waitpid(a->pid, &status, WUNTRACED);
+    while (r < 0 && errno == EINTR);
+    if (r != a->pid || !WIFSTOPPED(status))
+        return gh_err_set(err, GH_EIO, "apiserver %d did not stop (waitpid %d, status 0x%x)",
+                          a->pid, (int)r, status);
+    return GH_OK;
+}
+
+int gh_kube_testenv_apiserver_resume(struct gh_kube_testenv_apiserver *a, struct gh_err *err)
+{
+    if (!a->pid)
+        return gh_err_set(err, GH_EINVAL, "private apiserver is not running");
+    if (kill(a->pid, SIGCONT))
+        return gh_err_set(err, GH_EIO, "SIGCONT apiserver %d: %s", a->pid, strerror(errno));
+    int status;
+    pid_t r;
+    do
+        r = waitpid(a->pid, &status, WCONTINUED);
+    while (r < 0 && errno == EINTR);
+    if (r != a->pid || !WIFCONTINUED(status))
+        return gh_err_set(err, GH_EIO, "apiserver %d did not continue (waitpid %d, status 0x%x)",
+                          a->pid, (int)r, status);
+    return GH_OK;
 }
 
 void gh_kube_testenv_apiserver_free(struct gh_kube_testenv_apiserver *a)

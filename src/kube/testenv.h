@@ -55,6 +55,14 @@ struct gh_kube_testenv_apiserver {
 int gh_kube_testenv_apiserver_start(struct gh_kube_testenv_apiserver *a, struct gh_err *err);
 /* Sends sig (SIGKILL: a crash) and reaps the process. */
 void gh_kube_testenv_apiserver_kill(struct gh_kube_testenv_apiserver *a, int sig);
+/* Hangs the apiserver (SIGSTOP) and returns only once every one of its
+ * threads has stopped (waitpid WUNTRACED: the kernel reports the stop when
+ * the whole thread group is stopped), so no request can still be answered
+ * after the call; on a loaded machine kill() alone returns before that.
+ * GH_OK, or an error when it is not running or not stopped. */
+int gh_kube_testenv_apiserver_pause(struct gh_kube_testenv_apiserver *a, struct gh_err *err);
+/* SIGCONT and wait for the kernel to report it continued. */
+int gh_kube_testenv_apiserver_resume(struct gh_kube_testenv_apiserver *a, struct gh_err *err);
 /* Kills if running; frees. */
 void gh_kube_testenv_apiserver_free(struct gh_kube_testenv_apiserver *a);
 /* A client of the private apiserver (admin credentials of $GH_KUBECONFIG). */

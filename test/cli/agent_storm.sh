@@ -41,8 +41,10 @@ all_read() { [ "$(metric gpuheal_agent_kmsg_records_total)" = "$N" ]; }
 drained() { [ "$(metric gpuheal_agent_spool_pending)" = 0 ] && [ "$(metric gpuheal_agent_coalesce_keys)" = 0 ]; }
 
 echo "6c3f0a54-0000-4000-8000-00000000b007" > "$tmp/boot_id"
+t_start=$(date +%s%N)
 run_agent 1
 wait_for 60 all_read || bad "not all $N records read: $(metric gpuheal_agent_kmsg_records_total)"
+t_read=$(date +%s%N)
 wait_for 30 drained || bad "summaries not shipped"
 # acknowledged is not yet written by the receiver: wait for its file to hold them all
 in_file() { local f s n
@@ -54,8 +56,14 @@ coalesced=$(metric gpuheal_agent_coalesced_total)
 shipped=$(grep -c '"kind":"xid"' "$tmp/out.jsonl")
 summaries=$(grep -c 'coalesced [0-9]*\]' "$tmp/out.jsonl")
 sum_n=$(grep -o 'coalesced [0-9]*\]' "$tmp/out.jsonl" | awk '{s += $2} END {print s + 0}')
-[ "$shipped" -le 64 ] && [ "$shipped" -ge 8 ] && ok "$N XID records shipped as $shipped signals ($summaries summaries)" \
-  || bad "$shipped signals shipped for $N records"
+# Per GPU key at most 2 signals (first + summary) per 1 s window, and the
+# reading took at most $secs seconds from the agent's start: the bound follows
+# from the elapsed time, so a loaded machine (slower reading, more windows)
+# cannot fail it while a coalescer that lets samples through still does.
+secs=$(( (t_read - t_start) / 1000000000 + 1 ))
+max=$(( 4 * 2 * (secs + 1) ))
+[ "$shipped" -le "$max" ] && [ "$shipped" -ge 8 ] && ok "$N XID records shipped as $shipped signals ($summaries summaries, at most $max for ${secs}s of reading)" \
+  || bad "$shipped signals shipped for $N records (at most $max for ${secs}s of reading)"
 [ "$coalesced" = "$sum_n" ] && [ $((shipped - summaries + sum_n)) = $N ] \
   && ok "every record accounted for: $((shipped - summaries)) firsts + $sum_n in summaries = $N" \
   || bad "accounting: coalesced=$coalesced in summaries=$sum_n firsts=$((shipped - summaries))"

@@ -255,7 +255,7 @@ static void test_renew_deadline_on_hung_apiserver(void **state)
     assert_true(gh_kube_leader_is_leader(e->d));
     assert_int_equal(od.started, 1);
 
-    assert_int_equal(kill(e->api.pid, SIGSTOP), 0);
+    assert_int_equal(gh_kube_testenv_apiserver_pause(&e->api, &err), GH_OK);
     double t0 = mono_s();
     assert_true(gh_kube_testenv_until(e->dc, not_leader, e->d, 30000));
     double took = mono_s() - t0;
@@ -268,7 +268,7 @@ static void test_renew_deadline_on_hung_apiserver(void **state)
     assert_true(took < (double)LEASE_NS / GH_NS_PER_S);
 
     /* the apiserver answers again: it campaigns and leads again */
-    assert_int_equal(kill(e->api.pid, SIGCONT), 0);
+    assert_int_equal(gh_kube_testenv_apiserver_resume(&e->api, &err), GH_OK);
     assert_true(gh_kube_testenv_until(e->dc, is_leader, e->d, 30000));
     assert_int_equal(od.started, 2);
 }

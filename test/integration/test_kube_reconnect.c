@@ -211,7 +211,7 @@ static void test_client_timeouts_on_hung_apiserver(void **state)
     struct gh_kube_ref ref = {&gh_kube_res_configmaps, e->ns, NULL};
     assert_int_equal(gh_kube_list(e->pc, &ref, NULL, NULL, NULL, &err), GH_OK);
 
-    assert_int_equal(kill(e->api.pid, SIGSTOP), 0);
+    assert_int_equal(gh_kube_testenv_apiserver_pause(&e->api, &err), GH_OK);
     /* a plain request on the open connection: request_timeout_ms */
     struct gh_kube_status st;
     double t0 = mono_s();
@@ -253,7 +253,7 @@ static void test_client_timeouts_on_hung_apiserver(void **state)
     assert_int_equal(st.kind, GH_KUBE_R_TRANSPORT);
     assert_true(dt >= 0.9 && dt < 7.0);
 
-    assert_int_equal(kill(e->api.pid, SIGCONT), 0);
+    assert_int_equal(gh_kube_testenv_apiserver_resume(&e->api, &err), GH_OK);
     rc = GH_EAGAIN;
     for (int i = 0; i < 20 && rc != GH_OK; i++)
         rc = gh_kube_list(e->pc, &ref, NULL, NULL, NULL, &err);
