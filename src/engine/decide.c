@@ -473,6 +473,14 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
         anomaly = jep->anomaly_ts;
         below = jep->anomaly_step;
     }
+    /* Corruption of the job that began earlier (whatever node its incident
+     * blamed): no restart of the episode resumes from a checkpoint saved
+     * after it began. */
+    struct episode *cep = inc.job ? episode_find(d, 'c', inc.job) : NULL;
+    if (episode_open(cep, now) && cep->anomaly_ts < anomaly) {
+        anomaly = cep->anomaly_ts;
+        below = cep->anomaly_step;
+    }
     const struct gh_tl_entry *ck = NULL;
     for (int i = 0; i < inc.n_actions; i++)
         if (inc.actions[i] == GH_ACT_RESTART_FROM_CHECKPOINT && inc.job)
@@ -549,6 +557,21 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
             ne->expires = now + p->settings.episode_ns;
             ne->anomaly_ts = anomaly;
             ne->anomaly_step = below;
+        }
+    }
+    if (inc.job && (inc.cls == GH_CLASS_SILENT_DATA_CORRUPTION || episode_open(cep, now))) {
+        gh_sfmt(ekey, sizeof ekey, "c:%s", inc.job);
+        struct episode *ce = slot(d->episodes, ekey, sizeof *ce);
+        if (ce) {
+            if (!episode_open(ce, now) || anomaly < ce->anomaly_ts) {
+                ce->anomaly_ts = anomaly;
+                ce->anomaly_step = below;
+                ce->first_ts = anomaly;
+            }
+            ce->active = true;
+            ce->cls = GH_CLASS_SILENT_DATA_CORRUPTION;
+            ce->decided = now;
+            ce->expires = now + p->settings.episode_ns;
         }
     }
     return GH_OUT_DECIDED;

@@ -1,0 +1,202 @@
+/* test_engine_gray2.c - gray failures, second set: a job that diverges from
+ * its first steps is its own doing, corruption restarts resume before every
+ * precursor and for every follow-up, stragglers judged against the job's own
+ * jitter, and InfiniBand ports that keep retraining under slower
+ * communication. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+
+#include "test_engine_helpers.h"
+
+static void ecc_sbe(struct gh_engine *e, double t, const char *node, int gpu, long count)
+{
+    struct gh_signal s = sig(GH_KIND_ECC, t, node, gpu);
+    s.bits = GH_ECC_SINGLE;
+    s.has_count = true;
+    s.count = count;
+    feed(e, s);
+}
+
+static void checksum(struct gh_engine *e, double t, const char *node, int gpu, int rank, int replica,
+                     int64_t stepno, const char *value)
+{
+    struct gh_signal s = sig(GH_KIND_REPLICA_CHECKSUM, t, node, gpu);
+    sset(&s.job, "ml/llm");
+    s.has_rank = true;
+    s.rank = rank;
+    s.has_step = true;
+    s.step = stepno;
+    s.replica = replica;
+    sset(&s.value, value);
+    feed(e, s);
+}
+
+/* One step of the 2x8 job at time t, all ranks the same loss; replicas 0
+ * and 1 (ranks 0 and 8) report agreeing checksums. */
+static void step_all(struct gh_engine *e, double t, int64_t stp, double loss)
+{
+    for (int r = 0; r < 16; r++)
+        step(e, t + r * 0.001, r < 8 ? "gpu-01" : "gpu-02", r % 8, "ml/llm", r, stp, 1000, loss);
+    char v[32];
+    snprintf(v, sizeof v, "%08llx", (unsigned long long)(stp * 7919));
+    checksum(e, t + 0.1, "gpu-01", 0, 0, 0, stp, v);
+    checksum(e, t + 0.1, "gpu-02", 0, 8, 1, stp, v);
+}
+
+static int count_cls(const struct sink *sk, enum gh_class c)
+{
+    int n = 0;
+    for (int i = 0; i < sk->n; i++)
+        n += sk->v[i].cls == c;
+    return n;
+}
+
+static bool any_node_action(const struct sink *sk)
+{
+    for (int i = 0; i < sk->n; i++)
+        if (got_action(&sk->v[i], GH_ACT_ISOLATE_NODE) || got_action(&sk->v[i], GH_ACT_DRAIN_NODE) ||
+            got_action(&sk->v[i], GH_ACT_RESET_GPU))
+            return true;
+    return false;
+}
+
+static void test_nan_from_first_steps_is_application(void **st)
+{
+    (void)st;
+    struct sink sk;
+    struct gh_engine *e = engine(topo_2x8(), &sk);
+    step_all(e, 2, 1, 11.2);
+    step_all(e, 4, 2, 10.9);
+    step_all(e, 6, 3, NAN);
+    step_all(e, 8, 4, NAN);
+    gh_engine_finish(e, INT64_MAX);
+    assert_int_equal(sk.n, 1);
+    assert_int_equal(sk.v[0].cls, GH_CLASS_APPLICATION);
+    assert_string_equal(sk.v[0].node, "");
+    assert_false(any_node_action(&sk));
+    assert_non_null(strstr(sk.v[0].reason, "diverged"));
+    gh_engine_free(e);
+}
+
+static void test_nan_right_after_restart_is_application(void **st)
+{
+    (void)st;
+    struct sink sk;
+    struct gh_engine *e = engine(topo_2x8(), &sk);
+    checkpoint(e, 1, "ml/llm", 0, true);
+    for (int stp = 1; stp <= 60; stp++) {
+        if (stp == 40)
+            checkpoint(e, stp * 2.0 - 0.5, "ml/llm", 40, true);
+        step_all(e, stp * 2.0, stp, 3.0 * exp(-stp / 100.0));
+    }
+    /* Restarted from step 40 (with, say, a new learning rate) and diverges. */
+    step_all(e, 300, 41, 2.9);
+    step_all(e, 302, 42, INFINITY);
+    step_all(e, 304, 43, NAN);
+    gh_engine_finish(e, INT64_MAX);
+    assert_int_equal(sk.n, 1);
+    assert_int_equal(sk.v[0].cls, GH_CLASS_APPLICATION);
+    assert_false(any_node_action(&sk));
+    gh_engine_free(e);
+}
+
+static void test_nan_from_start_with_ecc_storm_is_corruption(void **st)
+{
+    (void)st;
+    struct sink sk;
+    struct gh_engine *e = engine(topo_2x8(), &sk);
+    ecc_sbe(e, 0.5, "gpu-02", 3, 10);
+    ecc_sbe(e, 1.5, "gpu-02", 3, 900); /* a storm, below the drain threshold */
+    step_all(e, 2, 1, 11.2);
+    step_all(e, 4, 2, NAN);
+    step_all(e, 6, 3, NAN);
+    gh_engine_finish(e, INT64_MAX);
+    assert_int_equal(count_cls(&sk, GH_CLASS_SILENT_DATA_CORRUPTION), 1);
+    assert_int_equal(count_cls(&sk, GH_CLASS_APPLICATION), 0);
+    gh_engine_free(e);
+}
+
+/* An ECC storm on gpu-02 starts at t=70; the loss spikes at step 50 (t=100).
+ * Checkpoints at steps 30 (t=60) and 40 (t=80): the one at 40 was written
+ * while the GPU was already corrupting data. */
+static void test_corruption_checkpoint_precedes_hardware_precursor(void **st)
+{
+    (void)st;
+    struct sink sk;
+    struct gh_engine *e = engine(topo_2x8(), &sk);
+    checkpoint(e, 1, "ml/llm", 0, true);
+    ecc_sbe(e, 30, "gpu-02", 5, 2);
+    for (int stp = 1; stp <= 60; stp++) {
+        double t = stp * 2.0;
+        if (stp == 30 || stp == 40)
+            checkpoint(e, t - 0.5, "ml/llm", stp, true);
+        if (stp == 35)
+            ecc_sbe(e, t + 0.5, "gpu-02", 5, 40);
+        if (stp == 45)
+            ecc_sbe(e, t + 0.5, "gpu-02", 5, 400);
+        step_all(e, t, stp, stp == 50 ? 40.0 : 3.0 * exp(-stp / 100.0));
+    }
+    gh_engine_finish(e, INT64_MAX);
+    int k = -1;
+    for (int i = 0; i < sk.n; i++)
+        if (sk.v[i].cls == GH_CLASS_SILENT_DATA_CORRUPTION)
+            k = i;
+    assert_true(k >= 0);
+    assert_true(sk.v[k].has_ckpt);
+    assert_int_equal(sk.v[k].ckpt_step, 30);
+    gh_engine_free(e);
+}
+
+/* A checksum disagreement blames gpu-02 at step 180 (checkpoint 100 before
+ * it, 200 after it); later the diagnostics fail on gpu-01 too: that
+ * follow-up's restart also resumes from 100, never from 200. */
+static void test_corruption_followup_keeps_checkpoint(void **st)
+{
+    (void)st;
+    struct sink sk;
+    struct gh_engine *e = engine(topo_2x8(), &sk);
+    checkpoint(e, 5, "ml/llm", 100, true);
+    for (int stp = 101; stp <= 220; stp++) {
+        double t = 10 + (stp - 101) * 2.0;
+        if (stp == 200)
+            checkpoint(e, t + 0.5, "ml/llm", 200, true);
+        for (int rep = 0; rep < 4; rep++) {
+            int rank = rep * 4;
+            char v[32];
+            snprintf(v, sizeof v, "%08x", stp * 7919);
+            if (rep == 2 && stp >= 180)
+                snprintf(v, sizeof v, "bad%05x", stp);
+            checksum(e, t + rep * 0.01, rank < 8 ? "gpu-01" : "gpu-02", rank % 8, rank, rep, stp, v);
+        }
+    }
+    struct gh_signal p = sig(GH_KIND_PROBE_RESULT, 300, "gpu-01", 6);
+    sset(&p.check, "gemm_checksum");
+    p.passed = false;
+    sset(&p.detail, "mismatch in 1 of 1000 tiles");
+    feed(e, p);
+    gh_engine_finish(e, INT64_MAX);
+    assert_int_equal(sk.n, 2);
+    assert_string_equal(sk.v[0].node, "gpu-02");
+    assert_int_equal(sk.v[0].ckpt_step, 100);
+    assert_string_equal(sk.v[1].node, "gpu-01");
+    assert_true(got_action(&sk.v[1], GH_ACT_RESTART_FROM_CHECKPOINT));
+    assert_true(sk.v[1].has_ckpt);
+    assert_int_equal(sk.v[1].ckpt_step, 100);
+    gh_engine_free(e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nan_from_first_steps_is_application),
+        cmocka_unit_test(test_nan_right_after_restart_is_application),
+        cmocka_unit_test(test_nan_from_start_with_ecc_storm_is_corruption),
+        cmocka_unit_test(test_corruption_checkpoint_precedes_hardware_precursor),
+        cmocka_unit_test(test_corruption_followup_keeps_checkpoint),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
