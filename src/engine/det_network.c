@@ -17,6 +17,7 @@
 
 #include "engine/classify.h"
 #include "engine/detector.h"
+#include "engine/stats.h"
 #include "engine/strmap.h"
 
 #define MAX_KEYS (1 << 20)
@@ -35,6 +36,7 @@
 #define COMM_MIN_REPORTS 64
 #define COMM_MIN_EXCESS 0.05
 #define COMM_MAX_NODES 4096
+#define GRAY_EVERY_NS (60 * GH_NS_PER_S) /* one gray-link check per counter per this */
 
 struct port {
     int64_t down_since;              /* INT64_MIN: up */
@@ -49,6 +51,7 @@ struct port {
 struct ectr {
     int64_t last;
     int64_t seen;    /* ts of the latest reading */
+    int64_t gray_ts; /* when its rises last asked for a gray-link check */
     bool has_last;
     int n, head;
     int64_t ts[ERR_SAMPLES], d[ERR_SAMPLES];
@@ -185,17 +188,6 @@ static void report_nic(struct gh_engine *e, const struct gh_signal *s, enum gh_s
 }
 
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median_of(double *v, size_t n)
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 static void report_gray(struct gh_engine *e, const struct gh_tl_entry *ent, const char *job,
                         const struct ncomm *me, double excess, double thr, double slowdown,
@@ -284,7 +276,7 @@ static void gray_check(struct net *n, struct gh_engine *e, const struct gh_tl_en
         }
         if (me < 0 || js->nodes[me].reported || js->nodes[me].n < COMM_MIN_REPORTS || others < 1)
             continue;
-        double *c = malloc(2 * (size_t)others * sizeof *c);
+        double *c = malloc(3 * (size_t)others * sizeof *c);
         if (!c)
             return;
         double *sm = c + others;
@@ -294,10 +286,9 @@ static void gray_check(struct net *n, struct gh_engine *e, const struct gh_tl_en
                 c[k] = js->nodes[a].comm;
                 sm[k++] = js->nodes[a].stepms;
             }
-        double med = median_of(c, (size_t)k), step_med = median_of(sm, (size_t)k);
-        for (int q = 0; q < k; q++)
-            c[q] = fabs(c[q] - med);
-        double mad = k >= 3 ? median_of(c, (size_t)k) : 0;
+        double med = gh_stats_median(c, (size_t)k);
+        double mad = k >= 3 ? gh_stats_mad(c, (size_t)k, med, sm + k) : 0;
+        double step_med = gh_stats_median(sm, (size_t)k);
         free(c);
         if (!(med > 0) || !(step_med > 0))
             continue;
@@ -415,8 +406,11 @@ static void on_nic(struct net *n, struct gh_engine *e, const struct gh_tl_entry 
                                 first_rise = c->ts[k];
                         }
                     }
-                    if (!down && rises >= 2 && sum < st->nic_error_burst)
+                    if (!down && rises >= 2 && sum < st->nic_error_burst &&
+                        (c->gray_ts == 0 || ent->ts_ns - c->gray_ts >= GRAY_EVERY_NS)) {
+                        c->gray_ts = ent->ts_ns;
                         gray_check(n, e, ent, rises, first_rise);
+                    }
                     if (down && sum >= st->nic_error_burst)
                         gh_ctx_note_hw_alert(e, s->node, ent->ts_ns);
                     else if (sum >= st->nic_error_burst) {
