@@ -147,9 +147,9 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "--quick") == 0)
             quick = true;
         else if (strcmp(argv[i], "--slow") == 0 && i + 1 < argc)
-            slow = atof(argv[++i]);
+            slow = strtod(argv[++i], NULL);
         else if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc)
-            steps = atol(argv[++i]);
+            steps = strtol(argv[++i], NULL, 10);
         else {
             fprintf(stderr, "usage: straggler [--quick] [--slow FRACTION] [--steps N]\n");
             return 2;
