@@ -431,6 +431,32 @@ static void on_checksum(struct sdc *s, struct gh_engine *e, const struct gh_tl_e
         finalize_ck(s, e, j, b);
 }
 
+/* Whether a step's checksums still being collected already differ (the
+ * same shard position in two replicas, as finalize_ck compares them). Only
+ * asked before calling a loss anomaly the job's own doing. */
+static bool pending_disagree(const struct sdcjob *j)
+{
+    for (int k = 0; k < NB; k++) {
+        const struct ckbucket *b = &j->b[k];
+        if (!b->used || b->n < 2)
+            continue;
+        const struct gh_tl_entry *v[CK_MAX];
+        int pos[CK_MAX];
+        memcpy(v, b->ev, (size_t)b->n * sizeof v[0]);
+        qsort(v, (size_t)b->n, sizeof v[0], cmp_replica_rank);
+        for (int i = 0, p = 0; i < b->n; i++) {
+            p = i && v[i]->sig.replica == v[i - 1]->sig.replica ? p + 1 : 0;
+            pos[i] = p;
+        }
+        for (int i = 0; i < b->n; i++)
+            for (int q = i + 1; q < b->n; q++)
+                if (pos[q] == pos[i] && v[q]->sig.replica != v[i]->sig.replica &&
+                    !same_value(v[i], v[q]))
+                    return true;
+    }
+    return false;
+}
+
 static double loss_median(const struct sdcjob *j)
 {
     double v[LOSS_HIST];
@@ -474,7 +500,7 @@ static void decide_loss(struct sdc *s, struct gh_engine *e, struct sdcjob *j)
     int64_t pre = precursor(e, j->name, NULL, j->anom_ts);
     f.anomaly_ts = pre < j->anom_ts ? pre : j->anom_ts;
     if (first && !isfinite(first->loss) && j->n_loss < st->loss_history && !j->ck_disagree &&
-        pre == INT64_MAX) {
+        pre == INT64_MAX && !pending_disagree(j)) {
         /* Diverged from the start: the job's own doing. */
         f.cls = GH_CLASS_APPLICATION;
         gh_sfmt(f.what, sizeof f.what,

@@ -190,6 +190,33 @@ static void test_corruption_followup_keeps_checkpoint(void **st)
 }
 
 
+/* NaN at step 3 of a fresh job while that step's replica checksums are
+ * still coming in and two of them already differ: not the job's doing. */
+static void test_nan_at_start_with_pending_disagreement_is_corruption(void **st)
+{
+    (void)st;
+    struct sink sk;
+    struct gh_engine *e = engine(topo_2x8(), &sk);
+    for (int stp = 1; stp <= 5; stp++) {
+        double t = stp * 2.0;
+        for (int r = 0; r < 16; r++)
+            step(e, t + r * 0.001, r < 8 ? "gpu-01" : "gpu-02", r % 8, "ml/llm", r, stp, 1000,
+                 stp >= 3 ? NAN : 10.0);
+        char v[32];
+        snprintf(v, sizeof v, "%08x", stp * 7919);
+        checksum(e, t + 0.1, "gpu-01", 0, 0, 0, stp, v);
+        if (stp == 3)
+            snprintf(v, sizeof v, "bad%05x", stp);
+        checksum(e, t + 0.1, "gpu-02", 0, 8, 1, stp, v);
+        if (stp < 3)
+            checksum(e, t + 0.2, "gpu-02", 4, 12, 2, stp, v);
+    }
+    gh_engine_finish(e, INT64_MAX);
+    assert_int_equal(count_cls(&sk, GH_CLASS_APPLICATION), 0);
+    assert_true(count_cls(&sk, GH_CLASS_SILENT_DATA_CORRUPTION) >= 1);
+    gh_engine_free(e);
+}
+
 /* Deterministic Gaussian jitter. */
 static uint64_t rng_state = 1;
 static double unif(void)
@@ -365,6 +392,7 @@ int main(void)
         cmocka_unit_test(test_nan_from_first_steps_is_application),
         cmocka_unit_test(test_nan_right_after_restart_is_application),
         cmocka_unit_test(test_nan_from_start_with_ecc_storm_is_corruption),
+        cmocka_unit_test(test_nan_at_start_with_pending_disagreement_is_corruption),
         cmocka_unit_test(test_corruption_checkpoint_precedes_hardware_precursor),
         cmocka_unit_test(test_corruption_followup_keeps_checkpoint),
         cmocka_unit_test(test_straggler_six_percent_in_quiet_job),
