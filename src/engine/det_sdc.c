@@ -149,10 +149,18 @@ static const char *locate(struct gh_engine *e, const char *job, const struct gh_
 
 #define PRE_MAX 64
 
+static bool same_counter(const struct gh_signal *o, const struct gh_signal *s)
+{
+    return o->kind == s->kind && o->gpu == s->gpu && o->has_count && o->bits == s->bits &&
+           o->link == s->link && o->is_volatile == s->is_volatile &&
+           (o->counter == s->counter ||
+            (o->counter && s->counter && strcmp(o->counter, s->counter) == 0));
+}
+
 /* The earliest hardware precursor on node within [since, until]: a hardware
  * XID, an SXID, a row remap, an uncorrectable ECC error, or the first rise
- * of an ECC/NVLink/PCIe counter (a reading above an earlier one of the same
- * counter in the window). INT64_MAX when none. */
+ * of an ECC/NVLink/PCIe counter that rose at least twice in the window.
+ * INT64_MAX when none. */
 static int64_t precursor_on(struct gh_engine *e, const char *node, int64_t since, int64_t until)
 {
     const struct gh_tl_entry *v[PRE_MAX];
@@ -161,36 +169,44 @@ static int64_t precursor_on(struct gh_engine *e, const char *node, int64_t since
                      GH_KIND_BIT(GH_KIND_NVLINK) | GH_KIND_BIT(GH_KIND_PCIE);
     size_t n = gh_timeline_query(gh_ctx_timeline(e), GH_TL_NODE, node, -1, kinds, since, until,
                                  false, v, PRE_MAX);
-    for (size_t i = 0; i < n; i++) {
+    int64_t best = INT64_MAX;
+    for (size_t i = 0; i < n && v[i]->ts_ns < best; i++) {
         const struct gh_signal *s = &v[i]->sig;
         switch (s->kind) {
         case GH_KIND_XID:
             if (gh_xid_lookup(s->code)->application)
                 continue;
-            return v[i]->ts_ns;
+            return v[i]->ts_ns < best ? v[i]->ts_ns : best;
         case GH_KIND_SXID:
-            return v[i]->ts_ns;
+            return v[i]->ts_ns < best ? v[i]->ts_ns : best;
         case GH_KIND_ROW_REMAP:
             if (s->pending || s->failure)
-                return v[i]->ts_ns;
+                return v[i]->ts_ns < best ? v[i]->ts_ns : best;
             continue;
         default:
             break;
         }
         if (s->kind == GH_KIND_ECC && s->bits == GH_ECC_DOUBLE && (!s->has_count || s->count > 0))
-            return v[i]->ts_ns;
+            return v[i]->ts_ns < best ? v[i]->ts_ns : best;
         if (!s->has_count)
             continue;
-        for (size_t k = 0; k < i; k++) {
+        /* A counter that rose at least twice in the window (a storm, not one
+         * stray count): its first rise. */
+        int rises = 0;
+        int64_t first = INT64_MAX;
+        const struct gh_signal *prev = NULL;
+        for (size_t k = 0; k < n; k++) {
             const struct gh_signal *o = &v[k]->sig;
-            if (o->kind == s->kind && o->gpu == s->gpu && o->has_count && o->bits == s->bits &&
-                o->link == s->link && o->is_volatile == s->is_volatile &&
-                (o->counter == s->counter || (o->counter && s->counter && strcmp(o->counter, s->counter) == 0)) &&
-                s->count > o->count)
-                return v[i]->ts_ns;
+            if (!same_counter(o, s))
+                continue;
+            if (prev && o->count > prev->count && rises++ == 0)
+                first = v[k]->ts_ns;
+            prev = o;
         }
+        if (rises >= 2 && first < best)
+            best = first;
     }
-    return INT64_MAX;
+    return best;
 }
 
 /* The earliest hardware precursor on the suspect: one node, else every node

@@ -109,7 +109,8 @@ static void test_nan_from_start_with_ecc_storm_is_corruption(void **st)
     (void)st;
     struct sink sk;
     struct gh_engine *e = engine(topo_2x8(), &sk);
-    ecc_sbe(e, 0.5, "gpu-02", 3, 10);
+    ecc_sbe(e, 0.3, "gpu-02", 3, 10);
+    ecc_sbe(e, 0.9, "gpu-02", 3, 400);
     ecc_sbe(e, 1.5, "gpu-02", 3, 900); /* a storm, below the drain threshold */
     step_all(e, 2, 1, 11.2);
     step_all(e, 4, 2, NAN);
