@@ -8,7 +8,8 @@
  *   4. false alarms per 10^6 healthy rank-steps (1,024 ranks, 3% jitter);
  *   5. per-step cost when few ranks of a large job report (64 of 65,536
  *      declared): the straggler detector's work follows the reports.
- * Usage: engine [--quick] [--throughput-only] [--steal-only | --copy-only]
+ * Usage: engine [--quick] [--throughput-only] [--steal-only | --copy-only] [--comm]
+ *   --comm: the step telemetry also carries comm_ms (15% of the step).
  *   --steal-only / --copy-only run one of the two throughput passes (for a
  *   profiler: `valgrind --tool=callgrind --toggle-collect='gh_engine_*'`). */
 #include <malloc.h>
@@ -73,6 +74,8 @@ static struct gh_topology *topology(void)
     return t;
 }
 
+static bool with_comm; /* --comm: start-up configuration */
+
 static void step_signal(struct gh_signal *s, int rank, long step, double ms, int64_t ts)
 {
     gh_signal_init(s);
@@ -87,6 +90,10 @@ static void step_signal(struct gh_signal *s, int rank, long step, double ms, int
     s->has_step = true;
     s->step = step;
     s->step_ms = ms;
+    if (with_comm) {
+        s->has_comm_ms = true;
+        s->comm_ms = 0.15 * ms;
+    }
 }
 
 /* One second of a live-like stream, built into batch (caller-owned strings,
@@ -304,6 +311,7 @@ int main(int argc, char **argv)
     bool quick = false, only_throughput = false, steal = true, copy = true;
     for (int i = 1; i < argc; i++) {
         quick |= strcmp(argv[i], "--quick") == 0;
+        with_comm |= strcmp(argv[i], "--comm") == 0;
         only_throughput |= strcmp(argv[i], "--throughput-only") == 0;
         if (strcmp(argv[i], "--steal-only") == 0)
             only_throughput = true, copy = false;

@@ -14,6 +14,9 @@
 #define OCC_MAX 32   /* occurrences (and their evidence) kept per rule and subject */
 #define HIST_MAX 16  /* decided incidents remembered per rule and subject */
 #define MAX_KEYS (1 << 20)
+/* A checkpoint this soon after a corruption incident's decision may still be
+ * the corrupted run's (the restart takes effect after the action). */
+#define CORRUPT_SETTLE_NS (120 * GH_NS_PER_S)
 
 struct episode {
     bool active;
@@ -22,6 +25,7 @@ struct episode {
     unsigned acts; /* bit per enum gh_action the incident chose */
     int64_t first_ts, expires, decided;
     int64_t anomaly_ts, anomaly_step;
+    uint64_t node_hash; /* 'c' episodes: the node the corruption blamed (0: none) */
 };
 
 struct occ {
@@ -473,6 +477,26 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
         anomaly = jep->anomaly_ts;
         below = jep->anomaly_step;
     }
+    /* Corruption of the job that began earlier (whatever node its incident
+     * blamed): no restart of the episode resumes from a checkpoint saved
+     * while it was corrupting, from its onset until the restart that the
+     * corruption's incident ordered took effect; what the job saved after
+     * that restart (off the suspect node) is good. */
+    struct episode *cep = inc.job ? episode_find(d, 'c', inc.job) : NULL;
+    if (episode_open(cep, now) && cep->anomaly_ts < anomaly) {
+        /* More corruption, or a fault of the node it blamed (or of any node
+         * when it blamed none): the same root cause, the job may still be
+         * wrong. Another node's fault: only the checkpoints of the
+         * corrupting run are excluded. */
+        bool same = inc.cls == GH_CLASS_SILENT_DATA_CORRUPTION || cep->node_hash == 0 ||
+                    (inc.node && gh_hash_str(GH_HASH_INIT, inc.node) == cep->node_hash);
+        const struct gh_tl_entry *c0 = same ? NULL : checkpoint_before(d, inc.job, anomaly, below);
+        if (same || !c0 ||
+            (c0->ts_ns >= cep->anomaly_ts && c0->ts_ns < cep->decided + CORRUPT_SETTLE_NS)) {
+            anomaly = cep->anomaly_ts;
+            below = cep->anomaly_step;
+        }
+    }
     const struct gh_tl_entry *ck = NULL;
     for (int i = 0; i < inc.n_actions; i++)
         if (inc.actions[i] == GH_ACT_RESTART_FROM_CHECKPOINT && inc.job)
@@ -549,6 +573,28 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
             ne->expires = now + p->settings.episode_ns;
             ne->anomaly_ts = anomaly;
             ne->anomaly_step = below;
+        }
+    }
+    /* Only corruption incidents open or extend it: the job's other
+     * incidents (link flaps, faults elsewhere) must not keep an old onset
+     * alive for later, unrelated corruption. */
+    if (inc.job && inc.cls == GH_CLASS_SILENT_DATA_CORRUPTION) {
+        gh_sfmt(ekey, sizeof ekey, "c:%s", inc.job);
+        struct episode *ce = slot(d->episodes, ekey, sizeof *ce);
+        if (ce) {
+            bool was_open = episode_open(ce, now);
+            if (!was_open || anomaly < ce->anomaly_ts) {
+                ce->anomaly_ts = anomaly;
+                ce->anomaly_step = below;
+                ce->first_ts = anomaly;
+            }
+            /* the bad window ends with the latest corruption incident's restart */
+            ce->decided = now;
+            if (!was_open)
+                ce->node_hash = inc.node ? gh_hash_str(GH_HASH_INIT, inc.node) : 0;
+            ce->active = true;
+            ce->cls = GH_CLASS_SILENT_DATA_CORRUPTION;
+            ce->expires = now + p->settings.episode_ns;
         }
     }
     return GH_OUT_DECIDED;

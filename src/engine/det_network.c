@@ -1,7 +1,15 @@
 /* det_network.c - network faults: NIC/InfiniBand link flaps (transient:
  * retry in place), dead links (down past dead_after: move the job), error
- * counter bursts, and collective timeouts with no GPU evidence, localised by
- * the NIC's node or by the ranks that stopped reporting first. */
+ * counter bursts, collective timeouts with no GPU evidence, localised by
+ * the NIC's node or by the ranks that stopped reporting first, and gray
+ * links: a port whose error counters keep rising while the link stays up
+ * (retraining: link_error_recovery, symbol errors) on a node whose ranks'
+ * communication time stands out from the job's other nodes. That slowdown
+ * is measured (each node's comm_ms and step_ms smoothed over its ranks'
+ * reports, against the median and spread of the other nodes) and the
+ * finding's severity follows whether it costs the job more over its
+ * remaining run than a restart elsewhere. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +17,7 @@
 
 #include "engine/classify.h"
 #include "engine/detector.h"
+#include "engine/stats.h"
 #include "engine/strmap.h"
 
 #define MAX_KEYS (1 << 20)
@@ -19,6 +28,15 @@
  * within this long of node_ready is the link coming up, not a flap (the
  * default policy's boot grace for low-severity findings). */
 #define BOOT_BRINGUP_NS (600 * GH_NS_PER_S)
+/* Gray links: node communication averages smoothed over about this many of
+ * the node's rank reports; judged once this many were seen; a node's comm
+ * time this much above the other nodes' median (or 2z of their spread, if
+ * more) is slow. */
+#define COMM_ALPHA (1.0 / 128)
+#define COMM_MIN_REPORTS 64
+#define COMM_MIN_EXCESS 0.05
+#define COMM_MAX_NODES 4096
+#define GRAY_EVERY_NS (60 * GH_NS_PER_S) /* one gray-link check per counter per this */
 
 struct port {
     int64_t down_since;              /* INT64_MIN: up */
@@ -33,6 +51,7 @@ struct port {
 struct ectr {
     int64_t last;
     int64_t seen;    /* ts of the latest reading */
+    int64_t gray_ts; /* when its rises last asked for a gray-link check */
     bool has_last;
     int n, head;
     int64_t ts[ERR_SAMPLES], d[ERR_SAMPLES];
@@ -46,12 +65,24 @@ struct cjob {
     int n_fail;
 };
 
-/* Last step each rank reported, to see who stopped first. */
+/* A node's communication time in one job, smoothed over its ranks' reports. */
+struct ncomm {
+    const char *node; /* topology-owned */
+    float comm, stepms;
+    uint32_t n;
+    bool reported;
+};
+
+/* Last step each rank reported, to see who stopped first; per node of the
+ * job its smoothed communication time. */
 struct jsteps {
     int64_t last_ts; /* the latest step */
     int cap;
     int64_t *step; /* -1: none */
     int64_t *ts;
+    int16_t *acc;  /* per rank: index in nodes, -1 none */
+    struct ncomm *nodes;
+    int n_nodes, cap_nodes;
 };
 
 struct net {
@@ -108,6 +139,8 @@ static void net_destroy(void *state)
             if (s) {
                 free(s->step);
                 free(s->ts);
+                free(s->acc);
+                free(s->nodes);
             }
             free(s);
         }
@@ -152,6 +185,123 @@ static void report_nic(struct gh_engine *e, const struct gh_signal *s, enum gh_s
     gh_finding_add(&f, b);
     gh_sfmt(f.what, sizeof f.what, "%s", what);
     gh_ctx_report(e, &f);
+}
+
+
+
+static void report_gray(struct gh_engine *e, const struct gh_tl_entry *ent, const char *job,
+                        const struct ncomm *me, double excess, double thr, double slowdown,
+                        int rises, int64_t first_rise)
+{
+    const struct gh_policy_settings *st = gh_ctx_settings(e);
+    struct gh_topology *topo = gh_ctx_topology(e);
+    long tj = gh_topology_find_job(topo, job);
+    double remaining = tj >= 0 ? gh_topology_job_remaining_s(topo, (size_t)tj) : -1;
+    double cost = tj >= 0 ? gh_topology_job_restart_cost_s(topo, (size_t)tj) : -1;
+    if (remaining < 0)
+        remaining = (double)st->assume_remaining_ns / 1e9;
+    if (cost < 0)
+        cost = (double)st->restart_cost_ns / 1e9;
+    /* The rollback: back to the latest saved checkpoint (slow is not wrong). */
+    const struct gh_tl_entry *ck[8];
+    size_t nck = gh_timeline_query(gh_ctx_timeline(e), GH_TL_JOB, job, -1,
+                                   GH_KIND_BIT(GH_KIND_CHECKPOINT), INT64_MIN, gh_ctx_now(e), true,
+                                   ck, 8);
+    double rollback = 0;
+    for (size_t i = nck; i-- > 0;)
+        if (ck[i]->sig.ckpt_state == GH_CKPT_SAVED) {
+            rollback = (double)(gh_ctx_now(e) - ck[i]->ts_ns) / 1e9;
+            break;
+        }
+    double loss = slowdown * remaining, total = cost + rollback;
+    bool worth = loss > total;
+    struct gh_finding f;
+    gh_finding_init(&f);
+    f.cls = GH_CLASS_NETWORK;
+    f.kind = GH_KIND_STEP;
+    f.severity = worth ? GH_SEV_MEDIUM : GH_SEV_LOW;
+    f.has_metric = true;
+    f.metric = slowdown;
+    f.node = me->node;
+    f.job = job;
+    f.first_ts = first_rise;
+    f.anomaly_ts = gh_ctx_now(e) + 1; /* slow, not wrong: the latest checkpoint is good */
+    const struct gh_tl_entry *v[16];
+    size_t nv = gh_timeline_query(gh_ctx_timeline(e), GH_TL_NODE, me->node, -1,
+                                  GH_KIND_BIT(GH_KIND_NIC), first_rise, ent->ts_ns, true, v, 16);
+    const struct gh_signal *s = &ent->sig;
+    for (size_t i = 0; i < nv; i++) {
+        const struct gh_signal *o = &v[i]->sig;
+        if (o->counter && s->counter && strcasecmp(o->counter, s->counter) == 0 &&
+            o->port == s->port && (o->device == s->device || (o->device && s->device && strcmp(o->device, s->device) == 0)))
+            gh_finding_add(&f, v[i]);
+    }
+    gh_finding_add(&f, ent);
+    for (int g = 0; g < 8 && f.n_evidence < GH_FINDING_MAX_EVIDENCE; g++) {
+        size_t k = gh_timeline_query(gh_ctx_timeline(e), GH_TL_GPU, me->node, g,
+                                     GH_KIND_BIT(GH_KIND_STEP), INT64_MIN, INT64_MAX, true, v, 1);
+        if (k && v[0]->sig.job && strcmp(v[0]->sig.job, job) == 0)
+            gh_finding_add(&f, v[0]);
+    }
+    char name[300];
+    port_name(s, name, sizeof name);
+    gh_sfmt(f.what, sizeof f.what,
+             "%s keeps counting errors with the link up (%s rose %d times in %llds); %s's ranks "
+             "there communicate %.0f%% slower than on its other nodes (threshold %.0f%%): the job is "
+             "%.1f%% slower, %.2f h lost over the remaining %.2f h %s a restart's %.2f h",
+             name, s->counter, rises, (long long)(st->nic_window_ns / GH_NS_PER_S), job,
+             excess * 100, thr * 100, slowdown * 100, loss / 3600, remaining / 3600,
+             worth ? "exceed" : "do not exceed", total / 3600);
+    gh_ctx_report(e, &f);
+}
+
+/* A port of node keeps retraining (`rises` counter increases in the window,
+ * the link up): for each job with ranks there, is their communication
+ * measurably slower than on the job's other nodes? */
+static void gray_check(struct net *n, struct gh_engine *e, const struct gh_tl_entry *ent, int rises,
+                       int64_t first_rise)
+{
+    const struct gh_policy_settings *st = gh_ctx_settings(e);
+    const char *node = ent->sig.node;
+    for (size_t i = 0; i < gh_strmap_count(n->steps); i++) {
+        struct jsteps *js = gh_strmap_value(n->steps, i);
+        if (!js || js->n_nodes < 2)
+            continue;
+        int me = -1, others = 0;
+        for (int a = 0; a < js->n_nodes; a++) {
+            if (strcmp(js->nodes[a].node, node) == 0)
+                me = a;
+            else if (js->nodes[a].n >= COMM_MIN_REPORTS)
+                others++;
+        }
+        if (me < 0 || js->nodes[me].reported || js->nodes[me].n < COMM_MIN_REPORTS || others < 1)
+            continue;
+        double *c = malloc(3 * (size_t)others * sizeof *c);
+        if (!c)
+            return;
+        double *sm = c + others;
+        int k = 0;
+        for (int a = 0; a < js->n_nodes; a++)
+            if (a != me && js->nodes[a].n >= COMM_MIN_REPORTS) {
+                c[k] = js->nodes[a].comm;
+                sm[k++] = js->nodes[a].stepms;
+            }
+        double med = gh_stats_median(c, (size_t)k);
+        double mad = k >= 3 ? gh_stats_mad(c, (size_t)k, med, sm + k) : 0;
+        double step_med = gh_stats_median(sm, (size_t)k);
+        free(c);
+        if (!(med > 0) || !(step_med > 0))
+            continue;
+        double thr = 2 * st->straggler_z * 1.4826 * mad / med;
+        if (thr < COMM_MIN_EXCESS)
+            thr = COMM_MIN_EXCESS;
+        double excess = js->nodes[me].comm / med - 1;
+        if (excess < thr)
+            continue;
+        js->nodes[me].reported = true;
+        report_gray(e, ent, gh_strmap_key(n->steps, i), &js->nodes[me], excess, thr,
+                    (js->nodes[me].comm - med) / step_med, rises, first_rise);
+    }
 }
 
 static void flap(struct net *n, struct gh_engine *e, struct port *p, const struct gh_tl_entry *ent,
@@ -247,6 +397,20 @@ static void on_nic(struct net *n, struct gh_engine *e, const struct gh_tl_entry 
                      * the flap or dead-link verdict decides it (one incident
                      * per root cause), not a burst of its own. */
                     bool down = s->state == GH_LINK_DOWN || p->down_since != INT64_MIN;
+                    int rises = 0;
+                    int64_t first_rise = ent->ts_ns;
+                    for (int i = 0; i < c->n; i++) {
+                        int k = (c->head + i) % ERR_SAMPLES;
+                        if (c->ts[k] > ent->ts_ns - st->nic_window_ns) {
+                            if (rises++ == 0)
+                                first_rise = c->ts[k];
+                        }
+                    }
+                    if (!down && rises >= 2 && sum < st->nic_error_burst &&
+                        (c->gray_ts == 0 || ent->ts_ns - c->gray_ts >= GRAY_EVERY_NS)) {
+                        c->gray_ts = ent->ts_ns;
+                        gray_check(n, e, ent, rises, first_rise);
+                    }
                     if (down && sum >= st->nic_error_burst)
                         gh_ctx_note_hw_alert(e, s->node, ent->ts_ns);
                     else if (sum >= st->nic_error_burst) {
@@ -285,7 +449,51 @@ static void on_nic(struct net *n, struct gh_engine *e, const struct gh_tl_entry 
 
 /* ---- collective timeouts ---------------------------------------------- */
 
-static void on_step(struct net *n, const struct gh_tl_entry *ent)
+/* The rank's node accumulator: its cached one while the node is the same. */
+static struct ncomm *comm_acc(struct jsteps *js, struct gh_engine *e, const struct gh_signal *s)
+{
+    int a = js->acc[s->rank];
+    if (a >= 0 && a < js->n_nodes &&
+        (js->nodes[a].node == s->node || strcmp(js->nodes[a].node, s->node) == 0))
+        return &js->nodes[a];
+    for (a = 0; a < js->n_nodes; a++)
+        if (strcmp(js->nodes[a].node, s->node) == 0)
+            break;
+    if (a == js->n_nodes) {
+        if (js->n_nodes >= COMM_MAX_NODES)
+            return NULL;
+        if (js->n_nodes == js->cap_nodes) {
+            int nc = js->cap_nodes ? 2 * js->cap_nodes : 8;
+            struct ncomm *v = realloc(js->nodes, (size_t)nc * sizeof *v);
+            if (!v)
+                return NULL;
+            js->nodes = v;
+            js->cap_nodes = nc;
+        }
+        struct gh_topology *topo = gh_ctx_topology(e);
+        long ni = gh_topology_add_node(topo, s->node);
+        if (ni < 0)
+            return NULL;
+        js->nodes[a] = (struct ncomm){.node = gh_topology_node_name(topo, (size_t)ni)};
+        js->n_nodes++;
+    }
+    js->acc[s->rank] = (int16_t)a;
+    return &js->nodes[a];
+}
+
+static void comm_feed(struct jsteps *js, struct gh_engine *e, const struct gh_signal *s)
+{
+    struct ncomm *c = comm_acc(js, e, s);
+    if (!c)
+        return;
+    float w = c->n < 16 ? 1.0f / (float)(c->n + 1) : (float)COMM_ALPHA;
+    c->comm += w * ((float)s->comm_ms - c->comm);
+    c->stepms += w * ((float)s->step_ms - c->stepms);
+    if (c->n < UINT32_MAX)
+        c->n++;
+}
+
+static void on_step(struct net *n, struct gh_engine *e, const struct gh_tl_entry *ent)
 {
     const struct gh_signal *s = &ent->sig;
     if (!s->job || !s->has_rank || s->rank < 0 || s->rank >= GH_TOPO_MAX_RANKS)
@@ -313,12 +521,20 @@ static void on_step(struct net *n, const struct gh_tl_entry *ent)
         if (!ts)
             return;
         js->ts = ts;
+        int16_t *acc = realloc(js->acc, (size_t)ncap * sizeof *acc);
+        if (!acc)
+            return;
+        js->acc = acc;
         for (int i = js->cap; i < ncap; i++) {
             js->step[i] = -1;
             js->ts[i] = INT64_MIN;
+            js->acc[i] = -1;
         }
         js->cap = ncap;
     }
+    if (s->has_comm_ms && s->comm_ms >= 0 && s->step_ms > 0 && s->comm_ms < s->step_ms &&
+        isfinite(s->step_ms) && s->node)
+        comm_feed(js, e, s);
     if (s->step >= js->step[s->rank]) {
         js->step[s->rank] = s->step;
         js->ts[s->rank] = ent->ts_ns;
@@ -473,7 +689,7 @@ static void net_on_signal(void *state, struct gh_engine *e, const struct gh_tl_e
         on_nic(n, e, ent);
         break;
     case GH_KIND_STEP:
-        on_step(n, ent);
+        on_step(n, e, ent);
         break;
     case GH_KIND_POD_FAILED:
         on_pod_failed(n, e, ent);
@@ -595,6 +811,8 @@ static bool drop_steps(const char *key, void *value, void *ctx)
     if (s) {
         free(s->step);
         free(s->ts);
+        free(s->acc);
+        free(s->nodes);
     }
     free(s);
     return true;
@@ -632,7 +850,8 @@ static size_t net_memory(const void *state)
     for (size_t i = 0; i < gh_strmap_count(n->steps); i++) {
         const struct jsteps *s = gh_strmap_value(n->steps, i);
         if (s)
-            b += sizeof *s + (size_t)s->cap * 2 * sizeof(int64_t);
+            b += sizeof *s + (size_t)s->cap * (2 * sizeof(int64_t) + sizeof(int16_t)) +
+                 (size_t)s->cap_nodes * sizeof(struct ncomm);
     }
     return b;
 }

@@ -3,7 +3,12 @@
  * loss anomalies (non-finite, or >= loss_spike x the running median) with no
  * application explanation, which suspect the job's nodes and ask for probes.
  * Either way the job resumes from the last checkpoint saved before the first
- * anomalous signal. */
+ * anomalous signal, hardware precursors on the suspect nodes (an ECC count
+ * rising, a hardware XID) included. A non-finite loss in a job's first steps
+ * (or the first after a restart), with no replica checksum disagreeing and no
+ * hardware evidence on its nodes, is the job's own doing (class application,
+ * no node): diverging from the start is what bad hyperparameters, data or
+ * code do. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +19,7 @@
 #include "engine/detector.h"
 #include "engine/stats.h"
 #include "engine/strmap.h"
+#include "signal/xid_catalog.h"
 
 #define NB 4
 #define CK_MAX 512
@@ -22,6 +28,7 @@
 #define MAX_JOBS 65536
 #define CK_WAIT_NS (120 * GH_NS_PER_S) /* a step's checksums may straddle skewed clocks */
 #define LOSS_WAIT_NS (5 * GH_NS_PER_S)
+#define RESTART_REWIND 8 /* a step counter this far back is a restart, not a late report */
 
 struct ckbucket {
     bool used;
@@ -41,6 +48,7 @@ struct sdcjob {
     double loss[LOSS_HIST]; /* ring of per-step losses */
     int loss_head;
     int64_t last_loss_step;
+    bool ck_disagree;       /* a step's replica checksums disagreed (since the last restart) */
     /* a loss anomaly being localised */
     bool anom;
     int64_t anom_step, anom_ts, anom_deadline;
@@ -138,6 +146,91 @@ static const char *locate(struct gh_engine *e, const char *job, const struct gh_
     return NULL;
 }
 
+
+#define PRE_MAX 64
+
+static bool same_counter(const struct gh_signal *o, const struct gh_signal *s)
+{
+    return o->kind == s->kind && o->gpu == s->gpu && o->has_count && o->bits == s->bits &&
+           o->link == s->link && o->is_volatile == s->is_volatile &&
+           (o->counter == s->counter ||
+            (o->counter && s->counter && strcmp(o->counter, s->counter) == 0));
+}
+
+/* The earliest hardware precursor on node within [since, until]: a hardware
+ * XID, an SXID, a row remap, an uncorrectable ECC error, or the first rise
+ * of an ECC/NVLink/PCIe counter that rose at least twice in the window.
+ * INT64_MAX when none. */
+static int64_t precursor_on(struct gh_engine *e, const char *node, int64_t since, int64_t until)
+{
+    const struct gh_tl_entry *v[PRE_MAX];
+    uint32_t kinds = GH_KIND_BIT(GH_KIND_XID) | GH_KIND_BIT(GH_KIND_SXID) |
+                     GH_KIND_BIT(GH_KIND_ECC) | GH_KIND_BIT(GH_KIND_ROW_REMAP) |
+                     GH_KIND_BIT(GH_KIND_NVLINK) | GH_KIND_BIT(GH_KIND_PCIE);
+    size_t n = gh_timeline_query(gh_ctx_timeline(e), GH_TL_NODE, node, -1, kinds, since, until,
+                                 false, v, PRE_MAX);
+    int64_t best = INT64_MAX;
+    for (size_t i = 0; i < n && v[i]->ts_ns < best; i++) {
+        const struct gh_signal *s = &v[i]->sig;
+        switch (s->kind) {
+        case GH_KIND_XID:
+            if (gh_xid_lookup(s->code)->application)
+                continue;
+            return v[i]->ts_ns < best ? v[i]->ts_ns : best;
+        case GH_KIND_SXID:
+            return v[i]->ts_ns < best ? v[i]->ts_ns : best;
+        case GH_KIND_ROW_REMAP:
+            if (s->pending || s->failure)
+                return v[i]->ts_ns < best ? v[i]->ts_ns : best;
+            continue;
+        default:
+            break;
+        }
+        if (s->kind == GH_KIND_ECC && s->bits == GH_ECC_DOUBLE && (!s->has_count || s->count > 0))
+            return v[i]->ts_ns < best ? v[i]->ts_ns : best;
+        if (!s->has_count)
+            continue;
+        /* A counter that rose at least twice in the window (a storm, not one
+         * stray count): its first rise. */
+        int rises = 0;
+        int64_t first = INT64_MAX;
+        const struct gh_signal *prev = NULL;
+        for (size_t k = 0; k < n; k++) {
+            const struct gh_signal *o = &v[k]->sig;
+            if (!same_counter(o, s))
+                continue;
+            if (prev && o->count > prev->count && rises++ == 0)
+                first = v[k]->ts_ns;
+            prev = o;
+        }
+        if (rises >= 2 && first < best)
+            best = first;
+    }
+    return best;
+}
+
+/* The earliest hardware precursor on the suspect: one node, else every node
+ * of the job, within the hardware lookback before t. INT64_MAX: none. */
+static int64_t precursor(struct gh_engine *e, const char *job, const char *node, int64_t t)
+{
+    int64_t since = t - gh_ctx_settings(e)->hardware_lookback_ns;
+    if (node)
+        return precursor_on(e, node, since, t);
+    struct gh_topology *topo = gh_ctx_topology(e);
+    long j = gh_topology_find_job(topo, job);
+    if (j < 0)
+        return INT64_MAX;
+    const unsigned *nodes;
+    size_t nn = gh_topology_job_nodes(topo, (size_t)j, &nodes);
+    int64_t first = INT64_MAX;
+    for (size_t i = 0; i < nn; i++) {
+        int64_t p = precursor_on(e, gh_topology_node_name(topo, nodes[i]), since, t);
+        if (p < first)
+            first = p;
+    }
+    return first;
+}
+
 static bool already(struct sdc *s, struct gh_engine *e, struct sdcjob *j, int64_t t)
 {
     if (j->reported && t - j->reported_ts <= s->episode_ns)
@@ -181,7 +274,7 @@ static void finalize_ck(struct sdc *s, struct gh_engine *e, struct sdcjob *j, st
     if (n > j->expected)
         j->expected = n;
     j->last_final = b->step;
-    if (n < 2 || already(s, e, j, b->first_ts))
+    if (n < 2)
         goto done;
     qsort(b->ev, (size_t)n, sizeof b->ev[0], cmp_replica_rank);
     /* Replica boundaries and the position of each entry within its replica. */
@@ -241,6 +334,9 @@ static void finalize_ck(struct sdc *s, struct gh_engine *e, struct sdcjob *j, st
     }
     if (n_sus == 0)
         goto done;
+    j->ck_disagree = true;
+    if (already(s, e, j, b->first_ts))
+        goto done;
     struct gh_finding f;
     gh_finding_init(&f);
     f.cls = GH_CLASS_SILENT_DATA_CORRUPTION;
@@ -271,8 +367,9 @@ static void finalize_ck(struct sdc *s, struct gh_engine *e, struct sdcjob *j, st
     }
     if (agree)
         gh_finding_add(&f, agree);
-    f.anomaly_ts = first;
     f.first_ts = first;
+    int64_t pre = precursor(e, j->name, !ambiguous && one_node ? node : NULL, first);
+    f.anomaly_ts = pre < first ? pre : first;
     const struct gh_signal *s0 = &sus[0]->sig;
     if (!ambiguous && one_node && node) {
         f.node = node;
@@ -350,6 +447,32 @@ static void on_checksum(struct sdc *s, struct gh_engine *e, const struct gh_tl_e
         finalize_ck(s, e, j, b);
 }
 
+/* Whether a step's checksums still being collected already differ (the
+ * same shard position in two replicas, as finalize_ck compares them). Only
+ * asked before calling a loss anomaly the job's own doing. */
+static bool pending_disagree(const struct sdcjob *j)
+{
+    for (int k = 0; k < NB; k++) {
+        const struct ckbucket *b = &j->b[k];
+        if (!b->used || b->n < 2)
+            continue;
+        const struct gh_tl_entry *v[CK_MAX];
+        int pos[CK_MAX];
+        memcpy(v, b->ev, (size_t)b->n * sizeof v[0]);
+        qsort(v, (size_t)b->n, sizeof v[0], cmp_replica_rank);
+        for (int i = 0, p = 0; i < b->n; i++) {
+            p = i && v[i]->sig.replica == v[i - 1]->sig.replica ? p + 1 : 0;
+            pos[i] = p;
+        }
+        for (int i = 0; i < b->n; i++)
+            for (int q = i + 1; q < b->n; q++)
+                if (pos[q] == pos[i] && v[q]->sig.replica != v[i]->sig.replica &&
+                    !same_value(v[i], v[q]))
+                    return true;
+    }
+    return false;
+}
+
 static double loss_median(const struct sdcjob *j)
 {
     double v[LOSS_HIST];
@@ -365,6 +488,7 @@ static void decide_loss(struct sdc *s, struct gh_engine *e, struct sdcjob *j)
         anom_clear(j);
         return;
     }
+    const struct gh_policy_settings *st = gh_ctx_settings(e);
     struct gh_finding f;
     gh_finding_init(&f);
     f.cls = GH_CLASS_SILENT_DATA_CORRUPTION;
@@ -372,7 +496,6 @@ static void decide_loss(struct sdc *s, struct gh_engine *e, struct sdcjob *j)
     f.severity = GH_SEV_MEDIUM;
     f.job = j->name;
     f.first_ts = j->anom_ts;
-    f.anomaly_ts = j->anom_ts;
     f.anomaly_step = j->anom_step;
     const char *node = NULL;
     bool one_node = true;
@@ -390,9 +513,21 @@ static void decide_loss(struct sdc *s, struct gh_engine *e, struct sdcjob *j)
     if (first)
         gh_sfmt(val, sizeof val, "%g", first->loss);
     double base = j->n_loss ? loss_median(j) : NAN;
-    /* One rank (or one node's ranks) anomalous while the rest of the step
-     * was normal points at that node; otherwise the whole job is suspect. */
-    if (one_node && node && j->n_norm >= 2 && j->n_anom <= j->n_norm) {
+    int64_t pre = precursor(e, j->name, NULL, j->anom_ts);
+    f.anomaly_ts = pre < j->anom_ts ? pre : j->anom_ts;
+    if (first && !isfinite(first->loss) && j->n_loss < st->loss_history && !j->ck_disagree &&
+        pre == INT64_MAX && !pending_disagree(j)) {
+        /* Diverged from the start: the job's own doing. */
+        f.cls = GH_CLASS_APPLICATION;
+        gh_sfmt(f.what, sizeof f.what,
+                 "loss of %s is %s at step %lld, %d step%s after the job (re)started, with no "
+                 "replica checksum disagreeing and no hardware evidence on its nodes: the job "
+                 "diverged (its own doing, not silent data corruption)",
+                 j->name, val, (long long)j->anom_step, j->n_loss, j->n_loss == 1 ? "" : "s");
+    } else if (one_node && node && j->n_norm >= 2 && j->n_anom <= j->n_norm) {
+        /* One rank (or one node's ranks) anomalous while the rest of the
+         * step was normal points at that node; otherwise the whole job is
+         * suspect. */
         f.node = node;
         gh_sfmt(f.what, sizeof f.what,
                  "loss of %s at step %lld is %s on %d rank%s of %s while %d others are normal "
@@ -422,6 +557,16 @@ static void on_loss(struct sdc *s, struct gh_engine *e, const struct gh_tl_entry
         j->last_ts = ent->ts_ns;
     if (j->anom && sg->step > j->anom_step)
         decide_loss(s, e, j);
+    if (j->last_loss_step != INT64_MIN && sg->step < j->last_loss_step - RESTART_REWIND) {
+        /* The step counter went back: a restart (from a checkpoint or from
+         * scratch). Its losses are judged afresh. */
+        if (j->anom)
+            decide_loss(s, e, j);
+        j->n_loss = 0;
+        j->loss_head = 0;
+        j->ck_disagree = false;
+        j->last_loss_step = INT64_MIN;
+    }
     double base = j->n_loss >= st->loss_history ? loss_median(j) : NAN;
     bool bad = !isfinite(sg->loss) || (base > 0 && sg->loss >= st->loss_spike * base);
     if (j->anom && sg->step == j->anom_step) {

@@ -7,6 +7,13 @@
  * nobody. Acting is worth it only when the expected loss over the job's
  * remaining run exceeds the restart cost (rollback + restart).
  *
+ * The threshold follows the job's own jitter: once JIT_WARM steps of at
+ * least JIT_MIN_RANKS ranks were seen, a rank is also slow at 2z of the
+ * job's typical relative robust sigma above the median (smoothed per step,
+ * each step's contribution bounded), never below 0.4 x threshold: a job
+ * whose ranks agree within 1% finds a GPU 6% slow that the fixed 10% would
+ * miss, and a noisy one keeps the fixed threshold.
+ *
  * Per step the work is proportional to the ranks that reported it, not to
  * the job's size: each step's bucket lists who reported, and node medians
  * group those reports by node. A job no step named for job_idle is
@@ -23,6 +30,9 @@
 
 #define NB 4     /* steps in flight per job */
 #define SLOW_EV 3
+#define JIT_WARM 20      /* steps before the job's jitter sets the threshold */
+#define JIT_MIN_RANKS 8  /* ranks in a step for its spread to count */
+#define JIT_FLOOR 0.4    /* the jitter threshold is never below this x threshold */
 #define MAX_JOBS 65536
 
 struct rank {
@@ -69,6 +79,9 @@ struct sjob {
     int max_rank;
     int declared;     /* expected ranks from the topology, 0 = unknown */
     bool learned;     /* max_rank + 1 is a trustworthy rank count */
+    float jit;        /* the job's relative robust sigma per step, smoothed */
+    int n_jit;        /* steps that fed it */
+    float cut_rel;    /* the last step's rank threshold, relative to the median */
     int64_t last_final; /* last finalised step */
     struct rank *ranks;
     struct bucket b[NB];
@@ -400,10 +413,12 @@ static void report(struct gh_engine *e, struct sjob *j, const char *node, int gp
         gh_sfmt(who, sizeof who, "node %s (its median over %d ranks; %d slow alone)", node,
                 n_node_ranks, n_slow);
     gh_sfmt(f.what, sizeof f.what,
-             "%s of %s is %.0f%% slower than the job's median step in >= %d of the last %d steps; "
-             "the expected loss, %.2f h over the remaining %.2f h, %s the restart cost of %.2f h",
-             who, j->name, slowdown * 100, st->straggler_k, st->straggler_n, loss / 3600,
-             remaining / 3600, worth ? "exceeds" : "does not exceed", total_cost / 3600);
+             "%s of %s is %.0f%% slower than the job's median step in >= %d of the last %d steps "
+             "(threshold %.1f%%, the job's jitter %.1f%%); the expected loss, %.2f h over the "
+             "remaining %.2f h, %s the restart cost of %.2f h",
+             who, j->name, slowdown * 100, st->straggler_k, st->straggler_n, j->cut_rel * 100.0,
+             j->jit * 100.0, loss / 3600, remaining / 3600, worth ? "exceeds" : "does not exceed",
+             total_cost / 3600);
     gh_ctx_report(e, &f);
 }
 
@@ -434,12 +449,36 @@ static void finalize(struct strag *s, struct gh_engine *e, struct sjob *j, struc
     double mad = gh_stats_mad(s->scratch, n, med, s->scratch2);
     if (!(med > 0))
         goto done;
-    double sigma = 1.4826 * mad;
+    double sigma_raw = 1.4826 * mad, sigma = sigma_raw;
     if (sigma < med * 0.005)
         sigma = med * 0.005;
     double cut = med * (1 + st->straggler_threshold);
     if (med + st->straggler_z * sigma > cut)
         cut = med + st->straggler_z * sigma;
+    if (j->n_jit >= JIT_WARM) {
+        /* The job's own jitter: 2z of its typical sigma, floored. */
+        double rel = 2 * st->straggler_z * j->jit, floor = JIT_FLOOR * st->straggler_threshold;
+        if (rel < floor)
+            rel = floor;
+        double c2 = med * (1 + rel);
+        if (med + st->straggler_z * sigma > c2)
+            c2 = med + st->straggler_z * sigma;
+        if (c2 < cut)
+            cut = c2;
+    }
+    j->cut_rel = (float)(cut / med - 1);
+    if ((int)n >= JIT_MIN_RANKS) {
+        double r = sigma_raw / med;
+        if (j->n_jit == 0) {
+            j->jit = (float)r;
+        } else {
+            if (r > 3 * j->jit)
+                r = 3 * j->jit; /* one step's hiccup moves it little */
+            j->jit = (float)(0.95 * j->jit + 0.05 * r);
+        }
+        if (j->n_jit < INT32_MAX)
+            j->n_jit++;
+    }
     uint32_t mask = st->straggler_n >= 32 ? 0xffffffffu : (1u << st->straggler_n) - 1;
     int candidates = 0, reporting = (int)n;
     for (int k = 0; k < m; k++) {
