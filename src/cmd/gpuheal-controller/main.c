@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "common/timeutil.h"
+#include "common/version.h"
 #include "control/controller.h"
 #include "engine/policy.h"
 #include "kube/kubeconfig.h"
@@ -104,7 +105,7 @@ static bool on(const struct values *v, const char *name)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: gpuheal-controller [--NAME VALUE | --FLAG] ...\n\n");
+    fprintf(f, "usage: gpuheal-controller [--NAME VALUE | --FLAG] ... | --help | --version\n\n");
     for (size_t i = 0; i < N_SETTINGS; i++)
         fprintf(f, "  --%-26s %s\n", settings[i].name, settings[i].help);
     fprintf(f, "\nEach setting may also come from the environment (GPUHEAL_DB, GPUHEAL_TOKEN_FILE,\n"
@@ -298,6 +299,11 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
+            status = 0;
+            goto out;
+        }
+        if (!strcmp(argv[i], "--version")) {
+            printf("gpuheal-controller %s\n", GH_VERSION);
             status = 0;
             goto out;
         }
