@@ -295,12 +295,16 @@ static void event(struct worker *w, const char *api, const char *kind, const cha
 }
 
 /* Events about a decision on the node, the job and the pods in the
- * evidence, and on the Incident object itself. */
-static void decision_events(struct worker *w, const json_t *inc, const char *summary)
+ * evidence, and on the Incident object itself. A dry-run decision says so
+ * first: nothing was done, whatever the reason sentence reads like. */
+static void decision_events(struct worker *w, const json_t *inc, const char *mode,
+                            const char *summary)
 {
     const char *id = jstr(inc, "id"), *node = jstr(inc, "node"), *job = jstr(inc, "job");
+    bool dry = mode && !strcmp(mode, "dry_run");
     char note[1024];
-    snprintf(note, sizeof note, "%s: %s", id ? id : "?", summary);
+    snprintf(note, sizeof note, "%s: %s%s", id ? id : "?",
+             dry ? "dry run, no action taken: " : "", summary);
     if (id)
         event(w, "gpuheal.io/v1alpha1", "Incident", NULL, id, "Warning", "IncidentDecided",
               "Decide", note);
@@ -719,7 +723,7 @@ static void do_decision_rest(struct worker *w, struct gh_task *t, struct gh_exec
     json_t *inc = t->incident;
     const char *id = jstr(inc, "id");
     (void)run_pending(w, inc, id, rep, false);
-    decision_events(w, inc, jstr(inc, "reason") ? jstr(inc, "reason") : "");
+    decision_events(w, inc, t->mode, jstr(inc, "reason") ? jstr(inc, "reason") : "");
     finish_incident(w, inc, t->mode, rep);
 }
 
@@ -768,7 +772,7 @@ static bool do_decision(struct worker *w, struct gh_task *t, bool split,
     }
     if (run_pending(w, inc, id, rep, split))
         return true;
-    decision_events(w, inc, jstr(inc, "reason") ? jstr(inc, "reason") : "");
+    decision_events(w, inc, t->mode, jstr(inc, "reason") ? jstr(inc, "reason") : "");
     finish_incident(w, inc, t->mode, rep);
     return false;
 }
