@@ -1538,6 +1538,7 @@ int gh_controller_new(const struct gh_controller_opts *o, struct gh_controller *
                                   .clock = ctl->clock,
                                   .identity = ctl->identity,
                                   .no_execute_taint = o->no_execute_taint,
+                                  .taint_key = o->taint_key,
                                   .drain = o->drain,
                                   .crash_after = o->crash_after,
                                   .qps = o->qps,

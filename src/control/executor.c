@@ -431,7 +431,7 @@ static void act_once(struct worker *w, struct run_ctx *rc, struct gh_audit_inten
 {
     const json_t *inc = rc->inc;
     enum gh_action a = (enum gh_action)gh_action_from_name(it->action);
-    struct gh_act_ctx x = {w->c, w->ex->clock, rc->id};
+    struct gh_act_ctx x = {w->c, w->ex->clock, rc->id, w->ex->o.taint_key};
     struct gh_err err = {{0}};
     const char *node = jstr(inc, "node"), *job = jstr(inc, "job");
     char ns[64], name[254];
@@ -867,7 +867,7 @@ static void do_release(struct worker *w, struct gh_task *t, struct gh_exec_repor
 {
     snprintf(rep->node, sizeof rep->node, "%s", t->node);
     snprintf(rep->id, sizeof rep->id, "%s", t->id);
-    struct gh_act_ctx x = {w->c, w->ex->clock, t->id[0] ? t->id : "release"};
+    struct gh_act_ctx x = {w->c, w->ex->clock, t->id[0] ? t->id : "release", w->ex->o.taint_key};
     struct gh_act_result res;
     struct gh_err err = {{0}};
     int64_t t0 = now(w);

@@ -59,6 +59,8 @@ static const struct setting {
     {"storm-window", false, "storm breaker window (5m)"},
     {"storm-hold", false, "storm breaker stays open this long after the last blame (15m)"},
     {"taint-effect", false, "NoSchedule (default) or NoExecute"},
+    {"taint-key", false, "the taint put on isolated nodes (gpuheal.io/unhealthy); agents must "
+                         "tolerate it"},
     {"drain-timeout", false, "give up on pods a PodDisruptionBudget keeps (60s)"},
     {"drain-concurrency", false, "evictions in flight while draining a node (8)"},
     {"drain-evictions-in-flight", false, "evictions in flight across all drains at once (64)"},
@@ -101,6 +103,35 @@ static bool on(const struct values *v, const char *name)
 {
     const char *s = get(v, name);
     return s && (!strcmp(s, "true") || !strcmp(s, "1") || !strcmp(s, "yes"));
+}
+
+/* A taint key is a label key: [DNS-subdomain "/"] name (1-63 of [A-Za-z0-9._-],
+ * alphanumeric at both ends); the prefix at most 253 of [a-z0-9.-]. */
+static bool taint_key_ok(const char *k)
+{
+    const char *slash = strchr(k, '/');
+    const char *name = slash ? slash + 1 : k;
+    if (slash) {
+        size_t pl = (size_t)(slash - k);
+        if (pl == 0 || pl > 253 || strchr(name, '/'))
+            return false;
+        for (size_t i = 0; i < pl; i++)
+            if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= '0' && k[i] <= '9') || k[i] == '-' ||
+                  k[i] == '.'))
+                return false;
+        if (k[0] == '-' || k[0] == '.' || k[pl - 1] == '-' || k[pl - 1] == '.')
+            return false;
+    }
+    size_t n = strlen(name);
+    if (n == 0 || n > 63)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        if (!alnum && !((c == '-' || c == '_' || c == '.') && i > 0 && i + 1 < n))
+            return false;
+    }
+    return true;
 }
 
 static void usage(FILE *f)
@@ -423,6 +454,14 @@ int main(int argc, char **argv)
         goto out;
     }
     o.no_execute_taint = te && !strcmp(te, "NoExecute");
+    o.taint_key = get(&v, "taint-key");
+    if (o.taint_key && !taint_key_ok(o.taint_key)) {
+        fprintf(stderr, "gpuheal-controller: --taint-key \"%s\": a label key such as "
+                        "gpuheal.io/unhealthy ([PREFIX/]NAME: NAME 1-63 letters, digits, '-', "
+                        "'_', '.', starting and ending with a letter or digit; PREFIX a DNS "
+                        "subdomain)\n", o.taint_key);
+        goto out;
+    }
     o.identity = get(&v, "identity");
     o.lease_namespace = get(&v, "lease-namespace");
     o.lease_name = get(&v, "lease-name");
