@@ -70,7 +70,8 @@ export GH_NVML_FAKE_CONFIG="$tmp/nvml.conf"
 printf '{"ts":"%s","node":"%s","gpu":2,"source":"kmsg","kind":"xid","code":79,"msg":"NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, GPU has fallen off the bus."}\n' \
   "$(date -u +%Y-%m-%dT%H:%M:%S.%6NZ)" "$node" > "$tmp/xid.jsonl"
 alog="$tmp/agent.log"
-"$agent" --node "$node" --kubeconfig "$KUBECONFIG" --kmsg off --nvml-lib "$fake" \
+: > "$tmp/kern.log"
+"$agent" --node "$node" --kubeconfig "$KUBECONFIG" --kmsg "$tmp/kern.log" --kmsg-mode file --nvml-lib "$fake" \
   --poll-interval 500ms --dcgm off --ib-sysfs-root off --telemetry-socket "$tmp/telemetry.sock" \
   --dcgm-exporter "http://127.0.0.1:1/metrics" \
   --controller "http://127.0.0.1:$port" --token-file "$tmp/token" --batch-linger 20ms \
@@ -174,12 +175,12 @@ check "controller: gpuheal_build_info{component=\"controller\",version=\"$v\"} 1
   grep -qx "gpuheal_build_info{component=\"controller\",version=\"$v\"} 1" "$tmp/ctl.metrics"
 check "agent: gpuheal_build_info{component=\"agent\",version=\"$v\"} 1" \
   grep -qx "gpuheal_build_info{component=\"agent\",version=\"$v\"} 1" "$tmp/agent.metrics"
-for s in kmsg dcgm nic probe; do
+for s in dcgm nic probe; do
   check "agent: source $s turned off: enabled 0, up 0 (not \"down\")" sh -c \
     "grep -qx 'gpuheal_agent_source_enabled{source=\"$s\"} 0' '$tmp/agent.metrics' &&
      grep -qx 'gpuheal_agent_source_up{source=\"$s\"} 0' '$tmp/agent.metrics'"
 done
-for s in nvml telemetry; do
+for s in kmsg nvml telemetry; do
   check "agent: source $s enabled 1, up 1" sh -c \
     "grep -qx 'gpuheal_agent_source_enabled{source=\"$s\"} 1' '$tmp/agent.metrics' &&
      grep -qx 'gpuheal_agent_source_up{source=\"$s\"} 1' '$tmp/agent.metrics'"
