@@ -48,6 +48,11 @@ lint "$t/two.yaml" 1 \
 { cat deploy/policy-default.yaml; echo ---; sed 's/name: default/name: two/' deploy/policy-default.yaml; echo ---; } > "$t/two-ok.yaml"
 lint "$t/two-ok.yaml" 0 "$t/two-ok.yaml: ok (2 RecoveryPolicies, $((2 * n)) rules, 0 warnings)"
 
+{ cat deploy/policy-default.yaml; echo ---; echo '# only a comment'; echo ---; cat deploy/policy-default.yaml; } > "$t/dup.yaml"
+lint "$t/dup.yaml" 1 \
+  "$t/dup.yaml:$(( $(wc -l < deploy/policy-default.yaml) + 4 )): error: RecoveryPolicy \"default\" appears twice in the file (applied, the second replaces the first)" \
+  "$t/dup.yaml: 1 error"
+
 # the file form, unchanged
 "$g" policy default > "$t/file.yaml"
 r=$("$g" policy default | grep -cE '^  - name:|^- name:')

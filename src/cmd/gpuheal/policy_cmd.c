@@ -27,9 +27,17 @@ static bool object_form(const char *text, size_t len)
     return yes;
 }
 
-/* One document of the object form, starting at line `line`: 0 ok, 1 error. */
+#define LINT_MAX_OBJECTS 64
+
+struct lint_names {
+    char name[LINT_MAX_OBJECTS][254];
+    int n;
+};
+
+/* One document of the object form, starting at line `line`: 0 ok, 1 error,
+ * 2 an empty document (a trailing ---, only comments). */
 static int lint_object(const char *path, int line, const char *text, size_t len,
-                       struct gh_policy_crset *set, int *n_rules)
+                       struct gh_policy_crset *set, struct lint_names *seen, int *n_rules)
 {
     json_t *doc = NULL;
     struct gh_err err = {{0}};
@@ -41,8 +49,11 @@ static int lint_object(const char *path, int line, const char *text, size_t len,
     const char *api = json_string_value(json_object_get(doc, "apiVersion"));
     const char *kind = json_string_value(json_object_get(doc, "kind"));
     const char *name = json_string_value(json_object_get(json_object_get(doc, "metadata"), "name"));
+    bool dup = false;
+    for (int i = 0; name && i < seen->n; i++)
+        dup = dup || !strcmp(seen->name[i], name);
     if (json_is_null(doc)) {
-        rc = 0; /* an empty document (a trailing ---) */
+        rc = 2;
     } else if (!json_is_object(doc)) {
         printf("%s:%d: error: a RecoveryPolicy object is a mapping\n", path, line);
     } else if (!api || strcmp(api, CR_API_VERSION) != 0) {
@@ -52,9 +63,16 @@ static int lint_object(const char *path, int line, const char *text, size_t len,
         printf("%s:%d: error: kind \"%s\": expected RecoveryPolicy\n", path, line, kind ? kind : "");
     } else if (!name || !*name) {
         printf("%s:%d: error: metadata.name missing\n", path, line);
+    } else if (dup) {
+        printf("%s:%d: error: RecoveryPolicy \"%s\" appears twice in the file (applied, the "
+               "second replaces the first)\n", path, line, name);
+    } else if (seen->n == LINT_MAX_OBJECTS) {
+        printf("%s:%d: error: more than %d RecoveryPolicy objects in one file\n", path, line,
+               LINT_MAX_OBJECTS);
     } else if (!json_is_object(json_object_get(doc, "spec"))) {
         printf("%s:%d: error: RecoveryPolicy \"%s\": spec missing\n", path, line, name);
     } else {
+        snprintf(seen->name[seen->n++], sizeof seen->name[0], "%s", name);
         struct gh_policy_cr_verdict v;
         gh_policy_crset_offer(set, doc, &v);
         if (v.accepted) {
@@ -83,6 +101,13 @@ static int lint_objects(const char *path, const char *buf, size_t len)
         return 1;
     }
     gh_policy_crset_begin(set);
+    struct lint_names *seen = calloc(1, sizeof *seen);
+    if (!seen) {
+        fprintf(stderr, "%s: out of memory\n", path);
+        gh_policy_crset_free(set);
+        gh_policy_free(base);
+        return 1;
+    }
     int errors = 0, objects = 0, rules = 0, line = 1, start_line = 1;
     size_t start = 0;
     for (size_t i = 0; i <= len; i++) {
@@ -97,15 +122,16 @@ static int lint_objects(const char *path, const char *buf, size_t len)
         if (marker || i == len) {
             size_t end = marker ? ls : len;
             if (end > start && strspn(buf + start, " \t\r\n") < end - start) {
-                int e = lint_object(path, start_line, buf + start, end - start, set, &rules);
-                errors += e;
-                objects++;
+                int e = lint_object(path, start_line, buf + start, end - start, set, seen, &rules);
+                errors += e == 1;
+                objects += e != 2;
             }
             start = i + 1 < len ? i + 1 : len;
             start_line = line + 1;
         }
         line++;
     }
+    free(seen);
     gh_policy_free(gh_policy_crset_end(set, NULL));
     gh_policy_crset_free(set);
     gh_policy_free(base);
