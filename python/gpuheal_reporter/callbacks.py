@@ -16,10 +16,42 @@ job defaults to the pod's environment and rank to the framework's rank
 (Reporter says how).
 """
 
+import logging
 import os
 import time
 
-from .reporter import Reporter
+from .reporter import Reporter, _job_from_env
+
+_log = logging.getLogger("gpuheal_reporter")
+
+
+class _Off:
+    """Stands in for a Reporter that could not be made: reports nothing."""
+
+    def step(self, *a, **k):
+        pass
+
+    def checkpoint(self, *a, **k):
+        pass
+
+    def close(self, *a, **k):
+        pass
+
+
+def _check_job(job):
+    """At construction (set-up, not the training loop): a job must be known."""
+    if job is None and _job_from_env() is None:
+        raise ValueError("no job: pass job=, or set $GPUHEAL_JOB, or $GPUHEAL_JOB_NAME "
+                         "(and $POD_NAMESPACE) in the pod (python/README.md)")
+
+
+def _make(job, rank, kw):
+    """A Reporter, or (said once, never raised into the training loop) none."""
+    try:
+        return Reporter(job, rank, **kw)
+    except Exception as e:
+        _log.warning("gpuheal_reporter: not reporting: %s", e)
+        return _Off()
 
 
 def _loss_of(x):
@@ -61,6 +93,8 @@ if _PLCallback is not None:
 
         def __init__(self, job=None, rank=None, reporter=None, **reporter_kw):
             super().__init__()
+            if reporter is None:
+                _check_job(job)
             self._job, self._rank, self._kw = job, rank, reporter_kw
             self.reporter = reporter
             self._timer = _Timer()
@@ -68,7 +102,7 @@ if _PLCallback is not None:
         def _rep(self, trainer):
             if self.reporter is None:
                 rank = self._rank if self._rank is not None else getattr(trainer, "global_rank", 0)
-                self.reporter = Reporter(self._job, rank, **self._kw)
+                self.reporter = _make(self._job, rank, self._kw)
             return self.reporter
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, *args):
@@ -102,6 +136,8 @@ if _HFCallback is not None:
         args.process_index."""
 
         def __init__(self, job=None, rank=None, reporter=None, **reporter_kw):
+            if reporter is None:
+                _check_job(job)
             self._job, self._rank, self._kw = job, rank, reporter_kw
             self.reporter = reporter
             self._t0 = None
@@ -110,7 +146,7 @@ if _HFCallback is not None:
         def _rep(self, args):
             if self.reporter is None:
                 rank = self._rank if self._rank is not None else getattr(args, "process_index", 0)
-                self.reporter = Reporter(self._job, rank, **self._kw)
+                self.reporter = _make(self._job, rank, self._kw)
             return self.reporter
 
         # The Trainer calls on_step_end, then on_log (on a logging step), then

@@ -447,6 +447,33 @@ class CallbacksTest(unittest.TestCase):
         self.assertEqual(got[1]["path"], "/out/checkpoint-7")
         cb.on_train_end(args, st, None)
 
+    def test_callbacks_never_raise_into_training(self):
+        self._fake_frameworks()
+        for k in ENV_KEYS:
+            os.environ.pop(k, None)
+        # no job anywhere: refused at construction, before training
+        with self.assertRaisesRegex(ValueError, "GPUHEAL_JOB"):
+            gpuheal_reporter.HFCallback()
+        with self.assertRaisesRegex(ValueError, "GPUHEAL_JOB"):
+            gpuheal_reporter.LightningCallback()
+        # a bad WORLD_SIZE found only when the first step comes: said once, not raised
+        os.environ["GPUHEAL_JOB"] = "ml/hf"
+        os.environ["WORLD_SIZE"] = "x"
+        try:
+            cb = gpuheal_reporter.HFCallback(rank=None)
+            args = types.SimpleNamespace(output_dir="/out")  # no process_index
+            st = types.SimpleNamespace(global_step=1)
+            with self.assertLogs("gpuheal_reporter", "WARNING") as logs:
+                cb.on_step_begin(args, st, None)
+                cb.on_step_end(args, st, None)
+                cb.on_save(args, st, None)
+                cb.on_train_end(args, st, None)
+            self.assertEqual(len(logs.output), 1, logs.output)
+            self.assertIn("not reporting", logs.output[0])
+        finally:
+            for k in ("GPUHEAL_JOB", "WORLD_SIZE"):
+                os.environ.pop(k, None)
+
     def test_hf_loss_only_on_logged_steps(self):
         self._fake_frameworks()
         rep = Reporter("ml/hf", 0, socket_path="/nonexistent/x.sock")
