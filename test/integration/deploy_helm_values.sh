@@ -193,7 +193,7 @@ PY
     "$K" wait --for condition=established --timeout=60s crd/servicemonitors.monitoring.coreos.com \
       crd/prometheusrules.monitoring.coreos.com >/dev/null 2>&1
     check "helm template (monitoring on) | kubectl apply --dry-run=server" \
-      "$K" apply --dry-run=server -n "$NS" -f "$work/all.yaml"
+      "$K" apply --dry-run=server -f "$work/all.yaml"
   fi
 fi
 
