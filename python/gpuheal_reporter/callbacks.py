@@ -7,14 +7,51 @@ package's __getattr__ does) because importing the frameworks is slow.
   time since the previous one, loss from the step's outputs) and a
   checkpoint after each save.
 - HFCallback: Hugging Face ``transformers.TrainerCallback``. Reports a step
-  after each optimizer step (loss from the latest log) and a checkpoint
-  after each save (``<output_dir>/checkpoint-<step>``, the Trainer's naming).
+  after each optimizer step, with the loss only on a step the Trainer logged
+  it (every ``logging_steps``), else none: a loss is never carried to later
+  steps. A checkpoint after each save (``<output_dir>/checkpoint-<step>``,
+  the Trainer's naming).
+
+job defaults to the pod's environment and rank to the framework's rank
+(Reporter says how).
 """
 
+import logging
 import os
 import time
 
-from .reporter import Reporter
+from .reporter import Reporter, _job_from_env
+
+_log = logging.getLogger("gpuheal_reporter")
+
+
+class _Off:
+    """Stands in for a Reporter that could not be made: reports nothing."""
+
+    def step(self, *a, **k):
+        pass
+
+    def checkpoint(self, *a, **k):
+        pass
+
+    def close(self, *a, **k):
+        pass
+
+
+def _check_job(job):
+    """At construction (set-up, not the training loop): a job must be known."""
+    if job is None and _job_from_env() is None:
+        raise ValueError("no job: pass job=, or set $GPUHEAL_JOB, or $GPUHEAL_JOB_NAME "
+                         "(and $POD_NAMESPACE) in the pod (python/README.md)")
+
+
+def _make(job, rank, kw):
+    """A Reporter, or (said once, never raised into the training loop) none."""
+    try:
+        return Reporter(job, rank, **kw)
+    except Exception as e:
+        _log.warning("gpuheal_reporter: not reporting: %s", e)
+        return _Off()
 
 
 def _loss_of(x):
@@ -54,8 +91,10 @@ if _PLCallback is not None:
         """``trainer = Trainer(callbacks=[LightningCallback("ml/llm", rank)])``.
         rank defaults to the trainer's global_rank."""
 
-        def __init__(self, job, rank=None, reporter=None, **reporter_kw):
+        def __init__(self, job=None, rank=None, reporter=None, **reporter_kw):
             super().__init__()
+            if reporter is None:
+                _check_job(job)
             self._job, self._rank, self._kw = job, rank, reporter_kw
             self.reporter = reporter
             self._timer = _Timer()
@@ -63,7 +102,7 @@ if _PLCallback is not None:
         def _rep(self, trainer):
             if self.reporter is None:
                 rank = self._rank if self._rank is not None else getattr(trainer, "global_rank", 0)
-                self.reporter = Reporter(self._job, rank, **self._kw)
+                self.reporter = _make(self._job, rank, self._kw)
             return self.reporter
 
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, *args):
@@ -96,36 +135,54 @@ if _HFCallback is not None:
         """``Trainer(..., callbacks=[HFCallback("ml/llm")])``. rank defaults to
         args.process_index."""
 
-        def __init__(self, job, rank=None, reporter=None, **reporter_kw):
+        def __init__(self, job=None, rank=None, reporter=None, **reporter_kw):
+            if reporter is None:
+                _check_job(job)
             self._job, self._rank, self._kw = job, rank, reporter_kw
             self.reporter = reporter
             self._t0 = None
-            self._loss = None
+            self._pending = None  # (args, step, step_ms): ended, not yet reported
 
         def _rep(self, args):
             if self.reporter is None:
                 rank = self._rank if self._rank is not None else getattr(args, "process_index", 0)
-                self.reporter = Reporter(self._job, rank, **self._kw)
+                self.reporter = _make(self._job, rank, self._kw)
             return self.reporter
 
+        # The Trainer calls on_step_end, then on_log (on a logging step), then
+        # on_save: a step is reported when its log comes, with that loss, or,
+        # without a loss, at the next step, save or the end of training.
+        def _flush(self, loss=None):
+            if self._pending is not None:
+                args, step, ms = self._pending
+                self._pending = None
+                self._rep(args).step(step, ms, loss=loss)
+
         def on_step_begin(self, args, state, control, **kwargs):
+            self._flush()
             self._t0 = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kwargs):
             if self._t0 is None:
                 return
+            self._flush()
             ms = (time.perf_counter() - self._t0) * 1000.0
-            self._rep(args).step(state.global_step, ms, loss=self._loss)
+            self._t0 = None
+            self._pending = (args, state.global_step, ms)
 
         def on_log(self, args, state, control, logs=None, **kwargs):
-            if logs and "loss" in logs:
-                self._loss = _loss_of(logs["loss"])
+            if not logs or "loss" not in logs or self._pending is None:
+                return
+            if self._pending[1] == state.global_step:
+                self._flush(loss=_loss_of(logs["loss"]))
 
         def on_save(self, args, state, control, **kwargs):
+            self._flush()
             path = os.path.join(getattr(args, "output_dir", "") or ".",
                                 "checkpoint-%d" % state.global_step)
             self._rep(args).checkpoint(state.global_step, path)
 
         def on_train_end(self, args, state, control, **kwargs):
+            self._flush()
             if self.reporter is not None:
                 self.reporter.close()

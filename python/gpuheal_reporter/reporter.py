@@ -11,6 +11,7 @@ failure is counted in :meth:`Reporter.stats`, never raised.
 
 import collections
 import json
+import logging
 import math
 import os
 import select
@@ -20,6 +21,33 @@ import time
 
 DEFAULT_SOCKET = "/run/gpuheal/telemetry.sock"
 _SEND_FLAGS = getattr(socket, "MSG_NOSIGNAL", 0)
+_log = logging.getLogger("gpuheal_reporter")
+
+
+def _env_int(name):
+    """$name as an int, None when unset or empty; ValueError naming it when
+    it is not an integer."""
+    v = os.environ.get(name)
+    if v is None or v.strip() == "":
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        raise ValueError("$%s=%r is not an integer" % (name, v)) from None
+
+
+def _job_from_env():
+    """$GPUHEAL_JOB ("namespace/name" or "name"), else $GPUHEAL_JOB_NAME
+    (e.g. the pod's batch.kubernetes.io/job-name label by the downward API)
+    in $POD_NAMESPACE when that is set; None when neither is set."""
+    job = (os.environ.get("GPUHEAL_JOB") or "").strip()
+    if job:
+        return job
+    name = (os.environ.get("GPUHEAL_JOB_NAME") or "").strip()
+    if not name:
+        return None
+    ns = (os.environ.get("POD_NAMESPACE") or "").strip()
+    return "%s/%s" % (ns, name) if ns else name
 
 
 def _ts_now():
@@ -52,16 +80,45 @@ def _loss(x):
 class Reporter:
     """Reports one rank's progress to the node's gpuheal agent.
 
-    ``Reporter(job, rank, node=None, socket_path=None)``: job is
-    "namespace/name" or "name"; node defaults to $GPUHEAL_NODE or $NODE_NAME
-    (the agent fills it in when absent); socket_path defaults to
-    $GPUHEAL_SOCKET, then /run/gpuheal/telemetry.sock.
+    ``Reporter(job=None, rank=None, node=None, socket_path=None)``, every
+    argument read from the pod's environment when not given:
+
+    - job: "namespace/name" or "name"; default $GPUHEAL_JOB, else
+      $GPUHEAL_JOB_NAME in $POD_NAMESPACE (python/README.md sets both from
+      the downward API). ValueError when there is none.
+    - rank: default $RANK (torchrun, torch.distributed), else 0. $WORLD_SIZE
+      and $LOCAL_RANK are read too (``world_size``, ``local_rank``): a rank
+      outside the world size is a ValueError. LOCAL_RANK is not sent as the
+      GPU: a container's CUDA index is not the node's GPU index.
+    - node: $GPUHEAL_NODE or $NODE_NAME (the agent fills it in when absent).
+    - gpu: $GPUHEAL_GPU, the node's GPU index (as the agent numbers them),
+      else none.
+    - socket_path: $GPUHEAL_SOCKET, then /run/gpuheal/telemetry.sock.
+
+    When the agent's socket cannot be reached, one warning says so (logger
+    "gpuheal_reporter"), and one more when lines are first dropped.
     """
 
-    def __init__(self, job, rank, node=None, socket_path=None, gpu=None,
+    def __init__(self, job=None, rank=None, node=None, socket_path=None, gpu=None,
                  queue_max=10000, reconnect_interval=1.0):
+        if job is None:
+            job = _job_from_env()
+        if job is None or str(job).strip() == "":
+            raise ValueError("Reporter: no job: pass job=, or set $GPUHEAL_JOB, or "
+                             "$GPUHEAL_JOB_NAME (and $POD_NAMESPACE) in the pod")
+        self.world_size = _env_int("WORLD_SIZE")
+        self.local_rank = _env_int("LOCAL_RANK")
+        if rank is None:
+            rank = _env_int("RANK")
+        if rank is None:
+            rank = 0
+        if gpu is None:
+            gpu = _env_int("GPUHEAL_GPU")
         self._job = str(job)
         self._rank = int(rank)
+        if self._rank < 0 or (self.world_size is not None and self._rank >= self.world_size):
+            raise ValueError("Reporter: rank %d outside $WORLD_SIZE=%s"
+                             % (self._rank, self.world_size))
         self._node = node or os.environ.get("GPUHEAL_NODE") or os.environ.get("NODE_NAME")
         self._gpu = None if gpu is None else int(gpu)
         self._path = socket_path or os.environ.get("GPUHEAL_SOCKET") or DEFAULT_SOCKET
@@ -75,6 +132,16 @@ class Reporter:
         self._closed = False
         self._stats = {"sent": 0, "dropped": 0, "errors": 0, "connects": 0,
                        "disconnects": 0}
+        self._warned_connect = False
+        self._warned_drop = False
+
+    @property
+    def job(self):
+        return self._job
+
+    @property
+    def rank(self):
+        return self._rank
 
     # ---- the three signals ----
 
@@ -157,7 +224,7 @@ class Reporter:
                         time.sleep(min(0.05, max(0.0, deadline - now)))
                     else:
                         select.select([], [self._sock], [], max(0.0, min(0.05, deadline - now)))
-                self._stats["dropped"] += len(self._queue)
+                self._dropped_locked(len(self._queue))
                 self._queue.clear()
                 self._disconnect_locked(count=False)
         except Exception:
@@ -206,11 +273,11 @@ class Reporter:
         try:
             with self._lock:
                 if self._closed:
-                    self._stats["dropped"] += 1
+                    self._dropped_locked(1)
                     return
                 if len(self._queue) >= self._queue_max:
                     # Keep the newest, but never cut a line half sent.
-                    self._stats["dropped"] += 1
+                    self._dropped_locked(1)
                     if not self._offset:
                         self._queue.popleft()
                     elif len(self._queue) > 1:
@@ -222,6 +289,17 @@ class Reporter:
         except Exception:
             self._count("errors")
 
+    def _dropped_locked(self, n):
+        if n <= 0:
+            return
+        self._stats["dropped"] += n
+        if not self._warned_drop:
+            self._warned_drop = True
+            _log.warning("gpuheal_reporter: dropped %d signal line(s) of job %s rank %d: the "
+                         "gpuheal agent at %s did not take them (queue of %d full, or closed); "
+                         "this is said once, stats() counts them", n, self._job, self._rank,
+                         self._path, self._queue_max)
+
     def _connect_locked(self, now):
         if now < self._next_connect:
             return False
@@ -230,12 +308,18 @@ class Reporter:
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s.setblocking(False)
             s.connect(self._path)
-        except OSError:
+        except OSError as e:
             # Absent, refused, or its backlog full: Unix sockets connect at
             # once or not at all, so all of these mean "try again later".
             if s is not None:
                 s.close()
             self._next_connect = now + self._reconnect_interval
+            if not self._warned_connect:
+                self._warned_connect = True
+                _log.warning("gpuheal_reporter: cannot reach the gpuheal agent at %s (%s): is "
+                             "the agent's socket directory mounted in this pod (python/README.md)? "
+                             "Up to %d signal lines wait in memory and are retried; this is said "
+                             "once", self._path, e.strerror or e, self._queue_max)
             return False
         self._sock = s
         self._offset = 0  # a line cut by a broken connection is sent whole again

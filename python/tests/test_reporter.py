@@ -23,6 +23,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import gpuheal_reporter  # noqa: E402
 from gpuheal_reporter import Reporter, resume_checkpoint  # noqa: E402
 
+ENV_KEYS = ("GPUHEAL_SOCKET", "GPUHEAL_NODE", "NODE_NAME", "GPUHEAL_RESUME_DIR", "GPUHEAL_JOB",
+            "GPUHEAL_JOB_NAME", "POD_NAMESPACE", "GPUHEAL_GPU", "RANK", "LOCAL_RANK",
+            "WORLD_SIZE")
 TS_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
 
@@ -117,7 +120,7 @@ class ReporterTest(unittest.TestCase):
         self.dir = tempfile.mkdtemp(prefix="gh-rep-")
         self.path = os.path.join(self.dir, "t.sock")
         self._env = dict(os.environ)
-        for k in ("GPUHEAL_SOCKET", "GPUHEAL_NODE", "NODE_NAME", "GPUHEAL_RESUME_DIR"):
+        for k in ENV_KEYS:
             os.environ.pop(k, None)
 
     def tearDown(self):
@@ -207,6 +210,63 @@ class ReporterTest(unittest.TestCase):
         self.assertEqual(r.stats()["dropped"], 5001)
         r.step(1, 1)  # after close: dropped, no error
         self.assertEqual(r.stats()["errors"], 0)
+
+    def test_torchrun_and_pod_environment(self):
+        # what torchrun and python/README.md's pod spec set
+        os.environ.update({"RANK": "5", "LOCAL_RANK": "1", "WORLD_SIZE": "8",
+                           "GPUHEAL_JOB_NAME": "llm-70b", "POD_NAMESPACE": "ml",
+                           "GPUHEAL_SOCKET": self.path, "NODE_NAME": "gpu-03"})
+        srv = Server(self.path)
+        try:
+            r = Reporter()
+            self.assertEqual((r.job, r.rank, r.world_size, r.local_rank), ("ml/llm-70b", 5, 8, 1))
+            r.step(3, 10.0)
+            r.replica_checksum(3, 0, 0xab)
+            r.close()
+            lines = srv.wait(2)
+        finally:
+            srv.close()
+        self.assertEqual([(l["job"], l["rank"], l["node"]) for l in lines],
+                         [("ml/llm-70b", 5, "gpu-03")] * 2)
+        self.assertNotIn("gpu", lines[0])  # LOCAL_RANK is not the node's GPU index
+        # GPUHEAL_JOB wins over the job name; explicit arguments win over both
+        os.environ["GPUHEAL_JOB"] = "ml/other"
+        self.assertEqual(Reporter().job, "ml/other")
+        self.assertEqual((Reporter("x", 2).job, Reporter("x", 2).rank), ("x", 2))
+        os.environ["GPUHEAL_GPU"] = "6"
+        self.assertEqual(Reporter()._gpu, 6)
+        # a job name without a namespace is the name
+        for k in ("GPUHEAL_JOB", "POD_NAMESPACE"):
+            del os.environ[k]
+        self.assertEqual(Reporter().job, "llm-70b")
+        # no torchrun: rank 0
+        for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+            del os.environ[k]
+        self.assertEqual((Reporter().rank, Reporter().world_size), (0, None))
+
+    def test_environment_errors_are_named(self):
+        with self.assertRaisesRegex(ValueError, "GPUHEAL_JOB"):
+            Reporter()
+        os.environ["GPUHEAL_JOB"] = "ml/j"
+        os.environ["RANK"] = "one"
+        with self.assertRaisesRegex(ValueError, r"\$RANK='one' is not an integer"):
+            Reporter()
+        os.environ["RANK"] = "8"
+        os.environ["WORLD_SIZE"] = "8"
+        with self.assertRaisesRegex(ValueError, "rank 8 outside \\$WORLD_SIZE=8"):
+            Reporter()
+
+    def test_agent_absent_is_said_once(self):
+        r = Reporter("j", 1, socket_path=self.path, queue_max=3, reconnect_interval=0.0)
+        with self.assertLogs("gpuheal_reporter", "WARNING") as logs:
+            for i in range(5):
+                r.step(i, 10.0)
+            r.close(timeout=0.1)
+        self.assertEqual(r.stats()["dropped"], 5)
+        self.assertEqual(len(logs.output), 2, logs.output)
+        self.assertIn("cannot reach the gpuheal agent at " + self.path, logs.output[0])
+        self.assertIn("No such file or directory", logs.output[0])
+        self.assertIn("dropped 1 signal line(s) of job j rank 1", logs.output[1])
 
     def test_reconnects_and_sends_the_queue(self):
         r = Reporter("j", 1, socket_path=self.path, reconnect_interval=0.0)
@@ -376,15 +436,63 @@ class CallbacksTest(unittest.TestCase):
         cb = cls("ml/hf", reporter=rep)
         args = types.SimpleNamespace(process_index=3, output_dir="/out")
         st = types.SimpleNamespace(global_step=7)
+        # the Trainer's order: on_step_end, then on_log, then on_save
         cb.on_step_begin(args, st, None)
-        cb.on_log(args, st, None, logs={"loss": 1.25})
         cb.on_step_end(args, st, None)
+        cb.on_log(args, st, None, logs={"loss": 1.25})
         cb.on_save(args, st, None)
         self.assertEqual(got[0]["kind"], "step")
         self.assertEqual((got[0]["step"], got[0]["loss"]), (7, 1.25))
         self.assertGreaterEqual(got[0]["step_ms"], 0)
         self.assertEqual(got[1]["path"], "/out/checkpoint-7")
         cb.on_train_end(args, st, None)
+
+    def test_callbacks_never_raise_into_training(self):
+        self._fake_frameworks()
+        for k in ENV_KEYS:
+            os.environ.pop(k, None)
+        # no job anywhere: refused at construction, before training
+        with self.assertRaisesRegex(ValueError, "GPUHEAL_JOB"):
+            gpuheal_reporter.HFCallback()
+        with self.assertRaisesRegex(ValueError, "GPUHEAL_JOB"):
+            gpuheal_reporter.LightningCallback()
+        # a bad WORLD_SIZE found only when the first step comes: said once, not raised
+        os.environ["GPUHEAL_JOB"] = "ml/hf"
+        os.environ["WORLD_SIZE"] = "x"
+        try:
+            cb = gpuheal_reporter.HFCallback(rank=None)
+            args = types.SimpleNamespace(output_dir="/out")  # no process_index
+            st = types.SimpleNamespace(global_step=1)
+            with self.assertLogs("gpuheal_reporter", "WARNING") as logs:
+                cb.on_step_begin(args, st, None)
+                cb.on_step_end(args, st, None)
+                cb.on_save(args, st, None)
+                cb.on_train_end(args, st, None)
+            self.assertEqual(len(logs.output), 1, logs.output)
+            self.assertIn("not reporting", logs.output[0])
+        finally:
+            for k in ("GPUHEAL_JOB", "WORLD_SIZE"):
+                os.environ.pop(k, None)
+
+    def test_hf_loss_only_on_logged_steps(self):
+        self._fake_frameworks()
+        rep = Reporter("ml/hf", 0, socket_path="/nonexistent/x.sock")
+        got = []
+        rep._put = got.append
+        cb = gpuheal_reporter.HFCallback(reporter=rep)
+        args = types.SimpleNamespace(process_index=0, output_dir="/out")
+        st = types.SimpleNamespace(global_step=0)
+        for step in range(1, 6):  # logging_steps=2: the Trainer logs steps 2 and 4
+            st.global_step = step
+            cb.on_step_begin(args, st, None)
+            cb.on_step_end(args, st, None)
+            if step % 2 == 0:
+                cb.on_log(args, st, None, logs={"loss": float(step), "learning_rate": 1e-4})
+            else:
+                cb.on_log(args, st, None, logs={"eval_loss": 9.0})  # no train loss
+        cb.on_train_end(args, st, None)
+        self.assertEqual([(g["step"], g.get("loss")) for g in got],
+                         [(1, None), (2, 2.0), (3, None), (4, 4.0), (5, None)])
 
     def test_lightning_callback(self):
         self._fake_frameworks()

@@ -542,11 +542,15 @@ int gh_audit_subject_parse(const char *s, struct gh_audit_subject *out, struct g
     else
         return gh_err_set(err, GH_EINVAL, "\"%.*s\": unknown kind (node, job, pod or incident)",
                           (int)(klen > 32 ? 32 : klen), s);
-    bool two = out->kind == GH_AUDIT_POD;
+    /* Jobs and pods are namespaced: "job/ml" alone names no job (it would
+     * match none and say "0 incidents"), so it is refused. */
+    bool two = out->kind == GH_AUDIT_POD || out->kind == GH_AUDIT_JOB;
     if (out->kind == GH_AUDIT_NODE && strchr(rest, '/'))
         return gh_err_set(err, GH_EINVAL, "node/NAME takes no namespace");
-    if (two && (!strchr(rest, '/') || strchr(rest, '/')[1] == '\0' || rest[0] == '/'))
-        return gh_err_set(err, GH_EINVAL, "pod/NS/NAME needs a namespace and a name");
+    const char *sep = strchr(rest, '/');
+    if (two && (!sep || sep[1] == '\0' || rest[0] == '/' || strchr(sep + 1, '/')))
+        return gh_err_set(err, GH_EINVAL, "\"%.64s\": %s/NS/NAME needs a namespace and a name",
+                          s, out->kind == GH_AUDIT_POD ? "pod" : "job");
     copy_field(out->name, sizeof out->name, rest);
     return GH_OK;
 }

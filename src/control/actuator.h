@@ -41,7 +41,9 @@
 struct gh_act_ctx {
     struct gh_kube_client *c;
     const struct gh_clock *clock;
-    const char *incident; /* the incident id: written into ownership annotations */
+    const char *incident;  /* the incident id: written into ownership annotations */
+    const char *taint_key; /* the taint isolate_node sets and release_node removes;
+                            * NULL: GH_TAINT_KEY */
 };
 
 /* The outcome of one action (a small value type). */
@@ -53,8 +55,8 @@ struct gh_act_result {
     char detail[512]; /* plain words: what changed */
 };
 
-/* Cordons node and adds the NoSchedule (or NoExecute) taint
- * gpuheal.io/unhealthy, each with its ownership annotation; a cordon
+/* Cordons node and adds the NoSchedule (or NoExecute) taint x->taint_key
+ * (gpuheal.io/unhealthy by default), each with its ownership annotation; a cordon
  * already set by someone else is left alone and not claimed. */
 int gh_act_isolate_node(const struct gh_act_ctx *x, const char *node, bool no_execute,
                         struct gh_act_result *r, struct gh_err *err);

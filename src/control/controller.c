@@ -89,6 +89,8 @@ struct gh_controller {
     size_t n_deferred;
     int64_t last_tick;
     struct gh_guard_config base_guards;
+    struct gh_guard_config guards_logged; /* as last logged (event=guards) */
+    bool guards_logged_once;
     struct gh_kube_informer *inf_events;      /* Events in the watched namespace(s) */
     struct gh_kube_informer *inf_node_events; /* Node Events ("default") when not watched */
     struct gh_policy_crset *crset;            /* RecoveryPolicy rules (policy_cr.h) */
@@ -1307,6 +1309,17 @@ static void policies_changed(struct gh_controller *ctl)
     gh_kube_store_foreach(gh_kube_informer_store(ctl->inf_policies), apply_policy, &g);
     gh_guard_set_config(ctl->guard, &g);
     policy_rules(ctl);
+    /* Every add, update and the sync come here (at start, once per
+     * RecoveryPolicy and once more): the line is logged when what it says
+     * changed, not each time. */
+    const struct gh_guard_config *l = &ctl->guards_logged;
+    if (ctl->guards_logged_once && l->dry_run == g.dry_run && l->approval == g.approval &&
+        l->max_isolated == g.max_isolated && l->max_isolated_pct == g.max_isolated_pct &&
+        l->max_actions_per_hour == g.max_actions_per_hour &&
+        l->node_cooldown_ns == g.node_cooldown_ns)
+        return;
+    ctl->guards_logged = g;
+    ctl->guards_logged_once = true;
     GH_LOG(GH_LOG_INFO,
            "event=guards dry_run=%d approval=%d max_isolated=%d max_isolated_pct=%g "
            "max_actions_per_hour=%d cooldown_s=%.0f",
@@ -1732,6 +1745,7 @@ int gh_controller_new(const struct gh_controller_opts *o, struct gh_controller *
                                   .clock = ctl->clock,
                                   .identity = ctl->identity,
                                   .no_execute_taint = o->no_execute_taint,
+                                  .taint_key = o->taint_key,
                                   .drain = o->drain,
                                   .crash_after = o->crash_after,
                                   .qps = o->qps,

@@ -50,6 +50,7 @@ struct gh_controller_opts {
     const char *watch_namespace;       /* pods watched (and acted on); NULL: all */
     const char *node_selector;         /* nodes governed (label selector); NULL: all */
     bool no_execute_taint;
+    const char *taint_key;             /* borrowed, outlives the controller; NULL: GH_TAINT_KEY */
     struct gh_drain_opts drain;
     const char *crash_after;           /* executor test hook (see executor.h) */
     const struct gh_clock *clock;      /* borrowed; NULL: real */

@@ -305,12 +305,16 @@ static void event(struct worker *w, const struct gh_kube_res *res, const char *n
 }
 
 /* Events about a decision on the node, the job and the pods in the
- * evidence, and on the Incident object itself. */
-static void decision_events(struct worker *w, const json_t *inc, const char *summary)
+ * evidence, and on the Incident object itself. A dry-run decision says so
+ * first: nothing was done, whatever the reason sentence reads like. */
+static void decision_events(struct worker *w, const json_t *inc, const char *mode,
+                            const char *summary)
 {
     const char *id = jstr(inc, "id"), *node = jstr(inc, "node"), *job = jstr(inc, "job");
+    bool dry = mode && !strcmp(mode, "dry_run");
     char note[1024];
-    snprintf(note, sizeof note, "%s: %s", id ? id : "?", summary);
+    snprintf(note, sizeof note, "%s: %s%s", id ? id : "?",
+             dry ? "dry run, no action taken: " : "", summary);
     if (id)
         event(w, &gh_kube_res_incidents, NULL, id, "Warning", "IncidentDecided",
               "Decide", note);
@@ -439,7 +443,7 @@ static void act_once(struct worker *w, struct run_ctx *rc, struct gh_audit_inten
 {
     const json_t *inc = rc->inc;
     enum gh_action a = (enum gh_action)gh_action_from_name(it->action);
-    struct gh_act_ctx x = {w->c, w->ex->clock, rc->id};
+    struct gh_act_ctx x = {w->c, w->ex->clock, rc->id, w->ex->o.taint_key};
     struct gh_err err = {{0}};
     const char *node = jstr(inc, "node"), *job = jstr(inc, "job");
     char ns[64], name[254];
@@ -759,7 +763,7 @@ static void do_decision_rest(struct worker *w, struct gh_task *t, struct gh_exec
     (void)run_pending(w, inc, id, rep, false);
     /* the Incident object first: its Event names it by uid */
     finish_incident(w, inc, t->mode, rep);
-    decision_events(w, inc, jstr(inc, "reason") ? jstr(inc, "reason") : "");
+    decision_events(w, inc, t->mode, jstr(inc, "reason") ? jstr(inc, "reason") : "");
 }
 
 /* Pending intents of incident id in the store (0 when unreadable). */
@@ -867,7 +871,7 @@ static bool do_decision(struct worker *w, struct gh_task *t, bool split,
         return true;
     /* the Incident object first: its Event names it by uid */
     finish_incident(w, inc, t->mode, rep);
-    decision_events(w, inc, jstr(inc, "reason") ? jstr(inc, "reason") : "");
+    decision_events(w, inc, t->mode, jstr(inc, "reason") ? jstr(inc, "reason") : "");
     return false;
 }
 
@@ -961,7 +965,7 @@ static void do_release(struct worker *w, struct gh_task *t, struct gh_exec_repor
 {
     snprintf(rep->node, sizeof rep->node, "%s", t->node);
     snprintf(rep->id, sizeof rep->id, "%s", t->id);
-    struct gh_act_ctx x = {w->c, w->ex->clock, t->id[0] ? t->id : "release"};
+    struct gh_act_ctx x = {w->c, w->ex->clock, t->id[0] ? t->id : "release", w->ex->o.taint_key};
     struct gh_act_result res;
     struct gh_err err = {{0}};
     int64_t t0 = now(w);

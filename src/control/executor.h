@@ -100,6 +100,7 @@ struct gh_executor_opts {
     const struct gh_clock *clock;      /* borrowed; NULL: real */
     const char *identity;              /* copied: reporting instance, controller name */
     bool no_execute_taint;             /* isolate with NoExecute instead of NoSchedule */
+    const char *taint_key;             /* borrowed, outlives the executor; NULL: GH_TAINT_KEY */
     struct gh_drain_opts drain;
     size_t queue_cap;                  /* 0: 4096 */
     /* Test hook: after this action's API call succeeds and before it is

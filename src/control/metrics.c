@@ -2,6 +2,8 @@
  * Prometheus text exposition. */
 #include "control/metrics.h"
 
+#include "common/version.h"
+
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -151,6 +153,9 @@ size_t gh_ctl_metrics_write(struct gh_ctl_metrics *m, char *buf, size_t cap)
         return 0;
     buf[0] = '\0';
     struct out o = {buf, cap, 0};
+    put(&o, "# HELP gpuheal_build_info The running gpuheal's component and version (always 1).\n"
+            "# TYPE gpuheal_build_info gauge\n"
+            "gpuheal_build_info{component=\"controller\",version=\"%s\"} 1\n", GH_VERSION);
     pthread_mutex_lock(&m->mu);
     put(&o, "# HELP gpuheal_incidents_total Incidents decided, by fault class.\n"
             "# TYPE gpuheal_incidents_total counter\n");

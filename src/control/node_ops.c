@@ -52,6 +52,11 @@ static json_t *obj_child(json_t *o, const char *k)
     return c;
 }
 
+static const char *taint_key(const struct gh_act_ctx *x)
+{
+    return x->taint_key && *x->taint_key ? x->taint_key : GH_TAINT_KEY;
+}
+
 static void now_str(const struct gh_act_ctx *x, char *buf)
 {
     int64_t t = gh_clock_now(x->clock ? x->clock : gh_clock_real());
@@ -97,11 +102,11 @@ static int iso_mutate(void *ud, json_t *node)
     json_array_foreach(taints, i, t) {
         const char *k = json_string_value(json_object_get(t, "key"));
         const char *e = json_string_value(json_object_get(t, "effect"));
-        if (k && e && strcmp(k, GH_TAINT_KEY) == 0 && strcmp(e, effect) == 0)
+        if (k && e && strcmp(k, taint_key(s->x)) == 0 && strcmp(e, effect) == 0)
             s->had_taint = true;
     }
     if (!s->had_taint) {
-        json_array_append_new(taints, json_pack("{s:s, s:s, s:s}", "key", GH_TAINT_KEY, "value",
+        json_array_append_new(taints, json_pack("{s:s, s:s, s:s}", "key", taint_key(s->x), "value",
                                                 "true", "effect", effect));
         if (!json_object_get(ann, GH_ANN_TAINTED_BY))
             json_object_set_new(ann, GH_ANN_TAINTED_BY, json_string(s->x->incident));
@@ -130,7 +135,7 @@ int gh_act_isolate_node(const struct gh_act_ctx *x, const char *node, bool no_ex
     if (rc == NOOP) {
         gh_act_result_api_ok(r, 200);
         gh_act_result_set(r, "noop", "already isolated: cordoned%s, taint %s:%s present",
-                          s.foreign_cordon ? " (by someone else)" : "", GH_TAINT_KEY, effect);
+                          s.foreign_cordon ? " (by someone else)" : "", taint_key(x), effect);
         return GH_OK;
     }
     if (rc) {
@@ -142,13 +147,14 @@ int gh_act_isolate_node(const struct gh_act_ctx *x, const char *node, bool no_ex
     gh_act_result_set(r, "succeeded", "%s%s%s%s%s:%s", s.cordoned ? "cordoned" : "",
                       s.foreign_cordon ? "cordon already set by someone else (left as theirs)" : "",
                       (s.cordoned || s.foreign_cordon) && s.tainted ? "; " : "",
-                      s.tainted ? "tainted " : "taint present ", GH_TAINT_KEY, effect);
+                      s.tainted ? "tainted " : "taint present ", taint_key(x), effect);
     return GH_OK;
 }
 
 /* ---- release */
 
 struct rel {
+    const struct gh_act_ctx *x;
     bool uncordoned, untainted;
 };
 
@@ -170,7 +176,7 @@ static int rel_mutate(void *ud, json_t *node)
         json_t *t;
         json_array_foreach(taints, i, t) {
             const char *k = json_string_value(json_object_get(t, "key"));
-            if (!k || strcmp(k, GH_TAINT_KEY) != 0)
+            if (!k || strcmp(k, taint_key(s->x)) != 0)
                 json_array_append(keep, t);
         }
         json_object_set_new(spec, "taints", keep);
@@ -187,7 +193,7 @@ int gh_act_release_node(const struct gh_act_ctx *x, const char *node, struct gh_
                         struct gh_err *err)
 {
     memset(r, 0, sizeof *r);
-    struct rel s = {0};
+    struct rel s = {.x = x};
     struct gh_kube_ref ref = {&gh_kube_res_nodes, NULL, node};
     struct gh_kube_status st;
     gh_kube_status_reset(&st);
@@ -209,9 +215,9 @@ int gh_act_release_node(const struct gh_act_ctx *x, const char *node, struct gh_
         return rc;
     }
     gh_act_result_api_ok(r, 200);
-    gh_act_result_set(r, "succeeded", "returned %s to service: %s%s%s", node,
+    gh_act_result_set(r, "succeeded", "returned %s to service: %s%s%s%s", node,
                       s.uncordoned ? "uncordoned" : "", s.uncordoned && s.untainted ? ", " : "",
-                      s.untainted ? "removed taint " GH_TAINT_KEY : "");
+                      s.untainted ? "removed taint " : "", s.untainted ? taint_key(x) : "");
     return GH_OK;
 }
 

@@ -165,6 +165,18 @@ check "dry run: Incident $DID phase Skipped" wait_for 10 id_phase_is "$DID" Skip
 check "dry run: spec.dryRun" [ "$("$K" get incident "$DID" -o jsonpath='{.spec.dryRun}')" = true ]
 check "dry run: $C not cordoned" uncordoned "$C"
 check "dry run: explain says so" sh -c "'$GH_BIN/gpuheal' explain node/$C --db '$DRY' | grep -q 'dry run: would act'"
+# what a person reads: the Dry-Run column, and the Node's Warning Event
+dry_column() { # kubectl get incident ID: the DRY-RUN column reads true
+  # by position: kubectl aligns the columns, and an empty one leaves a gap
+  "$K" get incident "$DID" | awk 'NR == 1 { c = index($0, "DRY-RUN") }
+    NR == 2 { split(substr($0, c), w, " "); exit !(c && w[1] == "true") }'
+}
+check "dry run: kubectl get incident shows DRY-RUN true" dry_column
+dry_event() { # the Node's GPUFault Event for DID says dry run first
+  "$K" get events -A --field-selector "involvedObject.name=$C,reason=GPUFault" \
+    -o jsonpath='{range .items[*]}{.message}{"\n"}{end}' | grep -q "^$DID: dry run, no action taken: "
+}
+check "dry run: the Node's GPUFault Event says dry run" wait_for 20 dry_event
 stop_controller
 
 # ---- 6. approval ------------------------------------------------------------

@@ -178,8 +178,9 @@ refuse() { # DESC PATTERN ARGS...
   fi
 }
 refuse "a request command without an absolute path" "absolute PATH" --set agent.requests.rebootCommand=reboot
-refuse "a probe name with a space" "agent.probes\[\].name" --set 'agent.probes[0].name=a b' --set 'agent.probes[0].command=true'
-refuse "a probe without a command" "command is required" --set 'agent.probes[0].name=x'
+# values.schema.json refuses these first, naming the field
+refuse "a probe name with a space" "/agent/probes/0/name" --set 'agent.probes[0].name=a b' --set 'agent.probes[0].command=true'
+refuse "a probe without a command" "missing property 'command'" --set 'agent.probes[0].name=x'
 refuse "a script file name with a slash" "not a valid file name" --set 'agent.scripts.a/b=x'
 
 # The agent with exactly the rendered arguments; only where it reads and

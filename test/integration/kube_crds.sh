@@ -55,14 +55,14 @@ out=$(k get incident "$inc")
 echo "$out" | sed 's/^/    /'
 hdr=$(echo "$out" | head -n1 | tr -s ' ')
 row=$(echo "$out" | sed -n 2p | tr -s ' ')
-check "Incident columns: NAME CLASS NODE GPU JOB ACTIONS PHASE AGE" \
-  test "$hdr" = "NAME CLASS NODE GPU JOB ACTIONS PHASE AGE"
+check "Incident columns: NAME CLASS NODE GPU JOB ACTIONS PHASE DRY-RUN AGE" \
+  test "$hdr" = "NAME CLASS NODE GPU JOB ACTIONS PHASE DRY-RUN AGE"
 case $row in
-  "$inc gpu_hardware node-$sfx 3 team-a/llm-$sfx [\"isolate_node\",\"restart_from_checkpoint\"] "[0-9]*) ok "Incident row shows the spec's values (no phase yet)" ;;
+  "$inc gpu_hardware node-$sfx 3 team-a/llm-$sfx [\"isolate_node\",\"restart_from_checkpoint\"] true "[0-9]*) ok "Incident row shows the spec's values (no phase yet, DRY-RUN true)" ;;
   *) bad "Incident row: '$row'" ;;
 esac
 wide=$(k get incident "$inc" -o wide | head -n1 | tr -s ' ')
-check "-o wide adds the priority-1 REASON column" test "$wide" = "NAME CLASS NODE GPU JOB ACTIONS PHASE REASON AGE"
+check "-o wide adds the priority-1 REASON column" test "$wide" = "NAME CLASS NODE GPU JOB ACTIONS PHASE DRY-RUN REASON AGE"
 
 # status through the status subresource only
 k patch incident "$inc" --type=merge -p '{"status":{"phase":"Failed"}}' >/dev/null 2>&1
@@ -148,6 +148,23 @@ cols=$(curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admi
   python3 -c 'import json,sys; print(" ".join(c["name"] for c in json.load(sys.stdin)["columnDefinitions"]))')
 check "RecoveryPolicy columns: Name Priority Dry-Run Rules Max-Unavailable Actions/h Ready Age ($cols)" \
   test "$cols" = "Name Priority Dry-Run Rules Max-Unavailable Actions/h Ready Age"
+
+# ---- kubectl explain: every field described (test/cli/crd_descriptions.sh
+# walks the schemas; here what a person reads)
+explains() { # WHAT TEXT: `kubectl explain WHAT` shows TEXT
+  k explain "$1" 2>&1 | tr -s ' \n' ' ' | grep -qF -- "$2"
+}
+check "kubectl explain incident: the kind's description" explains incident \
+  "An Incident: one decision of gpuheal's controller"
+check "kubectl explain incident.spec.gpu" explains incident.spec.gpu \
+  "The blamed GPU's index on the node"
+check "kubectl explain recoverypolicy.spec.budgets.nodeCooldown" explains \
+  recoverypolicy.spec.budgets.nodeCooldown "No new action on a node this soon after the last one"
+check "kubectl explain gpunodehealth.status.gpus.lastXid" explains gpunodehealth.status.gpus.lastXid \
+  "The latest XID code seen on this GPU."
+for f in incident incident.status.actions.result recoverypolicy.status.ruleCount gpunodehealth.spec.nodeName; do
+  check "kubectl explain $f: not <empty>" sh -c "! '$GH_KUBE_BIN/kubectl' explain $f 2>&1 | grep -q '<empty>'"
+done
 
 echo "kube_crds: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

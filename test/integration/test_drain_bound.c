@@ -125,7 +125,7 @@ static int pods_left(struct env *e, const char *prefix, int n)
 static void *drain_thread(void *ud)
 {
     struct run *r = ud;
-    struct gh_act_ctx x = {r->c, NULL, "inc-00000000000000b1"};
+    struct gh_act_ctx x = {.c = r->c, .incident = "inc-00000000000000b1"};
     r->rc = gh_act_drain_node(&x, r->node, &r->o, &r->r, &r->err);
     return NULL;
 }

@@ -285,6 +285,11 @@ static void test_subject_parse(void **st)
     assert_int_equal(gh_audit_subject_parse("incident/inc-1", &s, &err), 0);
     assert_int_equal(s.kind, GH_AUDIT_INCIDENT);
     assert_int_equal(gh_audit_subject_parse("pod/x", &s, &err), GH_EINVAL);
+    /* a job without its namespace names no job: refused, not "0 incidents" */
+    assert_int_equal(gh_audit_subject_parse("job/ml", &s, &err), GH_EINVAL);
+    assert_string_equal(err.msg, "\"job/ml\": job/NS/NAME needs a namespace and a name");
+    assert_int_equal(gh_audit_subject_parse("job/ml/", &s, &err), GH_EINVAL);
+    assert_int_equal(gh_audit_subject_parse("job/ml/a/b", &s, &err), GH_EINVAL);
     assert_int_equal(gh_audit_subject_parse("node/a/b", &s, &err), GH_EINVAL);
     assert_int_equal(gh_audit_subject_parse("deployment/x/y", &s, &err), GH_EINVAL);
     assert_int_equal(gh_audit_subject_parse("gpu-17", &s, &err), GH_EINVAL);

@@ -13,10 +13,8 @@
 
 #include "cmd/gpuheal-agent/agent.h"
 #include "common/log.h"
+#include "common/version.h"
 
-#ifndef GH_VERSION
-#define GH_VERSION "0.1.0"
-#endif
 
 enum opt {
     O_NODE, O_KMSG, O_KMSG_MODE, O_NVML_LIB, O_POLL_INTERVAL, O_DCGM, O_DCGM_EXPORTER,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cmd/gpuheal-agent/agent.h"
+#include "common/version.h"
 
 struct out {
     char *buf;
@@ -310,15 +311,31 @@ size_t agent_metrics_render(struct agent *a, char *buf, size_t cap)
               "Failed POSTs since the last success.", (double)ps.consecutive_failures);
     }
 
-    head(&o, "gpuheal_agent_source_up", "gauge", "1 when the source is running.");
-    put(&o, "gpuheal_agent_source_up{source=\"kmsg\"} %d\n", a->kmsg != NULL);
-    put(&o, "gpuheal_agent_source_up{source=\"nvml\"} %d\n", a->nvml != NULL);
-    put(&o, "gpuheal_agent_source_up{source=\"dcgm\"} %d\n", a->dcgm != NULL);
-    put(&o, "gpuheal_agent_source_up{source=\"dcgm_exporter\"} %d\n", a->dcgmx != NULL);
-    put(&o, "gpuheal_agent_source_up{source=\"telemetry\"} %d\n", a->tele != NULL);
-    put(&o, "gpuheal_agent_source_up{source=\"nic\"} %d\n", a->nic != NULL);
-    put(&o, "gpuheal_agent_source_up{source=\"inject\"} %d\n", a->inject != NULL && !a->inject_done);
-    put(&o, "gpuheal_agent_source_up{source=\"probe\"} %d\n", a->probe != NULL);
+    /* Enabled: configured to run (a flag or setting turned it on); up: running.
+     * A source turned off on purpose is 0 in both, so "enabled and not up" is
+     * the only "down". A one-shot --inject file read to its end is finished:
+     * neither enabled nor up any more. */
+    const struct {
+        const char *name;
+        bool enabled, up;
+    } srcs[] = {
+        {"kmsg", a->cfg.kmsg != NULL, a->kmsg != NULL},
+        {"nvml", a->cfg.nvml_lib != NULL, a->nvml != NULL},
+        {"dcgm", a->cfg.dcgm, a->dcgm != NULL},
+        {"dcgm_exporter", a->cfg.dcgm_exporter != NULL, a->dcgmx != NULL},
+        {"telemetry", a->cfg.telemetry_socket != NULL, a->tele != NULL},
+        {"nic", a->cfg.nic_root != NULL, a->nic != NULL},
+        {"inject", a->cfg.inject != NULL && !a->inject_done, a->inject != NULL && !a->inject_done},
+        {"probe", a->cfg.n_probes > 0, a->probe != NULL},
+    };
+    head(&o, "gpuheal_agent_source_enabled", "gauge",
+         "1 when the source is configured to run; 0 when it is turned off.");
+    for (size_t i = 0; i < sizeof srcs / sizeof srcs[0]; i++)
+        put(&o, "gpuheal_agent_source_enabled{source=\"%s\"} %d\n", srcs[i].name, srcs[i].enabled);
+    head(&o, "gpuheal_agent_source_up", "gauge",
+         "1 when the source is running (an enabled source at 0 is down).");
+    for (size_t i = 0; i < sizeof srcs / sizeof srcs[0]; i++)
+        put(&o, "gpuheal_agent_source_up{source=\"%s\"} %d\n", srcs[i].name, srcs[i].up);
 
     if (a->kmsg) {
         struct gh_kmsg_source_stats ks;
@@ -357,5 +374,7 @@ size_t agent_metrics_render(struct agent *a, char *buf, size_t cap)
         probe_metrics(&o, a);
     gauge(&o, "gpuheal_agent_start_time_seconds", "Unix time the agent started.",
           (double)a->started_ns / 1e9);
+    head(&o, "gpuheal_build_info", "gauge", "The running gpuheal's component and version (always 1).");
+    put(&o, "gpuheal_build_info{component=\"agent\",version=\"%s\"} 1\n", GH_VERSION);
     return o.len;
 }

@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "common/timeutil.h"
+#include "common/version.h"
 #include "control/controller.h"
 #include "engine/policy.h"
 #include "kube/kubeconfig.h"
@@ -68,6 +69,8 @@ static const struct setting {
     {"storm-window", false, "storm breaker window (5m)"},
     {"storm-hold", false, "storm breaker stays open this long after the last blame (15m)"},
     {"taint-effect", false, "NoSchedule (default) or NoExecute"},
+    {"taint-key", false, "the taint put on isolated nodes (gpuheal.io/unhealthy); agents must "
+                         "tolerate it"},
     {"drain-timeout", false, "give up on pods a PodDisruptionBudget keeps (60s)"},
     {"request-timeout", false, "record a reset_gpu/reboot_node/run_diagnostics request the node "
                                "agent has not answered after this as timed out (1h)"},
@@ -114,9 +117,38 @@ static bool on(const struct values *v, const char *name)
     return s && (!strcmp(s, "true") || !strcmp(s, "1") || !strcmp(s, "yes"));
 }
 
+/* A taint key is a label key: [DNS-subdomain "/"] name (1-63 of [A-Za-z0-9._-],
+ * alphanumeric at both ends); the prefix at most 253 of [a-z0-9.-]. */
+static bool taint_key_ok(const char *k)
+{
+    const char *slash = strchr(k, '/');
+    const char *name = slash ? slash + 1 : k;
+    if (slash) {
+        size_t pl = (size_t)(slash - k);
+        if (pl == 0 || pl > 253 || strchr(name, '/'))
+            return false;
+        for (size_t i = 0; i < pl; i++)
+            if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= '0' && k[i] <= '9') || k[i] == '-' ||
+                  k[i] == '.'))
+                return false;
+        if (k[0] == '-' || k[0] == '.' || k[pl - 1] == '-' || k[pl - 1] == '.')
+            return false;
+    }
+    size_t n = strlen(name);
+    if (n == 0 || n > 63)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        if (!alnum && !((c == '-' || c == '_' || c == '.') && i > 0 && i + 1 < n))
+            return false;
+    }
+    return true;
+}
+
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: gpuheal-controller [--NAME VALUE | --FLAG] ...\n\n");
+    fprintf(f, "usage: gpuheal-controller [--NAME VALUE | --FLAG] ... | --help | --version\n\n");
     for (size_t i = 0; i < N_SETTINGS; i++)
         fprintf(f, "  --%-26s %s\n", settings[i].name, settings[i].help);
     fprintf(f, "\nEach setting may also come from the environment (GPUHEAL_DB, GPUHEAL_TOKEN_FILE,\n"
@@ -323,6 +355,11 @@ int main(int argc, char **argv)
             status = 0;
             goto out;
         }
+        if (!strcmp(argv[i], "--version")) {
+            printf("gpuheal-controller %s\n", GH_VERSION);
+            status = 0;
+            goto out;
+        }
         const char *a = argv[i];
         if (strncmp(a, "--", 2) != 0) {
             fprintf(stderr, "gpuheal-controller: unexpected argument \"%s\"\n", a);
@@ -443,6 +480,14 @@ int main(int argc, char **argv)
         goto out;
     }
     o.no_execute_taint = te && !strcmp(te, "NoExecute");
+    o.taint_key = get(&v, "taint-key");
+    if (o.taint_key && !taint_key_ok(o.taint_key)) {
+        fprintf(stderr, "gpuheal-controller: --taint-key \"%s\": a label key such as "
+                        "gpuheal.io/unhealthy ([PREFIX/]NAME: NAME 1-63 letters, digits, '-', "
+                        "'_', '.', starting and ending with a letter or digit; PREFIX a DNS "
+                        "subdomain)\n", o.taint_key);
+        goto out;
+    }
     o.identity = get(&v, "identity");
     o.lease_namespace = get(&v, "lease-namespace");
     o.lease_name = get(&v, "lease-name");

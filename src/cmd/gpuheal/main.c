@@ -4,10 +4,8 @@
 
 #include "cmd/gpuheal/commands.h"
 #include "common/log.h"
+#include "common/version.h"
 
-#ifndef GH_VERSION
-#define GH_VERSION "0.1.0"
-#endif
 
 struct command {
     const char *name;

@@ -1,10 +1,147 @@
 /* policy_cmd.c - `gpuheal policy lint FILE...` (problems with line numbers)
- * and `gpuheal policy default` (the built-in policy as YAML). */
+ * and `gpuheal policy default` (the built-in policy as YAML). A file is
+ * either gpuheal's policy file (version, settings, rules: --policy) or
+ * RecoveryPolicy objects (apiVersion gpuheal.io/v1alpha1, what users
+ * kubectl apply), linted as the controller reads them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "cmd/gpuheal/commands.h"
+#include "control/policy_cr.h"
+#include "kube/yaml_json.h"
+
+#define CR_API_VERSION "gpuheal.io/v1alpha1"
+
+/* The first YAML document of text names apiVersion or kind: the object form. */
+static bool object_form(const char *text, size_t len)
+{
+    json_t *doc = NULL;
+    struct gh_err err = {{0}};
+    bool yes = false;
+    if (gh_yaml_to_json(text, len, &doc, &err) == GH_OK && json_is_object(doc))
+        yes = json_object_get(doc, "apiVersion") || json_object_get(doc, "kind");
+    json_decref(doc);
+    return yes;
+}
+
+#define LINT_MAX_OBJECTS 64
+
+struct lint_names {
+    char name[LINT_MAX_OBJECTS][254];
+    int n;
+};
+
+/* One document of the object form, starting at line `line`: 0 ok, 1 error,
+ * 2 an empty document (a trailing ---, only comments). */
+static int lint_object(const char *path, int line, const char *text, size_t len,
+                       struct gh_policy_crset *set, struct lint_names *seen, int *n_rules)
+{
+    json_t *doc = NULL;
+    struct gh_err err = {{0}};
+    if (gh_yaml_to_json(text, len, &doc, &err) != GH_OK) {
+        printf("%s:%d: error: %s\n", path, line, err.msg);
+        return 1;
+    }
+    int rc = 1;
+    const char *api = json_string_value(json_object_get(doc, "apiVersion"));
+    const char *kind = json_string_value(json_object_get(doc, "kind"));
+    const char *name = json_string_value(json_object_get(json_object_get(doc, "metadata"), "name"));
+    bool dup = false;
+    for (int i = 0; name && i < seen->n; i++)
+        dup = dup || !strcmp(seen->name[i], name);
+    if (json_is_null(doc)) {
+        rc = 2;
+    } else if (!json_is_object(doc)) {
+        printf("%s:%d: error: a RecoveryPolicy object is a mapping\n", path, line);
+    } else if (!api || strcmp(api, CR_API_VERSION) != 0) {
+        printf("%s:%d: error: apiVersion \"%s\": expected " CR_API_VERSION "\n", path, line,
+               api ? api : "");
+    } else if (!kind || strcmp(kind, "RecoveryPolicy") != 0) {
+        printf("%s:%d: error: kind \"%s\": expected RecoveryPolicy\n", path, line, kind ? kind : "");
+    } else if (!name || !*name) {
+        printf("%s:%d: error: metadata.name missing\n", path, line);
+    } else if (dup) {
+        printf("%s:%d: error: RecoveryPolicy \"%s\" appears twice in the file (applied, the "
+               "second replaces the first)\n", path, line, name);
+    } else if (seen->n == LINT_MAX_OBJECTS) {
+        printf("%s:%d: error: more than %d RecoveryPolicy objects in one file\n", path, line,
+               LINT_MAX_OBJECTS);
+    } else if (!json_is_object(json_object_get(doc, "spec"))) {
+        printf("%s:%d: error: RecoveryPolicy \"%s\": spec missing\n", path, line, name);
+    } else {
+        snprintf(seen->name[seen->n++], sizeof seen->name[0], "%s", name);
+        struct gh_policy_cr_verdict v;
+        gh_policy_crset_offer(set, doc, &v);
+        if (v.accepted) {
+            *n_rules += v.rules;
+            rc = 0;
+        } else {
+            /* the controller's own words, less its note on what stays in force */
+            char *cut = strstr(v.message, "; this policy's rules are not used");
+            if (cut)
+                *cut = '\0';
+            printf("%s:%d: error: RecoveryPolicy \"%s\": %s\n", path, line, name, v.message);
+        }
+    }
+    json_decref(doc);
+    return rc;
+}
+
+/* Every document of buf (split at lines "---"), each linted as an object. */
+static int lint_objects(const char *path, const char *buf, size_t len)
+{
+    struct gh_policy *base = gh_policy_new_default();
+    struct gh_policy_crset *set = base ? gh_policy_crset_new(base) : NULL;
+    if (!set) {
+        fprintf(stderr, "%s: out of memory\n", path);
+        gh_policy_free(base);
+        return 1;
+    }
+    gh_policy_crset_begin(set);
+    struct lint_names *seen = calloc(1, sizeof *seen);
+    if (!seen) {
+        fprintf(stderr, "%s: out of memory\n", path);
+        gh_policy_crset_free(set);
+        gh_policy_free(base);
+        return 1;
+    }
+    int errors = 0, objects = 0, rules = 0, line = 1, start_line = 1;
+    size_t start = 0;
+    for (size_t i = 0; i <= len; i++) {
+        bool eol = i == len || buf[i] == '\n';
+        if (!eol)
+            continue;
+        size_t ls = i; /* the line's start */
+        while (ls > 0 && buf[ls - 1] != '\n')
+            ls--;
+        bool marker = i - ls >= 3 && strncmp(buf + ls, "---", 3) == 0 &&
+                      strspn(buf + ls + 3, " \t\r") >= i - ls - 3;
+        if (marker || i == len) {
+            size_t end = marker ? ls : len;
+            if (end > start && strspn(buf + start, " \t\r\n") < end - start) {
+                int e = lint_object(path, start_line, buf + start, end - start, set, seen, &rules);
+                errors += e == 1;
+                objects += e != 2;
+            }
+            start = i + 1 < len ? i + 1 : len;
+            start_line = line + 1;
+        }
+        line++;
+    }
+    free(seen);
+    gh_policy_free(gh_policy_crset_end(set, NULL));
+    gh_policy_crset_free(set);
+    gh_policy_free(base);
+    if (errors)
+        printf("%s: %d error%s\n", path, errors, errors == 1 ? "" : "s");
+    else
+        printf("%s: ok (%d RecoveryPolic%s, %d rules, 0 warnings)\n", path, objects,
+               objects == 1 ? "y" : "ies", rules);
+    return errors || !objects ? 1 : 0;
+}
 
 static int lint_one(const char *path)
 {
@@ -20,6 +157,11 @@ static int lint_one(const char *path)
     if (!buf) {
         fprintf(stderr, "%s: out of memory\n", path);
         return 1;
+    }
+    if (len <= GH_POLICY_MAX_BYTES && object_form(buf, len)) {
+        int orc = lint_objects(path, buf, len);
+        free(buf);
+        return orc;
     }
     struct gh_policy *p = NULL;
     struct gh_policy_diags d;
@@ -57,6 +199,7 @@ int gh_cmd_policy(int argc, char **argv)
     FILE *out = argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) ? stdout
                                                                                            : stderr;
     fprintf(out, "usage: gpuheal policy lint FILE...   check policies; problems as FILE:LINE: ...\n"
+                 "                                     (a policy file, or RecoveryPolicy objects)\n"
                  "       gpuheal policy default        print the built-in policy (YAML)\n"
                  "Exit status of lint: 0 when every file is usable, 1 when one has errors.\n");
     return out == stdout ? 0 : 2;
