@@ -44,7 +44,9 @@ static const struct opt_def defs[O__COUNT] = {
         "root for /dev/kmsg); a file of /dev/kmsg-format records works for tests"},
     [O_KMSG_MODE] = {"kmsg-mode", "device|file", "device",
         "device: /dev/kmsg records (ring read from its start, shipped seq\n"
-        "persisted in SPOOL_DIR/kmsg.state); file: a text log followed like tail -F"},
+        "persisted in SPOOL_DIR/kmsg.state); file: a text log followed like tail -F\n"
+        "(its position persisted there too: nothing written while the agent is\n"
+        "down is lost, through rotation and copytruncate)"},
     [O_NVML_LIB] = {"nvml-lib", "PATH|off", GH_NVML_DEFAULT_LIB,
         "NVML library to dlopen (needs the /dev/nvidia* device nodes)"},
     [O_POLL_INTERVAL] = {"poll-interval", "DURATION", "1s", "NVML poll period"},

@@ -273,7 +273,9 @@ static void sync_spool(struct agent *a)
         return;
     }
     /* What is fsync'd in the spool need not be re-read from the kernel. */
-    if (a->kmsg && a->kmsg_seq_spooled > a->kmsg_seq_committed) {
+    if (a->kmsg && a->cfg.kmsg_file_mode)
+        gh_kmsg_source_commit_read(a->kmsg); /* its signals were spooled on this loop */
+    else if (a->kmsg && a->kmsg_seq_spooled > a->kmsg_seq_committed) {
         gh_kmsg_source_commit(a->kmsg, a->kmsg_seq_spooled);
         a->kmsg_seq_committed = a->kmsg_seq_spooled;
     }
