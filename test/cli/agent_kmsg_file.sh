@@ -82,5 +82,9 @@ wait_for 30 persisted_to_end || die "not persisted after restart 3"
 wait_for 60 all_arrived e1 e2 e3 e4 e5 && ok "truncate + longer write while running: its first line arrived" \
   || bad "truncate + longer write: $(grep -c 'mark-e' "$out") of 5 arrived (first line: $(grep -c mark-e1 "$out"))"
 kill -TERM "$apid"; wait "$apid" 2>/dev/null
+# Every kill -9 above came after the position was persisted to the end, so
+# nothing was read twice either.
+dups=$(grep -o 'mark-[a-e][0-9]' "$out" | sort | uniq -d | tr '\n' ' ')
+[ -z "$dups" ] && ok "each of the $(grep -c mark- "$out") lines arrived once" || bad "arrived twice: $dups"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
