@@ -1,11 +1,12 @@
 # gpuheal - the two commands of the README and their helpers.
 #   make         build build/bin/* (release, -O2)
-#   make test    install deps, build, run every test (unit under ASan+UBSan)
+#   make test    install deps, build, run every test (unit under ASan+UBSan; the
+#                threaded parts' unit tests also under TSan, build-tsan)
 #   make demo    the main job
 #   make fuzz    every libFuzzer target for FUZZ_SECONDS each (default 60)
 #   make bench   build and run the benchmarks under bench/
 #   make chaos   fault injection (test/chaos): every scenario, a CHAOS_SOAK_SECONDS soak
-.PHONY: all deps build build-asan build-fuzz test demo fuzz fuzz-short bench clean chaos
+.PHONY: all deps build build-asan build-fuzz build-tsan test demo fuzz fuzz-short bench clean chaos
 
 CMAKE_GEN   ?= -G Ninja
 JOBS        ?= $(shell nproc)
@@ -25,12 +26,19 @@ build-asan: deps
 	@cmake -S . -B build-asan $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DGH_SANITIZE=ON >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 
+# ThreadSanitizer: only the unit tests of the threaded parts (GH_TSAN_TESTS
+# in CMakeLists.txt) and what they link.
+build-tsan: deps
+	@cmake -S . -B build-tsan $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DGH_TSAN=ON >/dev/null
+	@cmake --build build-tsan -j $(JOBS) --target tsan_tests
+
 build-fuzz: deps
 	@CC=clang-14 cmake -S . -B build-fuzz $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DGH_FUZZ=ON -DGH_TESTS=OFF >/dev/null
 	@cmake --build build-fuzz -j $(JOBS)
 
-test: build build-asan build-fuzz
+test: build build-asan build-fuzz build-tsan
 	@cd build-asan && ctest --output-on-failure -j $(JOBS)
+	@cd build-tsan && ctest --output-on-failure -j $(JOBS) -L tsan
 	@FUZZ_SECONDS=5 scripts/run-fuzz build-fuzz
 
 fuzz: build-fuzz
@@ -46,4 +54,4 @@ chaos: build
 	@GH_BIN=$(CURDIR)/build/bin GH_SOURCE_DIR=$(CURDIR) CHAOS_STRICT=1 test/chaos/chaos.sh --soak $(CHAOS_SOAK_SECONDS)
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-fuzz build-tsan

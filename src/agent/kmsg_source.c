@@ -5,6 +5,7 @@
 #include "agent/kmsg_source.h"
 #include "common/mono.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -23,6 +24,18 @@
 #define POLL_BUDGET (4 * 1024 * 1024)
 #define PART_MAX (2 * GH_KMSG_LINE_MAX) /* longest line kept whole (buffer: +1 for the newline) */
 #define BOOT_ID_MAX 64
+#define HASH_MAX 4096                /* file mode: bytes of the last line hashed */
+
+/* File mode: a position in the followed file - the file (dev, inode), the
+ * offset just after a complete line, and a hash of the last hlen bytes
+ * before it (the end of that line), which tells copytruncate or an
+ * overwrite from appends. */
+struct fpos {
+    bool valid;
+    uint64_t dev, ino, off;
+    uint32_t hlen;
+    uint64_t hash;
+};
 
 struct gh_kmsg_source {
     enum gh_kmsg_src_mode mode;
@@ -49,6 +62,11 @@ struct gh_kmsg_source {
     dev_t dev;
     ino_t ino;
     off_t off;
+    uint64_t line_off;              /* just after the last complete line read */
+    uint32_t line_hlen;             /* min(line_off, HASH_MAX) */
+    uint64_t line_hash;             /* of the bytes [line_off - line_hlen, line_off) */
+    struct fpos safe;               /* every signal of the lines before it emitted (under mu) */
+    struct fpos fcommitted, fpersisted; /* (under mu) */
 
     bool have_skip;                 /* restart: skip signals with seq <= skip_seq */
     uint64_t skip_seq;
@@ -78,6 +96,65 @@ static void count(struct gh_kmsg_source *src, uint64_t *field, uint64_t n)
 }
 
 /* ---- state file ------------------------------------------------------------ */
+
+static uint64_t fnv1a(const char *p, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* The hash of [off - hlen, off) of fd; false when it cannot be read whole. */
+static bool hash_at(int fd, uint64_t off, uint32_t hlen, uint64_t *out)
+{
+    char buf[HASH_MAX];
+    if (hlen > HASH_MAX || hlen > off)
+        return false;
+    size_t got = 0;
+    while (got < hlen) {
+        ssize_t r = pread(fd, buf + got, hlen - got, (off_t)(off - hlen + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return false;
+        got += (size_t)r;
+    }
+    *out = fnv1a(buf, hlen);
+    return true;
+}
+
+#define FSTATE_HDR "gpuheal-kmsg-file v1\n"
+
+/* Reads the file mode's state: FSTATE_HDR, then "dev D\nino I\noffset O\n
+ * hlen L\nhash H\npath P\n". GH_ENOTFOUND when absent, GH_EINVAL when corrupt
+ * or for another path. */
+static int read_fstate(const char *state, const char *path, struct fpos *out)
+{
+    char buf[PATH_MAX + 256];
+    FILE *f = fopen(state, "re");
+    if (!f)
+        return errno == ENOENT ? GH_ENOTFOUND : GH_EIO;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    if (strncmp(buf, FSTATE_HDR, strlen(FSTATE_HDR)) != 0)
+        return GH_EINVAL;
+    unsigned long long dev, ino, off, hash;
+    unsigned hlen;
+    int pos = 0;
+    if (sscanf(buf + strlen(FSTATE_HDR), "dev %llu\nino %llu\noffset %llu\nhlen %u\nhash %llx\npath %n",
+               &dev, &ino, &off, &hlen, &hash, &pos) != 5 || pos == 0)
+        return GH_EINVAL;
+    const char *p = buf + strlen(FSTATE_HDR) + pos;
+    size_t plen = strlen(path);
+    if (strncmp(p, path, plen) != 0 || p[plen] != '\n' || hlen > HASH_MAX || hlen > off)
+        return GH_EINVAL;
+    *out = (struct fpos){true, dev, ino, off, hlen, hash};
+    return GH_OK;
+}
 
 /* Reads "gpuheal-kmsg-state v1\nboot_id X\nseq N\n". GH_ENOTFOUND when
  * absent, GH_EINVAL when corrupt. */
@@ -128,13 +205,10 @@ static int write_all(int fd, const char *s, size_t n)
     return 0;
 }
 
-/* tmp + fsync + rename + fsync of the directory. */
-static int write_state(const char *path, const char *tmp, const char *boot_id, uint64_t seq,
+/* tmp + fsync + rename + fsync of the directory: buf[0..n) becomes path. */
+static int write_state(const char *path, const char *tmp, const char *buf, int n,
                        struct gh_err *err)
 {
-    char buf[256];
-    int n = snprintf(buf, sizeof buf, "gpuheal-kmsg-state v1\nboot_id %s\nseq %llu\n", boot_id,
-                     (unsigned long long)seq);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return gh_err_set(err, GH_EIO, "kmsg state: open %s: %s", tmp, strerror(errno));
@@ -167,9 +241,50 @@ static int write_state(const char *path, const char *tmp, const char *boot_id, u
     return GH_OK;
 }
 
+static bool fpos_eq(const struct fpos *a, const struct fpos *b)
+{
+    return a->valid == b->valid && a->dev == b->dev && a->ino == b->ino && a->off == b->off &&
+           a->hlen == b->hlen && a->hash == b->hash;
+}
+
+/* File mode: writes the committed position when it changed. */
+static int persist_file(struct gh_kmsg_source *src, struct gh_err *err)
+{
+    int rc = GH_OK;
+    pthread_mutex_lock(&src->persist_mu);
+    pthread_mutex_lock(&src->mu);
+    struct fpos c = src->fcommitted;
+    bool due = c.valid && !fpos_eq(&c, &src->fpersisted);
+    pthread_mutex_unlock(&src->mu);
+    if (due) {
+        char buf[PATH_MAX + 256];
+        int n = snprintf(buf, sizeof buf,
+                         FSTATE_HDR "dev %llu\nino %llu\noffset %llu\nhlen %u\nhash %016llx\n"
+                         "path %s\n", (unsigned long long)c.dev, (unsigned long long)c.ino,
+                         (unsigned long long)c.off, c.hlen, (unsigned long long)c.hash, src->path);
+        if (n < 0 || (size_t)n >= sizeof buf)
+            rc = gh_err_set(err, GH_EINVAL, "kmsg state: path too long");
+        else
+            rc = write_state(src->state_path, src->state_tmp, buf, n, err);
+        pthread_mutex_lock(&src->mu);
+        if (rc == GH_OK) {
+            src->fpersisted = c;
+            src->st.persisted = c.off;
+        } else {
+            src->st.state_errors++;
+        }
+        src->last_persist_mono = gh_mono_ns();
+        pthread_mutex_unlock(&src->mu);
+    }
+    pthread_mutex_unlock(&src->persist_mu);
+    return rc;
+}
+
 int gh_kmsg_source_persist(struct gh_kmsg_source *src, struct gh_err *err)
 {
     int rc = GH_OK;
+    if (src->mode == GH_KMSG_SRC_FILE)
+        return src->state_path ? persist_file(src, err) : GH_OK;
     if (!src->state_path || !src->boot_id[0])
         return GH_OK;
     pthread_mutex_lock(&src->persist_mu);
@@ -178,7 +293,10 @@ int gh_kmsg_source_persist(struct gh_kmsg_source *src, struct gh_err *err)
     uint64_t seq = src->st.committed;
     pthread_mutex_unlock(&src->mu);
     if (due) {
-        rc = write_state(src->state_path, src->state_tmp, src->boot_id, seq, err);
+        char buf[256];
+        int n = snprintf(buf, sizeof buf, "gpuheal-kmsg-state v1\nboot_id %s\nseq %llu\n",
+                         src->boot_id, (unsigned long long)seq);
+        rc = write_state(src->state_path, src->state_tmp, buf, n, err);
         pthread_mutex_lock(&src->mu);
         if (rc == GH_OK) {
             src->st.persisted = seq;
@@ -203,11 +321,24 @@ void gh_kmsg_source_commit(struct gh_kmsg_source *src, uint64_t seq)
     pthread_mutex_unlock(&src->mu);
 }
 
+void gh_kmsg_source_commit_read(struct gh_kmsg_source *src)
+{
+    pthread_mutex_lock(&src->mu);
+    if (src->safe.valid) {
+        src->fcommitted = src->safe;
+        src->st.committed = src->safe.off;
+    }
+    pthread_mutex_unlock(&src->mu);
+}
+
 static void maybe_persist(struct gh_kmsg_source *src)
 {
     pthread_mutex_lock(&src->mu);
-    bool due = src->has_committed &&
-               (!src->has_persisted || src->st.committed != src->st.persisted) &&
+    bool changed = src->mode == GH_KMSG_SRC_FILE
+                       ? src->fcommitted.valid && !fpos_eq(&src->fcommitted, &src->fpersisted)
+                       : src->has_committed &&
+                             (!src->has_persisted || src->st.committed != src->st.persisted);
+    bool due = changed &&
                (src->persist_interval_ns < 0 ||
                 gh_mono_ns() - src->last_persist_mono >= src->persist_interval_ns);
     pthread_mutex_unlock(&src->mu);
@@ -324,20 +455,43 @@ static void end_partial(struct gh_kmsg_source *src)
 
 /* ---- opening -------------------------------------------------------------- */
 
-static int open_path(struct gh_kmsg_source *src, bool from_start, struct gh_err *err)
+/* File mode: the position is now line_off (just after a complete line):
+ * fingerprint the bytes before it. */
+static void set_line_off(struct gh_kmsg_source *src, uint64_t off)
 {
-    int fd = open(src->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    src->line_off = off;
+    src->line_hlen = off < HASH_MAX ? (uint32_t)off : HASH_MAX;
+    if (!hash_at(src->fd, off, src->line_hlen, &src->line_hash)) {
+        src->line_hlen = 0;
+        src->line_hash = 0;
+    }
+}
+
+/* File mode: the bytes before line_off are no longer what was read there
+ * (the file was truncated and rewritten, or overwritten, in place). */
+static bool overwritten(struct gh_kmsg_source *src)
+{
+    uint64_t h;
+    if (!src->line_hlen)
+        return false;
+    return !hash_at(src->fd, src->line_off, src->line_hlen, &h) || h != src->line_hash;
+}
+
+static int open_file(struct gh_kmsg_source *src, const char *path, bool from_start,
+                     struct gh_err *err)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
         if (e == ENOENT)
-            return gh_err_set(err, GH_ENOTFOUND, "kmsg: %s: %s", src->path, strerror(e));
-        return gh_err_set(err, GH_EIO, "kmsg: open %s: %s", src->path, strerror(e));
+            return gh_err_set(err, GH_ENOTFOUND, "kmsg: %s: %s", path, strerror(e));
+        return gh_err_set(err, GH_EIO, "kmsg: open %s: %s", path, strerror(e));
     }
     struct stat st;
     if (fstat(fd, &st)) {
         int e = errno;
         close(fd);
-        return gh_err_set(err, GH_EIO, "kmsg: fstat %s: %s", src->path, strerror(e));
+        return gh_err_set(err, GH_EIO, "kmsg: fstat %s: %s", path, strerror(e));
     }
     src->fd = fd;
     src->fd_pollable = S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode);
@@ -349,7 +503,89 @@ static int open_path(struct gh_kmsg_source *src, bool from_start, struct gh_err 
         off_t o = lseek(fd, 0, SEEK_END);
         src->off = o > 0 ? o : 0;
     }
+    if (src->mode == GH_KMSG_SRC_FILE)
+        set_line_off(src, (uint64_t)src->off);
     return GH_OK;
+}
+
+static int open_path(struct gh_kmsg_source *src, bool from_start, struct gh_err *err)
+{
+    return open_file(src, src->path, from_start, err);
+}
+
+/* File mode, at start: the open file is the one of the saved position; go
+ * there when the bytes before it are still the same, else read the file
+ * from its start (it was truncated or rewritten while the agent was down). */
+static void resume_at(struct gh_kmsg_source *src, const struct fpos *saved)
+{
+    struct stat st;
+    uint64_t h;
+    if (fstat(src->fd, &st) == 0 && (uint64_t)st.st_size >= saved->off &&
+        hash_at(src->fd, saved->off, saved->hlen, &h) && h == saved->hash &&
+        lseek(src->fd, (off_t)saved->off, SEEK_SET) == (off_t)saved->off) {
+        src->off = (off_t)saved->off;
+        src->line_off = saved->off;
+        src->line_hlen = saved->hlen;
+        src->line_hash = saved->hash;
+        return;
+    }
+    lseek(src->fd, 0, SEEK_SET);
+    src->off = 0;
+    set_line_off(src, 0);
+    count(src, &src->st.truncations, 1);
+}
+
+/* Finds, in the directory of src->path, the file that was saved->ino (a log
+ * rotated while the agent was down: kern.log -> kern.log.1) into out. */
+static bool find_rotated(const struct gh_kmsg_source *src, const struct fpos *saved, char *out,
+                         size_t cap)
+{
+    char dir[PATH_MAX];
+    const char *slash = strrchr(src->path, '/');
+    if (slash == src->path)
+        snprintf(dir, sizeof dir, "/");
+    else if (slash)
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - src->path), src->path);
+    else
+        snprintf(dir, sizeof dir, ".");
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    bool found = false;
+    struct dirent *e;
+    while (!found && (e = readdir(d))) {
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISREG(st.st_mode) && (uint64_t)st.st_dev == saved->dev &&
+            (uint64_t)st.st_ino == saved->ino) {
+            int n = snprintf(out, cap, "%s/%s", dir, e->d_name);
+            found = n > 0 && (size_t)n < cap;
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+/* File mode with a saved position: the file it names, at the path or
+ * rotated next to it, from that position; then (check_rotation) the file
+ * now at the path from its start. */
+static int open_saved(struct gh_kmsg_source *src, const struct fpos *saved, struct gh_err *err)
+{
+    struct stat st;
+    char rotated[PATH_MAX];
+    if (stat(src->path, &st) == 0 && (uint64_t)st.st_dev == saved->dev &&
+        (uint64_t)st.st_ino == saved->ino) {
+        int rc = open_path(src, true, err);
+        if (rc == GH_OK)
+            resume_at(src, saved);
+        return rc;
+    }
+    if (find_rotated(src, saved, rotated, sizeof rotated) &&
+        open_file(src, rotated, true, NULL) == GH_OK) {
+        resume_at(src, saved);
+        return GH_OK; /* the new file at the path comes after it */
+    }
+    return open_path(src, true, err); /* a new file: all of it is new */
 }
 
 static void read_boot_id(const char *path, char *out, size_t cap)
@@ -463,10 +699,31 @@ int gh_kmsg_source_new(const struct gh_kmsg_source_opts *opts, struct gh_kmsg_so
     } else {
         po.boot_time_ns = opts->boot_time_ns ? opts->boot_time_ns : GH_KMSG_BOOT_UNKNOWN;
     }
+    struct fpos saved = {0};
+    if (src->mode == GH_KMSG_SRC_FILE && opts->state_path) {
+        size_t n = strlen(opts->state_path) + 5;
+        src->state_path = strdup(opts->state_path);
+        src->state_tmp = malloc(n);
+        if (!src->state_path || !src->state_tmp) {
+            rc = gh_err_set(err, GH_ENOMEM, "kmsg: out of memory");
+            goto out;
+        }
+        snprintf(src->state_tmp, n, "%s.tmp", opts->state_path);
+        int s = read_fstate(src->state_path, src->path, &saved);
+        if (s == GH_OK) {
+            src->fcommitted = src->fpersisted = saved;
+            src->st.committed = src->st.persisted = saved.off;
+        } else if (s != GH_ENOTFOUND) {
+            src->st.state_errors++; /* another format, path or corrupt: as if none */
+        }
+    }
     if ((rc = gh_kmsg_parser_new(&src->parser, &po, err)))
         goto out;
 
-    rc = open_path(src, src->mode == GH_KMSG_SRC_DEVICE || src->file_from_start, err);
+    if (saved.valid)
+        rc = open_saved(src, &saved, err);
+    else
+        rc = open_path(src, src->mode == GH_KMSG_SRC_DEVICE || src->file_from_start, err);
     if (rc == GH_ENOTFOUND && src->mode == GH_KMSG_SRC_FILE)
         rc = GH_OK; /* waited for: each poll tries again */
     if (rc)
@@ -515,6 +772,26 @@ static int poll_device(struct gh_kmsg_source *src, bool *caught_up, struct gh_er
     return GH_OK;
 }
 
+/* Shorter, or the bytes before our position are not what we read there
+ * (truncated and rewritten longer between two polls): from the start.
+ * Returns true when the position changed. */
+static bool check_truncation(struct gh_kmsg_source *src)
+{
+    struct stat st;
+    if (src->fd < 0 || fstat(src->fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return false;
+    if (st.st_size >= src->off && !overwritten(src))
+        return false;
+    end_partial(src);
+    flush(src);
+    if (lseek(src->fd, 0, SEEK_SET) == 0) {
+        src->off = 0;
+        set_line_off(src, 0);
+    }
+    count(src, &src->st.truncations, 1);
+    return true;
+}
+
 /* After EOF: a new inode at the path (rotation) or a shorter file
  * (truncation). Returns true when the position changed. */
 static bool check_rotation(struct gh_kmsg_source *src, struct gh_err *err)
@@ -538,15 +815,7 @@ static bool check_rotation(struct gh_kmsg_source *src, struct gh_err *err)
             count(src, &src->st.rotations, 1);
         return true;
     }
-    if (S_ISREG(st.st_mode) && st.st_size < src->off) {
-        end_partial(src);
-        flush(src);
-        if (lseek(src->fd, 0, SEEK_SET) == 0)
-            src->off = 0;
-        count(src, &src->st.truncations, 1);
-        return true;
-    }
-    return false;
+    return check_truncation(src);
 }
 
 static int poll_file(struct gh_kmsg_source *src, bool *caught_up, struct gh_err *err)
@@ -556,12 +825,17 @@ static int poll_file(struct gh_kmsg_source *src, bool *caught_up, struct gh_err 
         *caught_up = true;
         return GH_OK;
     }
+    check_truncation(src); /* before reading on from a position that is no more */
     while (total < POLL_BUDGET) {
         ssize_t n = read(src->fd, src->rbuf, RBUF_SIZE);
         if (n > 0) {
+            uint64_t base = (uint64_t)src->off;
             src->off += n;
             count(src, &src->st.bytes, (uint64_t)n);
             take_bytes(src, src->rbuf, (size_t)n);
+            const char *nl = memrchr(src->rbuf, '\n', (size_t)n);
+            if (nl)
+                set_line_off(src, base + (uint64_t)(nl - src->rbuf) + 1);
             total += (size_t)n;
             continue;
         }
@@ -593,6 +867,14 @@ int gh_kmsg_source_poll(struct gh_kmsg_source *src, bool *caught_up, struct gh_e
         rc = poll_file(src, &done, err);
     if (done)
         flush(src);
+    if (done && src->mode == GH_KMSG_SRC_FILE && src->fd >= 0) {
+        /* Every line before line_off has been fed and the parser flushed:
+         * their signals are out. */
+        pthread_mutex_lock(&src->mu);
+        src->safe = (struct fpos){true, (uint64_t)src->dev, (uint64_t)src->ino, src->line_off,
+                                  src->line_hlen, src->line_hash};
+        pthread_mutex_unlock(&src->mu);
+    }
     maybe_persist(src);
     if (caught_up)
         *caught_up = done;

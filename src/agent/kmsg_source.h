@@ -14,8 +14,27 @@
  * - GH_KMSG_SRC_FILE: a text log (kern.log, a dmesg dump) followed like
  *   `tail -F`: appends are read; a new inode at the path (rotation) is read
  *   from its start after the old file is drained; a file that shrinks
- *   (truncation, copytruncate) is re-read from its start. Reading starts at
- *   the end of the file unless opts.file_from_start. No restart state.
+ *   (truncation, copytruncate) is re-read from its start, and so is one
+ *   whose bytes before the read position changed (truncated and rewritten
+ *   longer between two polls: a hash of the up to 4 KiB before the
+ *   position, checked at every end of file). Reading starts at the end of
+ *   the file unless opts.file_from_start - or, with opts.state_path, at the
+ *   persisted position (below).
+ *
+ * Nothing lost across a restart (file mode): the caller tells the source,
+ * with gh_kmsg_source_commit_read(), that every signal emitted so far has
+ * been durably handed off; the source persists the position reached when
+ * it was last caught up - the file (dev, inode), the offset just after a
+ * complete line and a hash of the bytes before it - in opts.state_path
+ * ("gpuheal-kmsg-file v1", same tmp + fsync + rename, same interval). On
+ * start: the same inode with the same bytes before the offset is read from
+ * there (what was written while the agent was down is read); the same inode
+ * shorter or with other bytes there (copytruncate) is read from its start;
+ * a new inode at the path (rotation while down) - the old inode is looked
+ * for in the same directory (kern.log.1) and read from the offset to its
+ * end, then the new file from its start. Lines read after the last commit
+ * are read again after a crash: their signals can arrive twice (file-mode
+ * signals carry no id of their own), at most one persist interval's worth.
  *
  * Never re-shipping (device mode): the caller tells the source which record
  * sequence number has been durably handed off (gh_kmsg_source_commit(),
@@ -110,6 +129,10 @@ void gh_kmsg_source_stop(struct gh_kmsg_source *src);
  * Lower values than an earlier commit are ignored. Thread-safe, cheap (the
  * file is written later by the reading side; see persist_interval_ns). */
 void gh_kmsg_source_commit(struct gh_kmsg_source *src, uint64_t seq);
+/* File mode: every signal emitted so far is durably handed off (e.g. the
+ * spool was fsync'd after them): the position reached when the source was
+ * last caught up becomes the one to persist. Thread-safe; cheap. */
+void gh_kmsg_source_commit_read(struct gh_kmsg_source *src);
 /* Writes the state file now (tmp + fsync + rename). GH_OK when there is
  * nothing to write or no state_path; GH_EIO. Thread-safe. */
 int gh_kmsg_source_persist(struct gh_kmsg_source *src, struct gh_err *err);
@@ -126,11 +149,11 @@ struct gh_kmsg_source_stats {
     uint64_t skipped;      /* signals not emitted: shipped before a restart */
     uint64_t overruns;     /* EPIPE: records lost to ring overwrite */
     uint64_t rotations;    /* file mode: new inode at the path */
-    uint64_t truncations;  /* file mode: file shrank */
+    uint64_t truncations;  /* file mode: file shrank or was rewritten (also found on start) */
     uint64_t read_errors;
     uint64_t state_errors; /* state file unreadable/corrupt, or a failed write */
-    uint64_t committed;    /* last committed seq (0 = none) */
-    uint64_t persisted;    /* last seq written to the state file (0 = none) */
+    uint64_t committed;    /* last committed seq (file mode: offset; 0 = none) */
+    uint64_t persisted;    /* last seq (offset) written to the state file (0 = none) */
 };
 void gh_kmsg_source_stats(struct gh_kmsg_source *src, struct gh_kmsg_source_stats *out);
 

@@ -464,7 +464,10 @@ int gh_publisher_tick(struct gh_publisher *p, struct gh_spool *sp, int64_t now_n
     if ((rc = gh_spool_read(sp, p->lim_records, p->lim_bytes, &p->batch, err)))
         return rc;
     if (p->batch.n == 0) {
+        /* Pending records the spool holds in memory (its disk is full):
+         * come back after another linger, not at once. */
         gh_spool_batch_clear(&p->batch);
+        p->pending_since = now_ns;
         return GH_OK;
     }
     p->pending_since = 0;

@@ -22,6 +22,7 @@
 #define CURSOR_SIZE   40
 #define SEG_NAME_LEN  24          /* 20 digits + ".seg" */
 #define MIN_MAX_BYTES (64u * 1024)
+#define TELE_FLAG     0x80000000u /* in a record's length: a telemetry record */
 
 _Static_assert(WBUF_CAP >= HDR + GH_SIGNAL_LINE_MAX, "a record must fit the write buffer");
 _Static_assert(RBUF_CAP >= HDR + GH_SIGNAL_LINE_MAX, "a record must fit the read buffer");
@@ -30,6 +31,7 @@ struct seg {
     uint64_t first;  /* seq of its first record (and its name) */
     uint64_t n;      /* records */
     uint64_t bytes;  /* file size (the active one: plus what is buffered) */
+    uint64_t tele;   /* bytes of its telemetry records (headers included) */
 };
 
 /* A buffered view of one segment file for reading records. */
@@ -49,7 +51,9 @@ struct gh_spool {
     size_t nseg, segcap;
     uint64_t wconfirmed;       /* active segment bytes known to be in the file */
     char *wbuf;
-    size_t wlen;
+    size_t wlen, wn;           /* buffered bytes and records */
+    bool write_failing;        /* the last flush failed (e.g. ENOSPC) */
+    uint64_t tele_max, tele_bytes; /* telemetry's share and its bytes in segments */
     struct reader rd;
     uint64_t cur_seq, cur_seg, cur_off; /* the cursor: next unacked record */
     uint64_t next_seq, total_bytes;
@@ -111,7 +115,7 @@ static int seg_push(struct gh_spool *sp, uint64_t first, struct gh_err *err)
         sp->segs = ns;
         sp->segcap = ncap;
     }
-    sp->segs[sp->nseg++] = (struct seg){first, 0, 0};
+    sp->segs[sp->nseg++] = (struct seg){first, 0, 0, 0};
     return GH_OK;
 }
 
@@ -134,6 +138,7 @@ static void seg_drop_oldest(struct gh_spool *sp)
     if (sp->rd.fd >= 0 && sp->rd.seg == s.first)
         reader_reset(sp);
     sp->total_bytes -= s.bytes;
+    sp->tele_bytes -= s.tele;
     memmove(sp->segs, sp->segs + 1, (sp->nseg - 1) * sizeof *sp->segs);
     sp->nseg--;
     sp->dir_dirty = true;
@@ -145,7 +150,7 @@ enum rec { REC_OK, REC_END, REC_TORN, REC_CORRUPT, REC_IOERR };
 
 /* Reads the record at offset off of segment seg whose size is size. */
 static enum rec read_record(struct gh_spool *sp, uint64_t seg, uint64_t off, uint64_t size,
-                            uint64_t *seq, const char **payload, uint32_t *plen)
+                            uint64_t *seq, const char **payload, uint32_t *plen, bool *tele)
 {
     struct reader *r = &sp->rd;
     if (off >= size)
@@ -174,6 +179,9 @@ static enum rec read_record(struct gh_spool *sp, uint64_t seg, uint64_t off, uin
             memcpy(&len, h, 4);
             memcpy(&crc, h + 4, 4);
             memcpy(seq, h + 8, 8);
+            if (tele)
+                *tele = (len & TELE_FLAG) != 0;
+            len &= ~TELE_FLAG;
             if (len == 0 || len > GH_SIGNAL_LINE_MAX)
                 return REC_CORRUPT;
             if (size - off - HDR < len)
@@ -272,7 +280,8 @@ static void cursor_seek(struct gh_spool *sp, uint64_t want)
         uint64_t s;
         const char *p;
         uint32_t n;
-        if (read_record(sp, sp->segs[k].first, off, sp->segs[k].bytes, &s, &p, &n) != REC_OK)
+        if (read_record(sp, sp->segs[k].first, off, sp->segs[k].bytes, &s, &p, &n, NULL) !=
+            REC_OK)
             break;
         if (s >= want) {
             seq = s;
@@ -357,22 +366,47 @@ out:
     return rc;
 }
 
+/* Sums the telemetry bytes of an older segment (telemetry's share after a
+ * restart). A record that does not read ends the sum: what follows it is
+ * counted as hardware, which only makes telemetry's share look emptier. */
+static void scan_tele(struct gh_spool *sp, struct seg *s)
+{
+    uint64_t off = 0;
+    for (;;) {
+        uint64_t seq;
+        const char *p;
+        uint32_t len;
+        bool tele;
+        if (read_record(sp, s->first, off, s->bytes, &seq, &p, &len, &tele) != REC_OK)
+            break;
+        if (tele)
+            s->tele += HDR + len;
+        off += HDR + len;
+    }
+    sp->tele_bytes += s->tele;
+}
+
 /* Scans the last segment: counts its records and truncates a torn or
  * corrupt tail. */
 static int recover_last(struct gh_spool *sp, struct gh_err *err)
 {
     struct seg *s = &sp->segs[sp->nseg - 1];
     uint64_t off = 0, n = 0;
+    for (size_t i = 0; i + 1 < sp->nseg; i++)
+        scan_tele(sp, &sp->segs[i]);
     for (;;) {
         uint64_t seq;
         const char *p;
         uint32_t len;
-        enum rec r = read_record(sp, s->first, off, s->bytes, &seq, &p, &len);
+        bool tele;
+        enum rec r = read_record(sp, s->first, off, s->bytes, &seq, &p, &len, &tele);
         if (r == REC_OK && seq != s->first + n)
             r = REC_CORRUPT;
         if (r == REC_OK) {
             off += HDR + len;
             n++;
+            if (tele)
+                s->tele += HDR + len;
             continue;
         }
         if (r == REC_IOERR)
@@ -398,6 +432,7 @@ static int recover_last(struct gh_spool *sp, struct gh_err *err)
         s->bytes = off;
     }
     s->n = n;
+    sp->tele_bytes += s->tele;
     sp->next_seq = s->first + n;
     return GH_OK;
 }
@@ -457,6 +492,11 @@ int gh_spool_open(const struct gh_spool_opts *opts, struct gh_spool **out, struc
         segb = 64ull * 1024 * 1024;
     if (segb > max / 4)
         segb = max / 4;
+    uint64_t tmax = opts->telemetry_max_bytes ? opts->telemetry_max_bytes : max / 4;
+    if (tmax > max / 2)
+        return gh_err_set(err, GH_EINVAL,
+                          "spool: telemetry share %llu bytes above half the spool (%llu)",
+                          (unsigned long long)tmax, (unsigned long long)(max / 2));
 
     struct gh_spool *sp = calloc(1, sizeof *sp);
     if (!sp)
@@ -464,6 +504,7 @@ int gh_spool_open(const struct gh_spool_opts *opts, struct gh_spool **out, struc
     sp->dirfd = sp->wfd = sp->cfd = sp->rd.fd = -1;
     sp->max_bytes = max;
     sp->seg_bytes = segb;
+    sp->tele_max = tmax;
     crc_init(sp->crc_table);
     sp->dir = dupstr(opts->dir);
     sp->node = dupstr(opts->node);
@@ -517,7 +558,7 @@ int gh_spool_open(const struct gh_spool_opts *opts, struct gh_spool **out, struc
             sp->cur_seg = sp->segs[sp->nseg - 1].first;
             sp->cur_off = sp->segs[sp->nseg - 1].bytes;
         } else if (k >= 0 && coff < sp->segs[k].bytes &&
-                   read_record(sp, cseg, coff, sp->segs[k].bytes, &s, &p, &n) == REC_OK &&
+                   read_record(sp, cseg, coff, sp->segs[k].bytes, &s, &p, &n, NULL) == REC_OK &&
                    s == cseq) {
             sp->cur_seq = cseq;
             sp->cur_seg = cseg;
@@ -547,10 +588,14 @@ int gh_spool_flush(struct gh_spool *sp, struct gh_err *err)
             continue;
         if (w <= 0) {
             int e = w < 0 ? errno : EIO;
-            /* Never leave half a record: back to the last good size. */
+            /* Never leave half a record: back to the last good size. The
+             * records stay buffered for the next flush. */
             if (ftruncate(sp->wfd, (off_t)sp->wconfirmed) != 0)
                 e = errno;
-            return gh_err_set(err, GH_EIO, "spool %s: write: %s", sp->dir, strerror(e));
+            sp->write_failing = true;
+            sp->st.write_errors++;
+            return gh_err_set(err, GH_EIO, "spool %s: write: %s (%zu records held in memory)",
+                              sp->dir, strerror(e), sp->wn);
         }
         done += (size_t)w;
     }
@@ -558,6 +603,8 @@ int gh_spool_flush(struct gh_spool *sp, struct gh_err *err)
     if (sp->wlen)
         sp->data_dirty = true;
     sp->wlen = 0;
+    sp->wn = 0;
+    sp->write_failing = false;
     return GH_OK;
 }
 
@@ -584,14 +631,48 @@ static int rotate(struct gh_spool *sp, struct gh_err *err)
 int gh_spool_append_line(struct gh_spool *sp, const char *line, size_t len, uint64_t *seq,
                          struct gh_err *err)
 {
+    return gh_spool_append_line_as(sp, GH_SPOOL_HARDWARE, line, len, seq, err);
+}
+
+/* Telemetry is refused, never making room: when its share is used up,
+ * when the spool is full, and while writes fail (the write buffer is then
+ * kept for hardware signals). */
+static int tele_refuse(struct gh_spool *sp, uint64_t r, struct gh_err *err)
+{
+    const char *why = NULL;
+    if (sp->write_failing)
+        why = "spool writes are failing";
+    else if (sp->tele_bytes + r > sp->tele_max)
+        why = "telemetry's share of the spool is full";
+    else if (sp->total_bytes + r > sp->max_bytes)
+        why = "the spool is full";
+    if (!why)
+        return GH_OK;
+    sp->st.telemetry_dropped++;
+    return gh_err_set(err, GH_ELIMIT, "spool: telemetry line dropped: %s (share %llu bytes)", why,
+                      (unsigned long long)sp->tele_max);
+}
+
+int gh_spool_append_line_as(struct gh_spool *sp, enum gh_spool_class cls, const char *line,
+                            size_t len, uint64_t *seq, struct gh_err *err)
+{
     int rc;
+    bool tele = cls == GH_SPOOL_TELEMETRY;
     if (len == 0 || len > GH_SIGNAL_LINE_MAX || memchr(line, '\n', len))
         return gh_err_set(err, GH_EINVAL, "spool: a record is one line of 1..%d bytes",
                           GH_SIGNAL_LINE_MAX);
     uint64_t r = HDR + len;
+    if (tele && (rc = tele_refuse(sp, r, err)))
+        return rc;
     struct seg *act = &sp->segs[sp->nseg - 1];
-    if (act->bytes > 0 && act->bytes + r > sp->seg_bytes && (rc = rotate(sp, err)))
-        goto lost;
+    if (act->bytes > 0 && act->bytes + r > sp->seg_bytes && !sp->write_failing) {
+        /* A rotation that fails (the disk is full) is put off: the record
+         * goes on in the active segment, buffered until a write succeeds. */
+        struct gh_err rerr;
+        rotate(sp, &rerr);
+    }
+    if (tele && (rc = tele_refuse(sp, r, err)))
+        return rc; /* the rotation's flush failed */
     while (sp->total_bytes + r > sp->max_bytes && sp->nseg > 1) {
         /* Full: the oldest records go, counted. */
         struct seg *old = &sp->segs[0];
@@ -615,20 +696,30 @@ int gh_spool_append_line(struct gh_spool *sp, const char *line, size_t len, uint
                         (unsigned long long)r, (unsigned long long)sp->max_bytes);
         goto lost;
     }
-    if (sp->wlen + r > WBUF_CAP && (rc = gh_spool_flush(sp, err)))
+    if (sp->wlen + r > WBUF_CAP && (rc = gh_spool_flush(sp, err))) {
+        if (tele)
+            return tele_refuse(sp, r, err);
+        gh_err_set(err, GH_EIO, "spool %s: writes failing and the %u-byte memory hold is full: "
+                   "signal lost", sp->dir, WBUF_CAP);
         goto lost;
+    }
     act = &sp->segs[sp->nseg - 1];
     uint64_t s = sp->next_seq;
-    uint32_t l32 = (uint32_t)len, crc = record_crc(sp, s, line, len);
+    uint32_t l32 = (uint32_t)len | (tele ? TELE_FLAG : 0), crc = record_crc(sp, s, line, len);
     char *h = sp->wbuf + sp->wlen;
     memcpy(h, &l32, 4);
     memcpy(h + 4, &crc, 4);
     memcpy(h + 8, &s, 8);
     memcpy(h + HDR, line, len);
     sp->wlen += r;
+    sp->wn++;
     act->bytes += r;
     act->n++;
     sp->total_bytes += r;
+    if (tele) {
+        act->tele += r;
+        sp->tele_bytes += r;
+    }
     sp->next_seq++;
     sp->st.appended++;
     if (seq)
@@ -655,7 +746,9 @@ int gh_spool_append(struct gh_spool *sp, struct gh_signal *sig, uint64_t *seq,
     }
     int rc = gh_signal_encode(sig, &line, err);
     if (rc == GH_OK)
-        rc = gh_spool_append_line(sp, line, strlen(line), seq, err);
+        rc = gh_spool_append_line_as(sp, sig->source == GH_SRC_TELEMETRY ? GH_SPOOL_TELEMETRY
+                                                                         : GH_SPOOL_HARDWARE,
+                                     line, strlen(line), seq, err);
     free(line);
     if (rc && set_id)
         gh_signal_set_str(&sig->id, NULL, 0);
@@ -699,10 +792,12 @@ void gh_spool_batch_clear(struct gh_spool_batch *b)
 int gh_spool_read(struct gh_spool *sp, size_t max_records, size_t max_bytes,
                   struct gh_spool_batch *b, struct gh_err *err)
 {
-    int rc;
     memset(b, 0, sizeof *b);
-    if ((rc = gh_spool_flush(sp, err)))
-        return rc;
+    /* A flush that fails (the disk is full) keeps its records in memory;
+     * what is already in the files is read and shipped all the same, and
+     * its acks free the space the held records need. */
+    struct gh_err ferr;
+    gh_spool_flush(sp, &ferr);
     if (max_records == 0)
         max_records = 1;
     uint64_t seg = sp->cur_seg, off = sp->cur_off, next = sp->cur_seq;
@@ -711,7 +806,9 @@ int gh_spool_read(struct gh_spool *sp, size_t max_records, size_t max_bytes,
     bool moved = false; /* skipped corrupt data without reading a record */
     while (k >= 0 && b->n < max_records) {
         struct seg *s = &sp->segs[k];
-        if (off >= s->bytes) {
+        /* The active segment: only what is in the file. */
+        uint64_t size = (size_t)k + 1 == sp->nseg ? sp->wconfirmed : s->bytes;
+        if (off >= size) {
             if ((size_t)k + 1 >= sp->nseg)
                 break;
             k++;
@@ -724,7 +821,7 @@ int gh_spool_read(struct gh_spool *sp, size_t max_records, size_t max_bytes,
         uint64_t seq;
         const char *p;
         uint32_t len;
-        enum rec r = read_record(sp, seg, off, s->bytes, &seq, &p, &len);
+        enum rec r = read_record(sp, seg, off, size, &seq, &p, &len, NULL);
         if (r == REC_IOERR) {
             gh_spool_batch_clear(b);
             return gh_err_set(err, GH_EIO, "spool %s: reading segment %llu: %s", sp->dir,
@@ -734,7 +831,7 @@ int gh_spool_read(struct gh_spool *sp, size_t max_records, size_t max_bytes,
             /* Disk corruption (we truncated torn tails on open): skip the
              * rest of this segment, counting what was in it. */
             sp->st.corrupt++;
-            off = s->bytes;
+            off = size;
             moved = true;
             continue;
         }
@@ -806,6 +903,10 @@ void gh_spool_stats(const struct gh_spool *sp, struct gh_spool_stats *out)
     out->pending = sp->next_seq > sp->cur_seq ? sp->next_seq - sp->cur_seq : 0;
     out->bytes = sp->total_bytes;
     out->segments = sp->nseg;
+    out->held = sp->write_failing ? sp->wn : 0;
+    out->telemetry_bytes = sp->tele_bytes;
+    out->telemetry_max_bytes = sp->tele_max;
+    out->write_failing = sp->write_failing;
 }
 
 void gh_spool_close(struct gh_spool *sp)

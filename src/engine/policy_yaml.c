@@ -12,6 +12,10 @@
 #include "engine/policy.h"
 
 #define MAX_VISITS 200000
+/* Deepest nesting of mappings and sequences accepted. A policy needs 6;
+ * libyaml's scanner costs O(depth) per token, so a deeply nested flow list
+ * ([[[[...) would take O(n^2) time before the walk could refuse it. */
+#define MAX_DEPTH 64
 
 struct ctx {
     yaml_document_t *doc;
@@ -631,6 +635,42 @@ static void lint(struct ctx *c, const struct gh_policy *p)
     }
 }
 
+/* A pass over libyaml's events that stops at the first node nested deeper
+ * than MAX_DEPTH: 0, or the line of that node (*syntax set when the YAML is
+ * bad instead; yaml_parser_load reports it). Linear: it never goes deeper
+ * than MAX_DEPTH. */
+static int too_deep(const char *text, size_t len, bool *syntax)
+{
+    yaml_parser_t parser;
+    int depth = 0, line = 0;
+    *syntax = false;
+    if (!yaml_parser_initialize(&parser))
+        return 0;
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    for (;;) {
+        yaml_event_t ev;
+        if (!yaml_parser_parse(&parser, &ev)) {
+            *syntax = true;
+            break;
+        }
+        yaml_event_type_t t = ev.type;
+        int at = (int)ev.start_mark.line + 1;
+        yaml_event_delete(&ev);
+        if (t == YAML_STREAM_END_EVENT)
+            break;
+        if (t == YAML_SEQUENCE_START_EVENT || t == YAML_MAPPING_START_EVENT) {
+            if (++depth > MAX_DEPTH) {
+                line = at;
+                break;
+            }
+        } else if (t == YAML_SEQUENCE_END_EVENT || t == YAML_MAPPING_END_EVENT) {
+            depth--;
+        }
+    }
+    yaml_parser_delete(&parser);
+    return line;
+}
+
 int gh_policy_parse(const char *text, size_t len, struct gh_policy **out,
                     struct gh_policy_diags *diags)
 {
@@ -646,6 +686,13 @@ int gh_policy_parse(const char *text, size_t len, struct gh_policy **out,
     struct ctx c = {.doc = &doc, .diags = diags};
     if (len > GH_POLICY_MAX_BYTES) {
         diag_line(&c, 0, true, "policy larger than %d bytes", GH_POLICY_MAX_BYTES);
+        return GH_EINVAL;
+    }
+    bool syntax;
+    int deep = too_deep(text, len, &syntax);
+    if (deep) {
+        diag_line(&c, deep, true, "nested deeper than %d levels (a policy needs 6): refused",
+                  MAX_DEPTH);
         return GH_EINVAL;
     }
     p = calloc(1, sizeof *p);

@@ -56,6 +56,13 @@ echo "req-token" > "$tmp/token"
 "$gh" ingest-serve --listen 127.0.0.1:0 --token-file "$tmp/token" --out "$tmp/out.jsonl" \
   --port-file "$tmp/port" 2> "$tmp/recv.log" &
 rpid=$!
+# Polled conditions are functions: wait_for re-runs them. (An argument like
+# <<<"$(gcond ...)" or "$(grep -c ...)" is expanded once, when wait_for is
+# called, so the wait re-tested a stale value: "state file lost: 3 of 3
+# recognised" failed that way under load.)
+cond_msg_starts() { grep -q "^$2" <<<"$(gcond "$1" message)"; }
+cond_msg_has() { grep -qF "$2" <<<"$(gcond "$1" message)"; }
+log_count_is() { [ "$(grep -c "$2" "$alog")" = "$1" ]; }
 wait_for 20 test -s "$tmp/port" || die "receiver did not start"
 
 # ---- the commands: each appends its environment to a marker file
@@ -196,15 +203,16 @@ check "Request-reboot_node status Unknown" test "$(gcond Request-reboot_node sta
 check "reboot command ran once" test "$(lines "$tmp/reboot.marker")" = 1
 # another request while the reboot is awaited runs, and the reboot stays awaited
 request reset_gpu inc-4 0
-wait_for 30 grep -q "^request inc-4/reset_gpu: exit 0" <<<"$(gcond Request-reset_gpu message)" \
+wait_for 30 cond_msg_starts Request-reset_gpu "request inc-4/reset_gpu: exit 0" \
   && ok "a reset_gpu while the reboot is awaited runs" || bad "reset during the reboot wait: $(gcond Request-reset_gpu message)"
 check "still RebootPending" test "$(gcond Request-reboot_node reason)" = RebootPending
 stop_agent && ok "run 2: SIGTERM, exit 0" || bad "run 2: exit status $?"
 start_agent "$tmp/boot1" "${all_cmds[@]}"   # no reboot happened
-sleep 3
-check "same boot id: reboot not run again" test "$(lines "$tmp/reboot.marker")" = 1
-grep -q 'msg="reboot requested but the boot id is unchanged' "$alog" && ok "same boot id: said so" \
+# Polled, not slept for: the line says the agent has looked at the request,
+# after which "not run again" means something.
+wait_for 30 grep -q 'msg="reboot requested but the boot id is unchanged' "$alog" && ok "same boot id: said so" \
   || bad "no 'boot id is unchanged' line"
+check "same boot id: reboot not run again" test "$(lines "$tmp/reboot.marker")" = 1
 check "same boot id: still RebootPending" test "$(gcond Request-reboot_node reason)" = RebootPending
 stop_agent
 start_agent "$tmp/boot2" "${all_cmds[@]}"   # "after the reboot"
@@ -257,7 +265,7 @@ wait_for 30 is $((v0 + 1)) lines "$tmp/validate.marker" || die "slow validation 
 kill -9 "$apid"; wait "$apid" 2>/dev/null; apid=""
 rm -f "$tmp/validate.slow"
 start_agent "$tmp/boot2" "${all_cmds[@]}"
-wait_for 30 grep -qF "after run_diagnostics (request inc-8/run_diagnostics)" <<<"$(gcond Validated message)" \
+wait_for 30 cond_msg_has Validated "after run_diagnostics (request inc-8/run_diagnostics)" \
   && ok "killed while validating: validated at the next start ($(gcond Validated status))" \
   || bad "validation owed: $(gcond Validated status) $(gcond Validated message)"
 check "validation owed: logged" grep -q 'msg="validation owed from before the restart"' "$alog"
@@ -268,7 +276,7 @@ stop_agent && ok "run 7b: SIGTERM, exit 0" || bad "run 7b: exit status $?"
 # ---- the state file lost: the conditions name what was done
 rm -f "$tmp/spool/requests.state"
 start_agent "$tmp/boot2" "${all_cmds[@]}"
-wait_for 20 test "$(grep -c 'msg="request already reported on GPUNodeHealth' "$alog")" = 3 \
+wait_for 20 log_count_is 3 'msg="request already reported on GPUNodeHealth' \
   && ok "state file lost: the 3 requests on the object are taken as done" \
   || bad "state file lost: $(grep -c 'already reported' "$alog") of 3 recognised"
 check "state file lost: nothing rerun" test \

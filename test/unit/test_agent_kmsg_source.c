@@ -2,7 +2,10 @@
  * a fake /dev/kmsg (a regular file and a FIFO of records), restart without
  * re-shipping (persisted boot id + seq, written atomically), a new boot,
  * corrupt state, SXid flushed when caught up, and a followed log file with
- * appends, rotation and truncation. */
+ * appends, rotation and truncation, and its persisted position: what is
+ * written while the agent is down is read after a restart, through a
+ * rotation or a copytruncate meanwhile; a truncate followed by a longer
+ * write is read from its first line. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -344,7 +347,7 @@ static void test_missing_device(void **st)
     "2026-11-29T07:00:00.123456+00:00 gpu-17 kernel: NVRM: Xid (PCI:0000:3b:00): " #code   \
     ", pid=1234, name=python, Ch 00000018\n"
 
-static struct gh_kmsg_source *new_file(bool from_start)
+static struct gh_kmsg_source *new_file_state(bool from_start, const char *state_path)
 {
     struct gh_kmsg_source_opts o;
     struct gh_kmsg_source *src = NULL;
@@ -353,12 +356,19 @@ static struct gh_kmsg_source *new_file(bool from_start)
     o.mode = GH_KMSG_SRC_FILE;
     o.path = logpath;
     o.node = "gpu-17";
+    o.state_path = state_path;
+    o.persist_interval_ns = -1;
     o.file_from_start = from_start;
     o.emit = record;
     o.emit_ctx = &rec;
     if (gh_kmsg_source_new(&o, &src, &err))
         fail_msg("gh_kmsg_source_new: %s", err.msg);
     return src;
+}
+
+static struct gh_kmsg_source *new_file(bool from_start)
+{
+    return new_file_state(from_start, NULL);
 }
 
 static void test_file_follow(void **st)
@@ -428,6 +438,147 @@ static void test_file_appears_later(void **st)
     gh_kmsg_source_free(src);
 }
 
+
+/* Reads what is there, then commits and persists as the agent does after a
+ * spool fsync; the source is then dropped as by kill -9 (no orderly stop:
+ * free would persist again, but only what was committed). */
+static void read_commit(struct gh_kmsg_source *src)
+{
+    struct gh_err err;
+    poll_all(src);
+    gh_kmsg_source_commit_read(src);
+    assert_int_equal(gh_kmsg_source_persist(src, &err), GH_OK);
+}
+
+static int codes(int *out, int cap)
+{
+    int n = rec.n < cap ? rec.n : cap;
+    for (int i = 0; i < n; i++)
+        out[i] = rec.sigs[i].code;
+    return n;
+}
+
+/* Issue 15 item 10: three XIDs written while the agent is down (kill -9)
+ * are read after the restart; with nothing new, nothing is read twice. */
+static void test_file_restart_reads_downtime(void **st)
+{
+    (void)st;
+    put(logpath, "w", LOGXID(13) "Nov 29 07:00:00 gpu-17 kernel: noise\n");
+    struct gh_kmsg_source *src = new_file_state(false, state);
+    poll_all(src);
+    put(logpath, "a", LOGXID(31));
+    read_commit(src);
+    assert_int_equal(rec.n, 1);
+    gh_kmsg_source_free(src);
+    reset(&rec);
+
+    put(logpath, "a", LOGXID(43) LOGXID(48) "noise line\n" LOGXID(79));
+    src = new_file_state(false, state);
+    read_commit(src);
+    int c[8];
+    assert_int_equal(codes(c, 8), 3);
+    assert_int_equal(c[0], 43);
+    assert_int_equal(c[1], 48);
+    assert_int_equal(c[2], 79);
+    gh_kmsg_source_free(src);
+    reset(&rec);
+
+    /* Restarted again with nothing new: nothing re-read. */
+    src = new_file_state(false, state);
+    poll_all(src);
+    assert_int_equal(rec.n, 0);
+    /* A partial last line is not past the saved position: completed after
+     * a restart, it is read whole. */
+    put(logpath, "a", "2026-11-29T07:00:01Z gpu-17 kernel: NVRM: Xid (PCI:0000:3b:00): 6");
+    read_commit(src);
+    gh_kmsg_source_free(src);
+    put(logpath, "a", "2, pid=1, name=x, Ch 00000001\n");
+    src = new_file_state(false, state);
+    poll_all(src);
+    assert_int_equal(rec.n, 1);
+    assert_int_equal(rec.sigs[0].code, 62);
+    gh_kmsg_source_free(src);
+}
+
+/* Rotation while down: the rest of the old file (found by its inode next to
+ * the path) is read, then the new file from its start. */
+static void test_file_rotated_while_down(void **st)
+{
+    (void)st;
+    put(logpath, "w", LOGXID(13));
+    struct gh_kmsg_source *src = new_file_state(false, state);
+    read_commit(src);
+    gh_kmsg_source_free(src);
+    char rotated[160];
+    snprintf(rotated, sizeof rotated, "%s.1", logpath);
+    put(logpath, "a", LOGXID(31));
+    assert_int_equal(rename(logpath, rotated), 0);
+    put(logpath, "w", LOGXID(43) LOGXID(48));
+    src = new_file_state(false, state);
+    read_commit(src);
+    int c[8];
+    assert_int_equal(codes(c, 8), 3);
+    assert_int_equal(c[0], 31);
+    assert_int_equal(c[1], 43);
+    assert_int_equal(c[2], 48);
+    struct gh_kmsg_source_stats ss;
+    gh_kmsg_source_stats(src, &ss);
+    assert_int_equal(ss.rotations, 1);
+    gh_kmsg_source_free(src);
+}
+
+/* copytruncate while down, the new content longer than the old position:
+ * read from the start (the hash before the position differs). */
+static void test_file_copytruncate_while_down(void **st)
+{
+    (void)st;
+    put(logpath, "w", LOGXID(13));
+    struct gh_kmsg_source *src = new_file_state(false, state);
+    put(logpath, "a", LOGXID(31));
+    read_commit(src);
+    assert_int_equal(rec.n, 1);
+    gh_kmsg_source_free(src);
+    reset(&rec);
+    put(logpath, "w", LOGXID(43) LOGXID(48) LOGXID(79));
+    src = new_file_state(false, state);
+    read_commit(src);
+    int c[8];
+    assert_int_equal(codes(c, 8), 3);
+    assert_int_equal(c[0], 43);
+    assert_int_equal(c[2], 79);
+    gh_kmsg_source_free(src);
+    reset(&rec);
+    /* Shorter than the position: from the start too. */
+    put(logpath, "w", LOGXID(64));
+    src = new_file_state(false, state);
+    poll_all(src);
+    assert_int_equal(rec.n, 1);
+    assert_int_equal(rec.sigs[0].code, 64);
+    gh_kmsg_source_free(src);
+}
+
+/* Issue 15 item 10: a truncate followed by a longer write between two polls
+ * of a running source: its first line is read (it used to be skipped, the
+ * file being no shorter than the old position). */
+static void test_file_truncate_then_longer_write(void **st)
+{
+    (void)st;
+    put(logpath, "w", "");
+    struct gh_kmsg_source *src = new_file(false);
+    put(logpath, "a", LOGXID(13));
+    poll_all(src);
+    assert_int_equal(rec.n, 1);
+    put(logpath, "w", LOGXID(31) LOGXID(43));
+    poll_all(src);
+    assert_int_equal(rec.n, 3);
+    assert_int_equal(rec.sigs[1].code, 31);
+    assert_int_equal(rec.sigs[2].code, 43);
+    struct gh_kmsg_source_stats ss;
+    gh_kmsg_source_stats(src, &ss);
+    assert_int_equal(ss.truncations, 1);
+    gh_kmsg_source_free(src);
+}
+
 static void test_signal_seq(void **st)
 {
     (void)st;
@@ -455,6 +606,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_missing_device, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_follow, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_appears_later, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_file_restart_reads_downtime, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_file_rotated_while_down, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_file_copytruncate_while_down, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_file_truncate_then_longer_write, setup, teardown),
         cmocka_unit_test(test_signal_seq),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

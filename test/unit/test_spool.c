@@ -1,7 +1,11 @@
 /* test_spool.c - unit tests of the agent's disk spool: append, replay in
  * order from the persisted cursor, ack, segment rotation and deletion, a
  * torn or corrupt last record truncated on open, the byte bound (oldest
- * dropped and counted), kill -9 of a writer, and id assignment. */
+ * dropped and counted), kill -9 of a writer, id assignment, telemetry's
+ * share (a telemetry flood never evicts a hardware signal) and a full disk
+ * (ENOSPC on a small tmpfs: what is on disk still ships, the hardware
+ * signal written meanwhile is held in memory and written once acks free
+ * space). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +16,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <errno.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -48,6 +54,7 @@ static int teardown(void **state)
 {
     struct fixture *f = *state;
     char cmd[128];
+    umount2(f->dir, MNT_DETACH); /* the disk-full tests' tmpfs, if a check failed */
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
     assert_int_equal(system(cmd), 0);
     free(f);
@@ -488,6 +495,246 @@ static void test_bad_options(void **state)
     gh_spool_close(NULL);
 }
 
+
+/* A telemetry step line (source telemetry). */
+static int append_step(struct gh_spool *sp, long step, struct gh_err *err)
+{
+    struct gh_signal s;
+    gh_signal_init(&s);
+    s.ts_ns = 1800000000LL * GH_NS_PER_S + step;
+    s.source = GH_SRC_TELEMETRY;
+    s.kind = GH_KIND_STEP;
+    s.has_step = true;
+    s.step = step;
+    s.step_ms = 850.5;
+    s.has_rank = true;
+    s.rank = 3;
+    gh_signal_set_str(&s.node, "n1", 2);
+    gh_signal_set_str(&s.job, "train/job-a", 11);
+    int rc = gh_spool_append(sp, &s, NULL, err);
+    gh_signal_clear(&s);
+    return rc;
+}
+
+/* Reads every pending record, acking, and returns how many were XIDs with
+ * the given code (and the total in *n). */
+static int drain_count_xid(struct gh_spool *sp, int code, uint64_t *n)
+{
+    struct gh_err err;
+    int found = 0;
+    *n = 0;
+    for (;;) {
+        struct gh_spool_batch b;
+        assert_int_equal(gh_spool_read(sp, 500, 1 << 20, &b, &err), GH_OK);
+        if (b.n == 0)
+            break;
+        const char *p = b.body;
+        for (size_t i = 0; i < b.n; i++) {
+            const char *nl = memchr(p, '\n', (size_t)(b.body + b.len - p));
+            struct gh_signal s;
+            assert_int_equal(gh_signal_decode(p, (size_t)(nl - p), 0, &s, &err), GH_OK);
+            if (s.kind == GH_KIND_XID && s.code == code)
+                found++;
+            gh_signal_clear(&s);
+            p = nl + 1;
+        }
+        *n += b.n;
+        assert_int_equal(gh_spool_ack(sp, &b, &err), GH_OK);
+        gh_spool_batch_clear(&b);
+    }
+    return found;
+}
+
+/* Issue 15 item 9: a telemetry flood (receiver down) far larger than the
+ * spool: the XID 79 written before it is still there, telemetry stopped at
+ * its share and was counted, hardware after the flood still fits. */
+static void test_telemetry_never_evicts_hardware(void **state)
+{
+    struct fixture *f = *state;
+    const uint64_t max = 256 * 1024;
+    struct gh_spool *sp = open_spool(f, max, 16 * 1024);
+    struct gh_err err;
+    append_xid(sp, 79, "GPU has fallen off the bus.");
+    int ok = 0, dropped = 0;
+    for (long i = 0; i < 20000; i++) { /* ~2.5 MB of step lines into 256 KiB */
+        int rc = append_step(sp, i, &err);
+        if (rc == GH_OK)
+            ok++;
+        else {
+            assert_int_equal(rc, GH_ELIMIT);
+            dropped++;
+        }
+    }
+    assert_int_equal(gh_spool_flush(sp, &err), GH_OK);
+    struct gh_spool_stats st;
+    gh_spool_stats(sp, &st);
+    assert_int_equal(st.lost, 0);
+    assert_int_equal(st.telemetry_dropped, (uint64_t)dropped);
+    assert_true(dropped > 0 && ok > 0);
+    assert_true(st.telemetry_bytes <= st.telemetry_max_bytes);
+    assert_int_equal(st.telemetry_max_bytes, max / 4);
+    /* Hardware still has the rest of the spool: 300 more XIDs, none lost. */
+    for (int i = 0; i < 300; i++)
+        append_xid(sp, 48, "DBE");
+    gh_spool_stats(sp, &st);
+    assert_int_equal(st.lost, 0);
+    /* Reopened: telemetry's share is counted from the files. */
+    gh_spool_close(sp);
+    sp = open_spool(f, max, 16 * 1024);
+    gh_spool_stats(sp, &st);
+    assert_true(st.telemetry_bytes > max / 4 - 4096 && st.telemetry_bytes <= max / 4);
+    assert_int_equal(append_step(sp, 1, &err), GH_ELIMIT);
+    uint64_t n;
+    assert_int_equal(drain_count_xid(sp, 79, &n), 1);
+    assert_int_equal(n, 1 + (uint64_t)ok + 300);
+    /* Shipped: telemetry's share is free again. */
+    gh_spool_stats(sp, &st);
+    assert_true(st.telemetry_bytes < 16 * 1024);
+    assert_int_equal(append_step(sp, 2, &err), GH_OK);
+    gh_spool_close(sp);
+}
+
+/* A tmpfs of `size` bytes mounted on f->dir (root only): 0, or -1 when this
+ * process may not mount (the test is then skipped). */
+static int mount_small(struct fixture *f, const char *size)
+{
+    char opts[64];
+    snprintf(opts, sizeof opts, "size=%s,mode=0700", size);
+    return mount("tmpfs", f->dir, "tmpfs", 0, opts);
+}
+
+/* Fills the file system of dir with a file until ENOSPC. */
+static void fill_disk(const char *dir)
+{
+    char p[256];
+    snprintf(p, sizeof p, "%s/filler", dir);
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    char buf[4096];
+    memset(buf, 'f', sizeof buf);
+    for (;;) {
+        ssize_t w = write(fd, buf, sizeof buf);
+        if (w < (ssize_t)sizeof buf) {
+            if (w > 0)
+                continue;
+            break;
+        }
+    }
+    close(fd);
+}
+
+/* Issue 15 item 8: ENOSPC. Reading must not fail (it used to flush first
+ * and give up), so what is on disk ships and its acks free the space; the
+ * XID appended while the disk is full is held in memory, not lost, and is
+ * written and shipped once a flush succeeds; telemetry is dropped while
+ * writes fail, counted. */
+static void test_disk_full_keeps_shipping(void **state)
+{
+    struct fixture *f = *state;
+    if (mount_small(f, "256k") != 0) {
+        print_message("mount tmpfs: %s - skipped (needs root)\n", strerror(errno));
+        skip();
+    }
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/spool", f->dir);
+    struct gh_spool_opts o = {.dir = dir, .node = "n1", .boot_id = "b00t",
+                              .max_bytes = 4 << 20, .segment_bytes = 16 * 1024,
+                              .clock = &f->clock};
+    struct gh_spool *sp = NULL;
+    struct gh_err err;
+    assert_int_equal(gh_spool_open(&o, &sp, &err), GH_OK);
+    char msg[200];
+    memset(msg, 'q', sizeof msg - 1);
+    msg[sizeof msg - 1] = '\0';
+    for (int i = 0; i < 200; i++) /* ~60 KB: four segments */
+        append_xid(sp, 13, msg);
+    assert_int_equal(gh_spool_flush(sp, &err), GH_OK);
+    fill_disk(f->dir);
+
+    /* The disk is full (past the last page of the active segment): the XID
+     * and what follows it are held, telemetry is dropped. */
+    append_xid(sp, 79, "GPU has fallen off the bus.");
+    for (int i = 0; i < 20; i++) /* ~6 KB: more than a page */
+        append_xid(sp, 13, msg);
+    assert_int_equal(gh_spool_flush(sp, &err), GH_EIO);
+    assert_non_null(strstr(err.msg, "No space left"));
+    struct gh_spool_stats st;
+    gh_spool_stats(sp, &st);
+    assert_true(st.write_failing);
+    assert_int_equal(st.held, 21);
+    assert_true(st.write_errors >= 1);
+    assert_int_equal(append_step(sp, 1, &err), GH_ELIMIT);
+    gh_spool_stats(sp, &st);
+    assert_int_equal(st.telemetry_dropped, 1);
+    assert_int_equal(st.lost, 0);
+
+    /* What is on disk ships; its acks free whole segments; the held XID is
+     * then written and ships too. */
+    uint64_t total = 0;
+    int found = 0;
+    for (int round = 0; round < 10; round++) {
+        struct gh_spool_batch b;
+        assert_int_equal(gh_spool_read(sp, 50, 1 << 20, &b, &err), GH_OK);
+        if (b.n && strstr(b.body, "\"code\":79"))
+            found = 1;
+        total += b.n;
+        assert_int_equal(gh_spool_ack(sp, &b, &err), GH_OK);
+        gh_spool_batch_clear(&b);
+    }
+    assert_int_equal(found, 1);
+    assert_int_equal(total, 221);
+    gh_spool_stats(sp, &st);
+    assert_false(st.write_failing);
+    assert_int_equal(st.held, 0);
+    assert_int_equal(st.lost, 0);
+    gh_spool_close(sp);
+    assert_int_equal(umount(f->dir), 0);
+}
+
+/* While writes fail the memory hold is bounded: hardware signals beyond it
+ * are lost and counted, never an unbounded buffer. */
+static void test_disk_full_hold_bounded(void **state)
+{
+    struct fixture *f = *state;
+    if (mount_small(f, "64k") != 0) {
+        print_message("mount tmpfs: %s - skipped (needs root)\n", strerror(errno));
+        skip();
+    }
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/spool", f->dir);
+    struct gh_spool_opts o = {.dir = dir, .node = "n1", .boot_id = "b00t",
+                              .max_bytes = 4 << 20, .clock = &f->clock};
+    struct gh_spool *sp = NULL;
+    struct gh_err err;
+    assert_int_equal(gh_spool_open(&o, &sp, &err), GH_OK);
+    fill_disk(f->dir);
+    char msg[200];
+    memset(msg, 'q', sizeof msg - 1);
+    msg[sizeof msg - 1] = '\0';
+    int lost = 0;
+    for (int i = 0; i < 2000; i++) {
+        struct gh_signal s;
+        make_xid(&s, 13, msg);
+        if (gh_spool_append(sp, &s, NULL, &err) != GH_OK) {
+            assert_non_null(strstr(err.msg, "signal lost"));
+            lost++;
+        }
+        gh_signal_clear(&s);
+    }
+    struct gh_spool_stats st;
+    gh_spool_stats(sp, &st);
+    assert_true(lost > 0);
+    assert_int_equal(st.lost, (uint64_t)lost);
+    assert_true(st.held > 0 && st.held < 2000);
+    /* Nothing was read from an empty disk: an empty batch, not an error. */
+    struct gh_spool_batch b;
+    assert_int_equal(gh_spool_read(sp, 50, 1 << 20, &b, &err), GH_OK);
+    assert_int_equal(b.n, 0);
+    gh_spool_batch_clear(&b);
+    gh_spool_close(sp);
+    assert_int_equal(umount(f->dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -502,6 +749,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kill9_writer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keeps_given_id, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_options, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_telemetry_never_evicts_hardware, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_disk_full_keeps_shipping, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_disk_full_hold_bounded, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

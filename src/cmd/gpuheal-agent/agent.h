@@ -70,6 +70,7 @@ struct agent_config {
     char *ca_file;
     char *spool_dir;
     uint64_t spool_max_bytes;
+    unsigned spool_telemetry_share; /* percent of spool_max_bytes telemetry may fill */
     int64_t spool_sync_ns;
     size_t batch_records;
     int64_t batch_linger_ns;
@@ -145,6 +146,14 @@ struct agent {
     atomic_uint_fast64_t inbox_dropped;
     uint64_t lost_logged;          /* spool loss already logged */
     int64_t lost_log_at;
+    uint64_t tele_dropped_logged;  /* telemetry dropped by the spool, already logged */
+    int64_t tele_dropped_log_at;
+    /* spool write/sync/read errors and refused signals: said at most every
+     * 10 s, with how many were not said */
+    struct agent_ratelog {
+        int64_t at;
+        uint64_t suppressed;
+    } log_write, log_sync, log_read, log_refused;
     uint64_t overflow_logged, dropped_logged;
     int64_t overflow_log_at, dropped_log_at;
 };

@@ -21,7 +21,7 @@ enum opt {
     O_DCGM_INTERVAL, O_TELEMETRY_SOCKET, O_TELEMETRY_STEP_INTERVAL, O_INJECT, O_INJECT_FOLLOW,
     O_IB_SYSFS_ROOT, O_NIC_POLL_INTERVAL, O_PROBE, O_KUBECONFIG, O_KUBE_CONTEXT,
     O_HEALTH_INTERVAL, O_CONTROLLER, O_TOKEN_FILE, O_CA_FILE, O_SPOOL_DIR, O_SPOOL_MAX_BYTES,
-    O_SPOOL_SYNC_INTERVAL, O_BATCH_RECORDS, O_BATCH_LINGER, O_LISTEN, O_LOG_LEVEL,
+    O_SPOOL_TELEMETRY_SHARE, O_SPOOL_SYNC_INTERVAL, O_BATCH_RECORDS, O_BATCH_LINGER, O_LISTEN, O_LOG_LEVEL,
     O_BOOT_ID_FILE, O_RESET_GPU_CMD, O_REBOOT_CMD, O_DIAGNOSTICS_CMD, O_VALIDATE_CMD,
     O_REQUEST_TIMEOUT, O__COUNT
 };
@@ -42,7 +42,9 @@ static const struct opt_def defs[O__COUNT] = {
         "root for /dev/kmsg); a file of /dev/kmsg-format records works for tests"},
     [O_KMSG_MODE] = {"kmsg-mode", "device|file", "device",
         "device: /dev/kmsg records (ring read from its start, shipped seq\n"
-        "persisted in SPOOL_DIR/kmsg.state); file: a text log followed like tail -F"},
+        "persisted in SPOOL_DIR/kmsg.state); file: a text log followed like tail -F\n"
+        "(its position persisted there too: nothing written while the agent is\n"
+        "down is lost, through rotation and copytruncate)"},
     [O_NVML_LIB] = {"nvml-lib", "PATH|off", GH_NVML_DEFAULT_LIB,
         "NVML library to dlopen (needs the /dev/nvidia* device nodes)"},
     [O_POLL_INTERVAL] = {"poll-interval", "DURATION", "1s", "NVML poll period"},
@@ -94,6 +96,9 @@ static const struct opt_def defs[O__COUNT] = {
         "disk spool of unshipped signals (a hostPath survives pod restarts)"},
     [O_SPOOL_MAX_BYTES] = {"spool-max-bytes", "BYTES", "256Mi",
         "spool bound; when full the OLDEST signals are dropped and counted"},
+    [O_SPOOL_TELEMETRY_SHARE] = {"spool-telemetry-share", "PERCENT", "25",
+        "most of the spool that telemetry step lines may fill (1..50); beyond it\n"
+        "new telemetry is dropped and counted, never a hardware signal"},
     [O_SPOOL_SYNC_INTERVAL] = {"spool-sync-interval", "DURATION", "200ms",
         "fsync period of the spool (batched fsync)"},
     [O_BATCH_RECORDS] = {"batch-records", "N", "1000", "signals per POST at most"},
@@ -579,6 +584,15 @@ static int convert(char **v, const struct strlist *probes, struct agent_config *
     if (parse_bytes(v[O_SPOOL_MAX_BYTES], &c->spool_max_bytes) || c->spool_max_bytes < 64 * 1024)
         return fail(err, cap, "--spool-max-bytes: expected at least 64Ki, not \"%s\"",
                     v[O_SPOOL_MAX_BYTES]);
+    char *pend;
+    errno = 0;
+    unsigned long share = strtoul(v[O_SPOOL_TELEMETRY_SHARE], &pend, 10);
+    if (*pend == '%')
+        pend++;
+    if (errno || pend == v[O_SPOOL_TELEMETRY_SHARE] || *pend || share < 1 || share > 50)
+        return fail(err, cap, "--spool-telemetry-share: expected a percentage 1..50, not \"%s\"",
+                    v[O_SPOOL_TELEMETRY_SHARE]);
+    c->spool_telemetry_share = (unsigned)share;
     if ((rc = duration_opt(v, O_SPOOL_SYNC_INTERVAL, GH_NS_PER_MS, &c->spool_sync_ns, err, cap)))
         return rc;
     uint64_t br;

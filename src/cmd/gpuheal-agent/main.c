@@ -61,6 +61,21 @@ static int64_t now_ns(const struct agent *a)
 
 /* ---- the data path ---- */
 
+/* A repeated error said at most every LOG_EVERY_NS: true when it is to be
+ * logged now (*suppressed then says how many were not since the last). */
+static bool ratelog_due(struct agent *a, struct agent_ratelog *r, uint64_t *suppressed)
+{
+    int64_t now = now_ns(a);
+    if (r->at && now - r->at < LOG_EVERY_NS) {
+        r->suppressed++;
+        return false;
+    }
+    *suppressed = r->suppressed;
+    r->suppressed = 0;
+    r->at = now;
+    return true;
+}
+
 /* Appends one signal that is to be shipped. s is borrowed: the spool may
  * give it an id, so it works on a shallow copy whose id alone it may set. */
 static void spool_signal(struct agent *a, const struct gh_signal *s)
@@ -72,9 +87,15 @@ static void spool_signal(struct agent *a, const struct gh_signal *s)
     if (tmp.id != s->id)
         free(tmp.id); /* the id the spool gave the copy */
     if (rc) {
+        uint64_t quiet;
+        if (s->source == GH_SRC_TELEMETRY && rc == GH_ELIMIT)
+            return; /* telemetry beyond its share: counted by the spool, said by check_losses */
         a->spool_refused++;
-        GH_LOG(GH_LOG_WARN, "msg=\"signal not spooled\" source=%s kind=%s error=\"%s\"",
-               gh_source_name(s->source), gh_kind_name(s->kind), err.msg);
+        if (ratelog_due(a, &a->log_refused, &quiet))
+            GH_LOG(GH_LOG_ERROR, "msg=\"signal not spooled\" source=%s kind=%s error=\"%s\" "
+                   "refused_total=%llu not_logged=%llu", gh_source_name(s->source),
+                   gh_kind_name(s->kind), err.msg, (unsigned long long)a->spool_refused,
+                   (unsigned long long)quiet);
         return;
     }
     a->spooled++;
@@ -186,6 +207,18 @@ static void check_losses(struct agent *a, int64_t now)
         a->lost_logged = ss.lost;
         a->lost_log_at = now;
     }
+    if (ss.telemetry_dropped > a->tele_dropped_logged &&
+        now - a->tele_dropped_log_at >= LOG_EVERY_NS) {
+        GH_LOG(GH_LOG_WARN,
+               "msg=\"telemetry dropped: its share of the spool is full or spool writes fail\" "
+               "dropped_now=%llu dropped_total=%llu telemetry_bytes=%llu share_bytes=%llu "
+               "write_failing=%s - hardware signals are kept",
+               (unsigned long long)(ss.telemetry_dropped - a->tele_dropped_logged),
+               (unsigned long long)ss.telemetry_dropped, (unsigned long long)ss.telemetry_bytes,
+               (unsigned long long)ss.telemetry_max_bytes, ss.write_failing ? "true" : "false");
+        a->tele_dropped_logged = ss.telemetry_dropped;
+        a->tele_dropped_log_at = now;
+    }
     struct gh_coalesce_stats cs;
     gh_coalesce_stats(a->co, &cs);
     if (cs.overflow > a->overflow_logged && now - a->overflow_log_at >= LOG_EVERY_NS) {
@@ -246,11 +279,16 @@ static void sync_spool(struct agent *a)
 {
     struct gh_err err;
     if (gh_spool_sync(a->spool, &err)) {
-        GH_LOG(GH_LOG_ERROR, "msg=\"spool fsync failed\" error=\"%s\"", err.msg);
+        uint64_t quiet;
+        if (ratelog_due(a, &a->log_sync, &quiet))
+            GH_LOG(GH_LOG_ERROR, "msg=\"spool fsync failed\" error=\"%s\" not_logged=%llu",
+                   err.msg, (unsigned long long)quiet);
         return;
     }
     /* What is fsync'd in the spool need not be re-read from the kernel. */
-    if (a->kmsg && a->kmsg_seq_spooled > a->kmsg_seq_committed) {
+    if (a->kmsg && a->cfg.kmsg_file_mode)
+        gh_kmsg_source_commit_read(a->kmsg); /* its signals were spooled on this loop */
+    else if (a->kmsg && a->kmsg_seq_spooled > a->kmsg_seq_committed) {
         gh_kmsg_source_commit(a->kmsg, a->kmsg_seq_spooled);
         a->kmsg_seq_committed = a->kmsg_seq_spooled;
     }
@@ -344,8 +382,11 @@ static int run_loop(struct agent *a)
             poll_sources(a);
         }
         gh_coalesce_flush(a->co, now, false, on_summary, a);
-        if (gh_spool_flush(a->spool, &err))
-            GH_LOG(GH_LOG_ERROR, "msg=\"spool write failed\" error=\"%s\"", err.msg);
+        uint64_t quiet;
+        if (gh_spool_flush(a->spool, &err) && ratelog_due(a, &a->log_write, &quiet))
+            GH_LOG(GH_LOG_ERROR, "msg=\"spool write failed; signals held in memory, what is on "
+                   "disk still ships\" error=\"%s\" not_logged=%llu", err.msg,
+                   (unsigned long long)quiet);
         /* After the flush: whatever /metrics counts as spooled is in the
          * kernel (kill -9 safe). */
         if (a->http)
@@ -354,8 +395,10 @@ static int run_loop(struct agent *a)
             a->next_sync = now + a->cfg.spool_sync_ns;
             sync_spool(a);
         }
-        if (a->pub && gh_publisher_tick(a->pub, a->spool, now, &err))
-            GH_LOG(GH_LOG_ERROR, "msg=\"spool read failed\" error=\"%s\"", err.msg);
+        if (a->pub && gh_publisher_tick(a->pub, a->spool, now, &err) &&
+            ratelog_due(a, &a->log_read, &quiet))
+            GH_LOG(GH_LOG_ERROR, "msg=\"spool read failed\" error=\"%s\" not_logged=%llu",
+                   err.msg, (unsigned long long)quiet);
         agent_health_tick(a, now);
         if (kube_ready)
             agent_health_run(a);
@@ -617,6 +660,8 @@ static int setup(struct agent *a)
 
     struct gh_spool_opts so = {.dir = a->cfg.spool_dir, .node = a->cfg.node,
                                .boot_id = a->boot_id, .max_bytes = a->cfg.spool_max_bytes,
+                               .telemetry_max_bytes =
+                                   a->cfg.spool_max_bytes / 100 * a->cfg.spool_telemetry_share,
                                .clock = a->clock};
     if (gh_spool_open(&so, &a->spool, &err)) {
         GH_LOG(GH_LOG_ERROR, "msg=\"cannot open the spool\" error=\"%s\"", err.msg);

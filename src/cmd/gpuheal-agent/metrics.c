@@ -288,6 +288,18 @@ size_t agent_metrics_render(struct agent *a, char *buf, size_t cap)
     counter(&o, "gpuheal_agent_spool_lost_total",
             "Unshipped signals LOST because the spool was full (oldest dropped).", ss.lost);
     counter(&o, "gpuheal_agent_spool_corrupt_total", "Spool records skipped as corrupt.", ss.corrupt);
+    counter(&o, "gpuheal_agent_spool_telemetry_dropped_total",
+            "Telemetry lines dropped: telemetry's share of the spool full, or spool writes "
+            "failing (hardware signals are kept).", ss.telemetry_dropped);
+    gauge(&o, "gpuheal_agent_spool_telemetry_bytes", "Spool bytes of telemetry records.",
+          (double)ss.telemetry_bytes);
+    gauge(&o, "gpuheal_agent_spool_telemetry_max_bytes", "Telemetry's share of the spool.",
+          (double)ss.telemetry_max_bytes);
+    counter(&o, "gpuheal_agent_spool_write_errors_total",
+            "Spool writes that failed (e.g. ENOSPC); their records are held and retried.",
+            ss.write_errors);
+    gauge(&o, "gpuheal_agent_spool_held", "Signals held in memory while spool writes fail.",
+          (double)ss.held);
     counter(&o, "gpuheal_agent_spool_torn_bytes_total",
             "Bytes of a torn last record truncated when the spool was opened.", ss.torn_bytes);
 

@@ -95,7 +95,11 @@ static int read_signals(struct gh_report *r, const char *path, long *bad, struct
             break;
         }
         if (lrc != GH_OK) {
-            (*bad)++;
+            /* Said with its line number, like diagnose (the first 100). */
+            if (++*bad <= 100)
+                fprintf(stderr, "gpuheal report: %s: %s\n", path, lerr.msg);
+            else if (*bad == 101)
+                fprintf(stderr, "gpuheal report: %s: more bad lines; not reporting them\n", path);
             continue;
         }
         if (h) {

@@ -3,7 +3,9 @@
  * no reorder window (the file is sorted as a whole). Shared by `diagnose`
  * and `scenario score`. Regular files are read twice (an index of ts and
  * offsets, then the signals in order), so memory does not grow with the
- * file; pipes are held in memory. Bad lines are reported and skipped. */
+ * file; pipes are held in memory. Bad lines are reported and skipped; a
+ * line longer than GH_SIGNAL_LINE_MAX is found so while it is read (at most
+ * that much of it is held), not after. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,23 +103,100 @@ static bool is_header(const json_t *o)
     return json_is_object(o) && json_object_get(o, "scenario") && (!kind || json_is_null(kind));
 }
 
+/* Lines of a file, each held up to GH_SIGNAL_LINE_MAX + 1 bytes: the rest
+ * of a longer one is read past, not kept. */
+#define SCAN_CHUNK (64u * 1024)
+struct linescan {
+    FILE *f;
+    char *chunk;
+    size_t clen, cpos;
+    char *line;        /* the line so far (without its newline) */
+    size_t llen;
+    off_t off;         /* file offset of chunk[cpos] */
+    bool eof;
+};
+
+/* The next line: *text and *len (borrowed until the next call; len > max when
+ * it was too long, text then holds its start), *start its offset. 1, 0 at
+ * the end, -1 on a read error. */
+static int scan_line(struct linescan *ls, const char **text, size_t *len, off_t *start)
+{
+    const size_t keep = GH_SIGNAL_LINE_MAX + 1;
+    size_t total = 0;
+    ls->llen = 0;
+    *start = ls->off;
+    for (;;) {
+        if (ls->cpos == ls->clen) {
+            if (ls->eof)
+                break;
+            ls->clen = fread(ls->chunk, 1, SCAN_CHUNK, ls->f);
+            ls->cpos = 0;
+            if (ls->clen < SCAN_CHUNK) {
+                if (ferror(ls->f))
+                    return -1;
+                ls->eof = true;
+            }
+            if (ls->clen == 0)
+                break;
+        }
+        const char *p = ls->chunk + ls->cpos;
+        size_t avail = ls->clen - ls->cpos;
+        const char *nl = memchr(p, '\n', avail);
+        size_t k = nl ? (size_t)(nl - p) : avail;
+        if (ls->llen < keep) {
+            size_t c = k < keep - ls->llen ? k : keep - ls->llen;
+            memcpy(ls->line + ls->llen, p, c);
+            ls->llen += c;
+        }
+        total += k;
+        ls->cpos += k + (nl ? 1 : 0);
+        ls->off += (off_t)(k + (nl ? 1 : 0));
+        if (nl) {
+            *text = ls->line;
+            *len = total;
+            return 1;
+        }
+    }
+    if (total == 0)
+        return 0;
+    *text = ls->line;
+    *len = total;
+    return 1;
+}
+
 /* Pass 1 over a regular file: offsets and ts of its signals, its header. */
 static int index_file(struct gh_replay *r, FILE *f, struct idx **v, size_t *n, size_t *cap,
                       json_t **header, struct gh_err *err)
 {
-    char *line = NULL;
-    size_t lcap = 0;
+    struct linescan ls = {.f = f, .chunk = malloc(SCAN_CHUNK),
+                          .line = malloc(GH_SIGNAL_LINE_MAX + 1)};
     long lineno = 0;
-    off_t off = 0;
     int rc = GH_OK;
+    if (!ls.chunk || !ls.line) {
+        free(ls.chunk);
+        free(ls.line);
+        return gh_err_set(err, GH_ENOMEM, "out of memory");
+    }
     for (;;) {
-        ssize_t len = getline(&line, &lcap, f);
-        if (len < 0)
+        const char *line;
+        size_t len;
+        off_t start;
+        int got = scan_line(&ls, &line, &len, &start);
+        if (got < 0) {
+            rc = gh_err_set(err, GH_EIO, "%s: read error: %s", r->path, strerror(errno));
             break;
-        off_t start = off;
-        off += len;
+        }
+        if (got == 0)
+            break;
         lineno++;
-        size_t l = (size_t)len;
+        struct gh_err lerr;
+        if (len > GH_SIGNAL_LINE_MAX) { /* only its start was kept */
+            gh_err_set(&lerr, GH_EINVAL, "line %ld: longer than %d bytes: skipped", lineno,
+                       GH_SIGNAL_LINE_MAX);
+            bad_line(r, &lerr);
+            continue;
+        }
+        size_t l = len;
         while (l && (line[l - 1] == '\n' || line[l - 1] == '\r'))
             l--;
         const char *text = line;
@@ -139,12 +218,6 @@ static int index_file(struct gh_replay *r, FILE *f, struct idx **v, size_t *n, s
             x->ts = ts;
             x->line = lineno;
             x->off = start;
-            continue;
-        }
-        struct gh_err lerr;
-        if (l > GH_SIGNAL_LINE_MAX) {
-            gh_err_set(&lerr, GH_EINVAL, "line %ld: longer than %d bytes", lineno, GH_SIGNAL_LINE_MAX);
-            bad_line(r, &lerr);
             continue;
         }
         json_error_t je;
@@ -171,9 +244,8 @@ static int index_file(struct gh_replay *r, FILE *f, struct idx **v, size_t *n, s
         x->off = start;
         gh_signal_clear(&s);
     }
-    if (!rc && ferror(f))
-        rc = gh_err_set(err, GH_EIO, "%s: read error", r->path);
-    free(line);
+    free(ls.chunk);
+    free(ls.line);
     return rc;
 }
 
