@@ -8,6 +8,7 @@
 
 #include "common/timeutil.h"
 #include "engine/classify.h"
+#include "engine/impact.h"
 #include "engine/strmap.h"
 #include "signal/xid_catalog.h"
 
@@ -20,6 +21,9 @@ struct episode {
     enum gh_class cls;
     int strength;
     unsigned acts; /* bit per enum gh_action the incident chose */
+    unsigned deferred; /* ... and those it left for a safe moment */
+    int gpu;
+    int64_t assessed; /* when the impact was last assessed for a finding it absorbed */
     int64_t first_ts, expires, decided;
     int64_t anomaly_ts, anomaly_step;
 };
@@ -51,7 +55,13 @@ struct gh_decider {
     int64_t last_hw;
     gh_rule_filter_fn governs; /* NULL: every rule governs every node */
     void *governs_ctx;
+    gh_job_live_fn live;       /* NULL: a job placed on a node runs there */
+    void *live_ctx;
 };
+
+/* A record-only episode re-assesses the impact of more of its evidence at
+ * most this often (a throttling GPU reports every reading). */
+#define REASSESS_NS (60 * GH_NS_PER_S)
 
 void gh_finding_init(struct gh_finding *f)
 {
@@ -59,6 +69,7 @@ void gh_finding_init(struct gh_finding *f)
     f->gpu = -1;
     f->code = -1;
     f->anomaly_step = -1;
+    f->impact = -1;
 }
 
 void gh_finding_add(struct gh_finding *f, const struct gh_tl_entry *e)
@@ -285,13 +296,174 @@ static void subject_key(char *key, size_t cap, int rule, const struct gh_finding
              f->node ? f->node : f->job ? f->job : "");
 }
 
+/* ---- proportion: actions fitted to the harm --------------------------- */
+
+/* What takes the node or GPU out of service (diagnostics are the agent's
+ * light probes: they run beside the job). */
+static bool disruptive(enum gh_action a) { return targets_node(a); }
+
+static bool has_act(const enum gh_action *a, int n, enum gh_action x)
+{
+    for (int i = 0; i < n; i++)
+        if (a[i] == x)
+            return true;
+    return false;
+}
+
+static int drop_act(enum gh_action *a, int n, enum gh_action x)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (a[i] != x)
+            a[k++] = a[i];
+    return k;
+}
+
+/* The job a finding on a node concerns: its own, else the one running
+ * there now (the topology skips jobs that ended or left the node). */
+static const char *job_of(struct gh_decider *d, const struct gh_finding *f)
+{
+    if (f->job || !f->node || f->cls == GH_CLASS_FLAPPING_NODE)
+        return f->job;
+    long j = gh_topology_job_on_node(d->topo, f->node, f->gpu);
+    return j >= 0 ? gh_topology_job_name(d->topo, (size_t)j) : NULL;
+}
+
+struct fit {
+    bool assessed;
+    struct gh_impact_view iv;
+    const char *job;       /* the job harmed, or NULL */
+    bool running;          /* job still runs where the fault is */
+    char gone_why[160];    /* when not: why */
+    unsigned deferred;     /* bit per action left for a safe moment */
+    int n_deferred;
+    enum gh_action deferred_list[GH_INCIDENT_MAX_ACTIONS];
+    bool restart_added, restart_dropped_done, restart_dropped_gone, restart_dropped_none;
+};
+
+static void assess(struct gh_decider *d, const struct gh_finding *f, int64_t now, struct fit *x)
+{
+    if (x->assessed)
+        return;
+    x->assessed = true;
+    x->job = job_of(d, f);
+    x->running = true;
+    int64_t first = f->first_ts ? f->first_ts : now;
+    if (x->job && d->live &&
+        !d->live(d->live_ctx, x->job, f->node, first, x->gone_why, sizeof x->gone_why))
+        x->running = false;
+    gh_impact_assess(f, x->running ? x->job : NULL, d->tl, d->topo, &d->policy->settings, now,
+                     &x->iv);
+}
+
+/* Fits actions a[0..n) to the harm x assessed (docs/engine.md, "Impact"):
+ * with nothing harmed and nothing urgent, what takes the node or GPU out of
+ * service waits for a safe moment (deferred); a job whose processes died or
+ * compute wrong is restarted from its checkpoint; a job that no longer runs
+ * there, or that an open incident already restarted after this evidence
+ * began, is not. Returns the new count. */
+static int fit_actions(struct gh_decider *d, const struct gh_finding *f, int64_t now, struct fit *x,
+                       enum gh_action *a, int n)
+{
+    x->deferred = 0;
+    x->n_deferred = 0;
+    x->restart_added = x->restart_dropped_done = x->restart_dropped_gone =
+        x->restart_dropped_none = false;
+    /* what the source itself requires (XID 154's recovery action) is urgent */
+    if (f->n_requested > 0)
+        x->iv.urgent = true;
+    if (!x->iv.urgent && x->iv.impact == GH_IMPACT_NONE && f->cls != GH_CLASS_APPLICATION) {
+        /* with no job there the GPU is idle now: a reset or diagnostics
+         * need not wait, but nothing harmed still takes no node out */
+        bool idle = !x->job || !x->running;
+        int k = 0;
+        for (int i = 0; i < n; i++) {
+            bool wait = idle ? a[i] == GH_ACT_ISOLATE_NODE || a[i] == GH_ACT_DRAIN_NODE ||
+                                   a[i] == GH_ACT_REPLACE_NODE
+                             : disruptive(a[i]);
+            if (wait && f->node) {
+                if (!(x->deferred & (1u << a[i])) && x->n_deferred < GH_INCIDENT_MAX_ACTIONS)
+                    x->deferred_list[x->n_deferred++] = a[i];
+                x->deferred |= 1u << a[i];
+            } else if (a[i] == GH_ACT_RESTART_FROM_CHECKPOINT) {
+                x->restart_dropped_none = true;
+            } else {
+                a[k++] = a[i];
+            }
+        }
+        n = k;
+    }
+    bool harmed = x->iv.impact == GH_IMPACT_DIED || x->iv.impact == GH_IMPACT_WRONG;
+    if (harmed && x->job && x->running && f->node && f->cls != GH_CLASS_APPLICATION &&
+        !has_act(a, n, GH_ACT_RESTART_FROM_CHECKPOINT) && !has_act(a, n, GH_ACT_RETRY_IN_PLACE) &&
+        n < GH_POLICY_MAX_ACTIONS) {
+        /* after what takes the node out of service, before the rest */
+        int at = 0;
+        for (int i = 0; i < n; i++)
+            if (a[i] == GH_ACT_ISOLATE_NODE || a[i] == GH_ACT_DRAIN_NODE)
+                at = i + 1;
+        memmove(a + at + 1, a + at, (size_t)(n - at) * sizeof a[0]);
+        a[at] = GH_ACT_RESTART_FROM_CHECKPOINT;
+        n++;
+        x->restart_added = true;
+    }
+    if (has_act(a, n, GH_ACT_RESTART_FROM_CHECKPOINT)) {
+        struct episode *jep = x->job ? episode_find(d, 'j', x->job) : NULL;
+        int64_t first = f->first_ts ? f->first_ts : now;
+        if (x->job && !x->running) {
+            n = drop_act(a, n, GH_ACT_RESTART_FROM_CHECKPOINT);
+            x->restart_dropped_gone = true;
+        } else if (episode_open(jep, now) && (jep->acts & (1u << GH_ACT_RESTART_FROM_CHECKPOINT)) &&
+                   jep->decided >= first && jep->cls != GH_CLASS_SILENT_DATA_CORRUPTION &&
+                   f->cls != GH_CLASS_SILENT_DATA_CORRUPTION) {
+            n = drop_act(a, n, GH_ACT_RESTART_FROM_CHECKPOINT);
+            x->restart_dropped_done = true;
+        }
+    }
+    return n;
+}
+
+/* Whether an open episode already holds what f calls for: its actions,
+ * and, when f only records (strength 0), the same cause and what it defers. */
+static bool covered(const struct episode *ep, const struct gh_finding *f, int strength_f,
+                    unsigned acts_f, unsigned deferred_f, unsigned asked)
+{
+    if (strength_f > ep->strength || (asked & ~ep->acts) || (acts_f & ~ep->acts & ~1u))
+        return false;
+    if (deferred_f & ~(ep->deferred | ep->acts))
+        return false;
+    if (strength_f == 0 && ep->strength == 0 && ep->cls != f->cls)
+        return false; /* another cause on the same node: its own record */
+    if ((deferred_f & (1u << GH_ACT_RESET_GPU)) && f->gpu != ep->gpu)
+        return false; /* another GPU to reset */
+    return true;
+}
+
+static unsigned act_mask(const enum gh_action *a, int n)
+{
+    unsigned m = 0;
+    for (int i = 0; i < n; i++)
+        m |= 1u << a[i];
+    return m;
+}
+
 enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding *f, int64_t now,
                                   int64_t boot_ts)
 {
     const struct gh_policy *p = d->policy;
     d->st.findings++;
-    struct gh_policy_query q = {f->cls, f->kind, f->code, f->severity, f->has_metric, f->metric};
+    struct fit fx;
+    fx.assessed = false;
+    struct gh_policy_query q = {f->cls, f->kind, f->code, f->severity, f->has_metric, f->metric,
+                               false, GH_IMPACT_NONE};
     int ri = gh_policy_match(p, &q);
+    if (gh_policy_impact_matters(p, &q, ri)) {
+        /* a rule that matches on impact comes first: assess, then match */
+        assess(d, f, now, &fx);
+        q.has_impact = true;
+        q.impact = fx.iv.impact;
+        ri = gh_policy_match(p, &q);
+    }
     if (ri < 0) {
         d->st.unmatched++;
         return GH_OUT_UNMATCHED;
@@ -314,14 +486,33 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
     unsigned asked = 0; /* what the source asks for beyond the open incident */
     for (int i = 0; i < f->n_requested; i++)
         asked |= 1u << f->requested[i];
-    if (episode_open(ep, now) && strength(base, n_base) <= ep->strength &&
-        (asked & ~ep->acts) == 0) {
+    bool absorb = false;
+    if (episode_open(ep, now)) {
+        if (strength(base, n_base) <= ep->strength && (asked & ~ep->acts) == 0 &&
+            (ep->strength > 0 || ep->cls == f->cls)) {
+            absorb = true;
+        } else if (ep->strength == 0 && ep->cls == f->cls && f->severity < GH_SEV_HIGH &&
+                   now - ep->assessed < REASSESS_NS && (asked & ~ep->acts) == 0) {
+            absorb = true; /* a record of this cause, assessed a moment ago */
+        } else {
+            /* what it calls for once fitted to the harm */
+            enum gh_action fitted[GH_POLICY_MAX_ACTIONS];
+            memcpy(fitted, base, (size_t)n_base * sizeof base[0]);
+            assess(d, f, now, &fx);
+            int nf = fit_actions(d, f, now, &fx, fitted, n_base);
+            absorb = covered(ep, f, strength(fitted, nf), act_mask(fitted, nf), fx.deferred, asked);
+            if (ep->strength == 0)
+                ep->assessed = now;
+        }
+    }
+    if (absorb) {
         /* Evidence keeps a node's episode open, but for at most two
          * episodes after the decision: a node that still fails jobs after
          * its incident's actions (back from repair, still broken) is a new
-         * incident, escalated, not more of the old one forever. */
+         * incident, escalated, not more of the old one forever. A record
+         * that took no action stays open while its cause lasts. */
         int64_t until = now + p->settings.episode_ns, cap = ep->decided + 2 * p->settings.episode_ns;
-        if (until > cap)
+        if (until > cap && ep->strength > 0)
             until = cap;
         if (f->node && until > ep->expires)
             ep->expires = until;
@@ -388,14 +579,15 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
     inc.cls = f->cls;
     inc.node = f->node;
     inc.gpu = f->node ? f->gpu : -1;
-    inc.job = f->job;
-    /* A node-level fault hits the job running there; a flapping node is
-     * about the node across jobs, so it names none. */
-    if (!inc.job && f->node && f->cls != GH_CLASS_FLAPPING_NODE) {
-        long j = gh_topology_job_on_node(d->topo, f->node, f->gpu);
-        if (j >= 0)
-            inc.job = gh_topology_job_name(d->topo, (size_t)j);
-    }
+    /* A node-level fault hits the job running there now; a flapping node
+     * is about the node across jobs, so it names none. A job that ended or
+     * left before the evidence is not affected. */
+    assess(d, f, now, &fx);
+    inc.job = fx.running ? fx.job : NULL;
+    inc.impact = fx.iv.impact;
+    inc.has_slowdown = fx.iv.has_slowdown;
+    inc.slowdown = fx.iv.slowdown;
+    inc.urgent = fx.iv.urgent;
     inc.rule = r->name;
     inc.severity = f->severity;
     inc.decided_ts = now;
@@ -448,6 +640,10 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
         if (!dup)
             all[n_all++] = acts[i];
     }
+    n_all = fit_actions(d, f, now, &fx, all, n_all > GH_POLICY_MAX_ACTIONS ? GH_POLICY_MAX_ACTIONS
+                                                                           : n_all);
+    for (int i = 0; i < fx.n_deferred; i++)
+        inc.deferred[inc.n_deferred++] = fx.deferred_list[i];
     for (int i = 0; i < n_all && inc.n_actions < GH_INCIDENT_MAX_ACTIONS; i++) {
         if (!inc.node && targets_node(all[i]))
             continue;
@@ -504,6 +700,35 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
                 append(inc.reason, sizeof inc.reason, &used, " (none saved before the evidence)");
         }
     }
+    /* the impact, and what it changed */
+    if (fx.job && fx.running)
+        append(inc.reason, sizeof inc.reason, &used, "; impact on %s: %s (%s)", fx.job,
+               gh_impact_name(fx.iv.impact), fx.iv.why);
+    else if (fx.job)
+        append(inc.reason, sizeof inc.reason, &used, "; %s is not restarted: %s", fx.job,
+               fx.gone_why);
+    else if (inc.node)
+        append(inc.reason, sizeof inc.reason, &used, "; impact: none (no job runs there)");
+    if (fx.restart_added)
+        append(inc.reason, sizeof inc.reason, &used, "; the job was harmed, so it restarts");
+    if (fx.restart_dropped_done)
+        append(inc.reason, sizeof inc.reason, &used,
+               "; the job was already restarted by an open incident since this began");
+    if (inc.n_deferred) {
+        append(inc.reason, sizeof inc.reason, &used, "; %s, so ",
+               fx.iv.urgent ? "urgent" : "nothing harmed and the hardware can wait");
+        for (int i = 0; i < inc.n_deferred; i++)
+            append(inc.reason, sizeof inc.reason, &used, "%s%s",
+                   i == 0 ? "" : i == inc.n_deferred - 1 ? " and " : ", ",
+                   gh_action_name(inc.deferred[i]));
+        if (fx.job && fx.running)
+            append(inc.reason, sizeof inc.reason, &used,
+                   " wait%s for a safe moment (the GPU idle or the job ended)",
+                   inc.n_deferred == 1 ? "s" : "");
+        else
+            append(inc.reason, sizeof inc.reason, &used, " %s only recorded",
+                   inc.n_deferred == 1 ? "is" : "are");
+    }
     append(inc.reason, sizeof inc.reason, &used, ".");
     gh_sfmt(inc.id, sizeof inc.id, "inc-%016llx", (unsigned long long)incident_hash(&inc));
 
@@ -542,6 +767,11 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
                 ne->strength = prev;
             for (int i = 0; i < inc.n_actions; i++)
                 ne->acts |= 1u << inc.actions[i];
+            if (!was_open)
+                ne->deferred = 0;
+            ne->deferred |= fx.deferred;
+            ne->gpu = inc.gpu;
+            ne->assessed = now;
             /* SDC keeps the incident's strength floor: a follow-up that
              * localises the bad node must still be able to isolate it. */
             ne->first_ts = inc.first_ts;
@@ -646,6 +876,12 @@ void gh_decider_set_policy(struct gh_decider *d, const struct gh_policy *policy)
     d->policy = policy;
     gh_strmap_remove_if(d->occs, drop_any_occ, NULL);
     gh_strmap_remove_if(d->hists, drop_any, NULL);
+}
+
+void gh_decider_set_job_live(struct gh_decider *d, gh_job_live_fn fn, void *ctx)
+{
+    d->live = fn;
+    d->live_ctx = ctx;
 }
 
 void gh_decider_set_rule_filter(struct gh_decider *d, gh_rule_filter_fn fn, void *ctx)

@@ -44,6 +44,12 @@ void gh_decider_set_policy(struct gh_decider *d, const struct gh_policy *policy)
 typedef bool (*gh_rule_filter_fn)(void *ctx, int rule, const char *node);
 void gh_decider_set_rule_filter(struct gh_decider *d, gh_rule_filter_fn fn, void *ctx);
 
+/* Whether job still runs on node (NULL: anywhere) at the time of evidence
+ * first_ts: false when it ended or left (why: in words, for the reason). */
+typedef bool (*gh_job_live_fn)(void *ctx, const char *job, const char *node, int64_t first_ts,
+                               char *why, size_t cap);
+void gh_decider_set_job_live(struct gh_decider *d, gh_job_live_fn fn, void *ctx);
+
 struct gh_decider_stats {
     uint64_t findings, decided, absorbed, pending, grace, unmatched;
 };
