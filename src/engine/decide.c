@@ -13,6 +13,7 @@
 #include "signal/xid_catalog.h"
 
 #define OCC_MAX 32   /* occurrences (and their evidence) kept per rule and subject */
+#define EP_EV 8      /* evidence kept with a record that waits */
 #define HIST_MAX 16  /* decided incidents remembered per rule and subject */
 #define MAX_KEYS (1 << 20)
 
@@ -26,7 +27,39 @@ struct episode {
     int64_t assessed; /* when the impact was last assessed for a finding it absorbed */
     int64_t first_ts, expires, decided;
     int64_t anomaly_ts, anomaly_step;
+    /* A record whose actions wait (strength 0, deferred): what it was, to
+     * decide again when the job is harmed after all or the moment is safe. */
+    struct {
+        bool held;
+        enum gh_kind kind;
+        int code;
+        enum gh_severity severity;
+        bool has_metric;
+        double metric;
+        char job[160];
+        char what[320];
+        size_t n_ev;
+        const struct gh_tl_entry *ev[EP_EV]; /* refs, oldest first */
+    } rec;
 };
+
+/* A record's deferred actions stay due this long (a job that runs for days). */
+#define REC_KEEP_NS (7LL * 24 * 3600 * GH_NS_PER_S)
+
+static void rec_clear(struct episode *ep)
+{
+    for (size_t i = 0; i < ep->rec.n_ev; i++)
+        gh_tl_unref(ep->rec.ev[i]);
+    ep->rec.n_ev = 0;
+    ep->rec.held = false;
+}
+
+static void episode_free(struct episode *ep)
+{
+    if (ep)
+        rec_clear(ep);
+    free(ep);
+}
 
 struct occ {
     int rule;                               /* the rule's index */
@@ -118,7 +151,7 @@ void gh_decider_free(struct gh_decider *d)
         return;
     if (d->episodes)
         for (size_t i = 0; i < gh_strmap_count(d->episodes); i++)
-            free(gh_strmap_value(d->episodes, i));
+            episode_free(gh_strmap_value(d->episodes, i));
     if (d->occs)
         for (size_t i = 0; i < gh_strmap_count(d->occs); i++) {
             struct occ *o = gh_strmap_value(d->occs, i);
@@ -156,6 +189,13 @@ static struct episode *episode_find(struct gh_decider *d, char prefix, const cha
     gh_sfmt(key, sizeof key, "%c:%s", prefix, name);
     long i = gh_strmap_find(d->episodes, key);
     return i < 0 ? NULL : gh_strmap_value(d->episodes, (size_t)i);
+}
+
+/* A record: an incident that took nothing out of service (strength 0, or
+ * 1: diagnostics) because what would have waits. */
+static bool record_only(const struct episode *ep)
+{
+    return ep->strength == 0 || (ep->strength <= 1 && ep->deferred);
 }
 
 static bool episode_open(const struct episode *ep, int64_t t)
@@ -432,7 +472,7 @@ static bool covered(const struct episode *ep, const struct gh_finding *f, int st
         return false;
     if (deferred_f & ~(ep->deferred | ep->acts))
         return false;
-    if (strength_f == 0 && ep->strength == 0 && ep->cls != f->cls)
+    if (strength_f <= 1 && record_only(ep) && ep->cls != f->cls)
         return false; /* another cause on the same node: its own record */
     if ((deferred_f & (1u << GH_ACT_RESET_GPU)) && f->gpu != ep->gpu)
         return false; /* another GPU to reset */
@@ -489,9 +529,10 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
     bool absorb = false;
     if (episode_open(ep, now)) {
         if (strength(base, n_base) <= ep->strength && (asked & ~ep->acts) == 0 &&
-            (ep->strength > 0 || ep->cls == f->cls)) {
+            (!record_only(ep) || ep->cls == f->cls)) {
             absorb = true;
-        } else if (ep->strength == 0 && ep->cls == f->cls && f->severity < GH_SEV_HIGH &&
+        } else if (record_only(ep) && ep->cls == f->cls && f->severity < GH_SEV_HIGH &&
+                   f->impact < 0 &&
                    now - ep->assessed < REASSESS_NS && (asked & ~ep->acts) == 0) {
             absorb = true; /* a record of this cause, assessed a moment ago */
         } else {
@@ -501,7 +542,7 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
             assess(d, f, now, &fx);
             int nf = fit_actions(d, f, now, &fx, fitted, n_base);
             absorb = covered(ep, f, strength(fitted, nf), act_mask(fitted, nf), fx.deferred, asked);
-            if (ep->strength == 0)
+            if (record_only(ep))
                 ep->assessed = now;
         }
     }
@@ -512,7 +553,7 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
          * incident, escalated, not more of the old one forever. A record
          * that took no action stays open while its cause lasts. */
         int64_t until = now + p->settings.episode_ns, cap = ep->decided + 2 * p->settings.episode_ns;
-        if (until > cap && ep->strength > 0)
+        if (until > cap && !record_only(ep))
             until = cap;
         if (f->node && until > ep->expires)
             ep->expires = until;
@@ -772,6 +813,19 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
             ne->deferred |= fx.deferred;
             ne->gpu = inc.gpu;
             ne->assessed = now;
+            rec_clear(ne);
+            if (ne->deferred && record_only(ne) && inc.node) {
+                ne->rec.held = true;
+                ne->rec.kind = f->kind;
+                ne->rec.code = f->code;
+                ne->rec.severity = f->severity;
+                ne->rec.has_metric = f->has_metric;
+                ne->rec.metric = f->metric;
+                gh_sfmt(ne->rec.job, sizeof ne->rec.job, "%s", inc.job ? inc.job : "");
+                gh_sfmt(ne->rec.what, sizeof ne->rec.what, "%s", f->what);
+                for (size_t i = 0; i < inc.n_evidence && ne->rec.n_ev < EP_EV; i++)
+                    ne->rec.ev[ne->rec.n_ev++] = gh_tl_ref(inc.evidence[i]);
+            }
             /* SDC keeps the incident's strength floor: a follow-up that
              * localises the bad node must still be able to isolate it. */
             ne->first_ts = inc.first_ts;
@@ -801,10 +855,13 @@ static bool drop_episode(const char *key, void *value, void *ctx)
     const struct expire_ctx *x = ctx;
     struct episode *ep = value;
     (void)key;
-    /* Closed for good: queries look at most a hardware lookback back. */
+    /* Closed for good: queries look at most a hardware lookback back; a
+     * record whose actions wait stays until they are due, a week at most. */
     if (ep && ep->active && ep->expires >= x->now - x->p->settings.hardware_lookback_ns)
         return false;
-    free(ep);
+    if (ep && ep->active && ep->rec.held && ep->decided >= x->now - REC_KEEP_NS)
+        return false;
+    episode_free(ep);
     return true;
 }
 
@@ -876,6 +933,83 @@ void gh_decider_set_policy(struct gh_decider *d, const struct gh_policy *policy)
     d->policy = policy;
     gh_strmap_remove_if(d->occs, drop_any_occ, NULL);
     gh_strmap_remove_if(d->hists, drop_any, NULL);
+}
+
+/* Decides node's record again with ent (borrowed) as more evidence and the
+ * impact given (-1: assessed), what it says appended to the record's words. */
+static enum gh_outcome redecide(struct gh_decider *d, const char *node, struct episode *ep,
+                                const struct gh_tl_entry *ent, int impact, const char *more,
+                                int64_t now)
+{
+    struct gh_finding f;
+    gh_finding_init(&f);
+    f.cls = ep->cls;
+    f.kind = ep->rec.kind;
+    f.code = ep->rec.code;
+    f.severity = ep->rec.severity;
+    f.has_metric = ep->rec.has_metric;
+    f.metric = ep->rec.metric;
+    f.node = node;
+    f.gpu = ep->gpu;
+    f.impact = impact;
+    for (size_t i = 0; i < ep->rec.n_ev; i++)
+        gh_finding_add(&f, ep->rec.ev[i]);
+    gh_finding_add(&f, ent);
+    f.first_ts = f.evidence[0]->ts_ns;
+    gh_sfmt(f.what, sizeof f.what, "%s; %s", ep->rec.what, more);
+    return gh_decider_submit(d, &f, now, INT64_MIN);
+}
+
+static struct episode *record_of(struct gh_decider *d, const char *node, const char *job)
+{
+    struct episode *ep = node ? episode_find(d, 'n', node) : NULL;
+    if (!ep || !ep->active || !ep->rec.held || ep->rec.n_ev == 0)
+        return NULL;
+    if (job && ep->rec.job[0] && strcmp(job, ep->rec.job) != 0)
+        return NULL;
+    return ep;
+}
+
+void gh_decider_job_harmed(struct gh_decider *d, const struct gh_tl_entry *ent, int64_t now)
+{
+    const struct gh_signal *s = &ent->sig;
+    struct episode *ep = record_of(d, s->node, s->job);
+    if (!ep || !s->job || !ep->rec.job[0] || ep->decided > ent->ts_ns)
+        return;
+    char more[256];
+    gh_sfmt(more, sizeof more, "then pod %s of %s failed on %s (%s)", s->pod ? s->pod : "?", s->job,
+            s->node, s->reason ? s->reason : "?");
+    redecide(d, s->node, ep, ent, GH_IMPACT_DIED, more, now);
+}
+
+void gh_decider_job_gone(struct gh_decider *d, const char *node, const struct gh_tl_entry *ent,
+                         int64_t now)
+{
+    const struct gh_signal *s = &ent->sig;
+    struct episode *ep = record_of(d, node, s->job);
+    if (!ep || !ep->rec.job[0])
+        return;
+    char more[256];
+    gh_sfmt(more, sizeof more, "%s %s: the safe moment for what waited",
+            s->job ? s->job : "the job",
+            s->kind == GH_KIND_JOB_FINISHED ? "has finished" : "has no pod left on the node");
+    if (redecide(d, node, ep, ent, -1, more, now) == GH_OUT_DECIDED)
+        rec_clear(ep); /* done: not due again */
+}
+
+void gh_decider_job_finished(struct gh_decider *d, const struct gh_tl_entry *ent, int64_t now)
+{
+    const char *job = ent->sig.job;
+    if (!job)
+        return;
+    /* the nodes whose record waits for this job (few: records are rare) */
+    for (size_t i = 0; i < gh_strmap_count(d->episodes); i++) {
+        const char *key = gh_strmap_key(d->episodes, i);
+        struct episode *ep = gh_strmap_value(d->episodes, i);
+        if (key && ep && key[0] == 'n' && key[1] == ':' && ep->rec.held &&
+            strcmp(ep->rec.job, job) == 0)
+            gh_decider_job_gone(d, key + 2, ent, now);
+    }
 }
 
 void gh_decider_set_job_live(struct gh_decider *d, gh_job_live_fn fn, void *ctx)

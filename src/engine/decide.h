@@ -50,6 +50,18 @@ typedef bool (*gh_job_live_fn)(void *ctx, const char *job, const char *node, int
                                char *why, size_t cap);
 void gh_decider_set_job_live(struct gh_decider *d, gh_job_live_fn fn, void *ctx);
 
+/* What runs changed under a record whose actions wait (docs/engine.md,
+ * "Impact"): job_harmed: ent, a pod_failed of the record's job on its node,
+ * is harm after all, and the record is decided again with impact died;
+ * job_gone: the record's job has no pod left on node (ent: the pod_succeeded
+ * or job_finished), the safe moment: decided again, what waited for the GPU
+ * may run now; job_finished: job_gone for every node whose record waits
+ * for ent's job. ent is borrowed. */
+void gh_decider_job_harmed(struct gh_decider *d, const struct gh_tl_entry *ent, int64_t now);
+void gh_decider_job_gone(struct gh_decider *d, const char *node, const struct gh_tl_entry *ent,
+                         int64_t now);
+void gh_decider_job_finished(struct gh_decider *d, const struct gh_tl_entry *ent, int64_t now);
+
 struct gh_decider_stats {
     uint64_t findings, decided, absorbed, pending, grace, unmatched;
 };

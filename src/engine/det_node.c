@@ -26,6 +26,7 @@ struct nnode {
     const struct gh_tl_entry *ev; /* the NotReady signal (ref) */
     bool watched;
     bool job_moved;               /* past node_down: the job's finding was made */
+    bool alive;                   /* past node_down the job's ranks there still stepped */
     char job[256];                /* ... for this job */
 };
 
@@ -40,7 +41,7 @@ struct ndet {
 /* When n's outage is next judged. */
 static int64_t due(const struct ndet *d, const struct nnode *n)
 {
-    return n->down_since + (n->job_moved ? d->toleration : d->grace);
+    return n->down_since + (n->job_moved || n->alive ? d->toleration : d->grace);
 }
 
 static int nd_create(struct gh_engine *e, void **state)
@@ -124,6 +125,21 @@ static void nd_on_signal(void *state, struct gh_engine *e, const struct gh_tl_en
     n->down_since = ent->ts_ns;
     n->ev = gh_tl_ref(ent);
     n->job_moved = false;
+    n->alive = false;
+}
+
+/* Whether job's ranks on node reported a step after since: its pods there
+ * run on (a kubelet restart, an API server that lost the node's lease). */
+static bool still_stepping(struct gh_engine *e, const char *node, const char *job, int64_t since,
+                           int64_t now)
+{
+    const struct gh_tl_entry *v[16];
+    size_t k = gh_timeline_query(gh_ctx_timeline(e), GH_TL_NODE_GPUS, node, -1,
+                                 GH_KIND_BIT(GH_KIND_STEP), since + 1, now, true, v, 16);
+    for (size_t i = 0; i < k; i++)
+        if (v[i]->sig.job && strcmp(v[i]->sig.job, job) == 0)
+            return true;
+    return false;
 }
 
 /* Hardware evidence on node within [since, until] that explains a node going
@@ -192,7 +208,14 @@ static bool judge(struct gh_engine *e, struct ndet *d, const char *node, struct 
     for (size_t i = 0; i < k; i++)
         if (v[i]->sig.job && strcmp(v[i]->sig.job, job) == 0)
             gh_finding_add(&f, v[i]);
-    if (f.cls == GH_CLASS_UNKNOWN && !n->job_moved && d->toleration > d->grace) {
+    if (f.cls == GH_CLASS_UNKNOWN && !n->job_moved && !n->alive && d->toleration > d->grace &&
+        still_stepping(e, node, job, n->down_since, now)) {
+        /* its pods there run on: nothing lost yet; Kubernetes evicts them
+         * at its toleration, and the node is judged then */
+        n->alive = true;
+        return false;
+    }
+    if (f.cls == GH_CLASS_UNKNOWN && !n->job_moved && !n->alive && d->toleration > d->grace) {
         /* No hardware evidence: the job's pods there are lost, so the job
          * moves now; the node is not blamed unless it stays down. */
         f.node = NULL;

@@ -285,8 +285,11 @@ static bool telemetry_ended(const struct seen *sn, int64_t t)
 
 /* What runs now, from the kube kinds (pod_succeeded, job_finished) and
  * from any signal that places a job that had ended or left a node. */
-static void note_placement(struct gh_engine *e, const struct gh_signal *sg, int64_t ts)
+static void note_placement(struct gh_engine *e, const struct gh_tl_entry *ent, int64_t ts)
 {
+    const struct gh_signal *sg = &ent->sig;
+    if (sg->kind == GH_KIND_POD_FAILED && sg->node)
+        gh_decider_job_harmed(e->decider, ent, e->now); /* harm under a record that waits */
     if (sg->kind == GH_KIND_POD_STARTED) {
         /* A pod started: the API says where the job runs now (a
          * replacement node the header never listed), so faults there
@@ -301,10 +304,14 @@ static void note_placement(struct gh_engine *e, const struct gh_signal *sg, int6
     long j = gh_topology_find_job(e->topo, sg->job);
     if (j < 0)
         return;
-    if (sg->kind == GH_KIND_JOB_FINISHED)
+    if (sg->kind == GH_KIND_JOB_FINISHED) {
         gh_topology_job_end(e->topo, (size_t)j, ts);
-    else if (sg->kind == GH_KIND_POD_SUCCEEDED)
+        gh_decider_job_finished(e->decider, ent, e->now);
+    } else if (sg->kind == GH_KIND_POD_SUCCEEDED) {
         gh_topology_job_leave(e->topo, (size_t)j, sg->node, ts);
+        if (gh_topology_job_gone(e->topo, (size_t)j, sg->node))
+            gh_decider_job_gone(e->decider, sg->node, ent, e->now);
+    }
     else if (sg->node && (sg->kind == GH_KIND_STEP || sg->kind == GH_KIND_POD_FAILED) &&
              (gh_topology_job_ended(e->topo, (size_t)j) ||
               gh_topology_job_gone(e->topo, (size_t)j, sg->node)))
@@ -363,7 +370,7 @@ static void dispatch(struct gh_engine *e, const struct gh_tl_entry *ent)
     if (sg->job) {
         note_job(e, sg, ent->ts_ns);
         if (*sg->job)
-            note_placement(e, sg, ent->ts_ns);
+            note_placement(e, ent, ent->ts_ns);
     }
     /* The timeline admits only kinds < GH_KIND__COUNT. */
     unsigned k = (unsigned)ent->sig.kind, n = e->n_by_kind[k];

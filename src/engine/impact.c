@@ -30,8 +30,8 @@ static size_t node_times(struct gh_timeline *tl, const char *job, const char *no
                          int64_t now, double *v, size_t n, size_t cap)
 {
     const struct gh_tl_entry *e[STEPS_PER_NODE];
-    size_t k = gh_timeline_query(tl, GH_TL_NODE, node, -1, GH_KIND_BIT(GH_KIND_STEP), since, now,
-                                 true, e, STEPS_PER_NODE);
+    size_t k = gh_timeline_query(tl, GH_TL_NODE_GPUS, node, -1, GH_KIND_BIT(GH_KIND_STEP), since,
+                                 now, true, e, STEPS_PER_NODE);
     for (size_t i = 0; i < k && n < cap; i++) {
         const struct gh_signal *s = &e[i]->sig;
         if (!s->job || strcmp(s->job, job) != 0)
@@ -95,8 +95,8 @@ static bool bad_loss(struct gh_timeline *tl, const char *job, const char *node, 
                      int64_t now)
 {
     const struct gh_tl_entry *v[STEPS_PER_NODE];
-    size_t k = gh_timeline_query(tl, GH_TL_NODE, node, -1, GH_KIND_BIT(GH_KIND_STEP), since, now,
-                                 true, v, STEPS_PER_NODE);
+    size_t k = gh_timeline_query(tl, GH_TL_NODE_GPUS, node, -1, GH_KIND_BIT(GH_KIND_STEP), since,
+                                 now, true, v, STEPS_PER_NODE);
     for (size_t i = 0; i < k; i++) {
         const struct gh_signal *s = &v[i]->sig;
         if (s->job && strcmp(s->job, job) == 0 && s->has_loss && !isfinite(s->loss))
@@ -189,13 +189,16 @@ void gh_impact_assess(const struct gh_finding *f, const char *job, struct gh_tim
                 "a fatal error kills or hangs its processes on the device");
         return;
     }
-    if (bad_loss(tl, job, f->node, first, now)) {
+    /* what the ranks there report now: their latest steps (a counter's
+     * finding is as old as its last reading, its rise took a window) */
+    int64_t since = now - st->counter_window_ns < first ? now - st->counter_window_ns : first;
+    if (bad_loss(tl, job, f->node, since, now)) {
         out->impact = GH_IMPACT_WRONG;
         gh_sfmt(out->why, sizeof out->why, "its ranks on %s report a non-finite loss", f->node);
         return;
     }
     double sd;
-    if (gh_impact_slowdown(tl, topo, job, f->node, first, now, &sd)) {
+    if (gh_impact_slowdown(tl, topo, job, f->node, since, now, &sd)) {
         out->has_slowdown = true;
         out->slowdown = sd;
         if (sd >= st->straggler_threshold) {
