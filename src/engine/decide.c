@@ -976,6 +976,12 @@ void gh_decider_job_harmed(struct gh_decider *d, const struct gh_tl_entry *ent, 
     struct episode *ep = record_of(d, s->node, s->job);
     if (!ep || !s->job || !ep->rec.job[0] || ep->decided > ent->ts_ns)
         return;
+    /* the same cause still: while the record is open (its evidence goes
+     * on), and a failure of the pod's own, not a collective that timed out
+     * (another node's fault shows so on every node) nor an eviction */
+    enum gh_podfail pf = gh_classify_pod_failure(s);
+    if (!episode_open(ep, ent->ts_ns) || pf == GH_PF_IGNORE || pf == GH_PF_COLLECTIVE)
+        return;
     char more[256];
     gh_sfmt(more, sizeof more, "then pod %s of %s failed on %s (%s)", s->pod ? s->pod : "?", s->job,
             s->node, s->reason ? s->reason : "?");

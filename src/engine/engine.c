@@ -32,14 +32,19 @@ struct facts {
 struct seen {
     int64_t last;
     bool ckpt_last;
-    int64_t last_step, stride, ckpt_step; /* highest step reported, its last increase,
-                                             the latest saved checkpoint's step */
-    uint32_t n_steps;
+    int64_t last_step, ckpt_step;  /* highest step reported, the latest saved checkpoint's */
+    int64_t first_step_ts, last_step_ts, ckpt_ts; /* when steps began, the highest came, the
+                                                     checkpoint was saved */
+    uint32_t n_steps;              /* how many times the highest step rose */
 };
 
-/* Steps a job must have reported for its telemetry to be read as a stream
- * (a scenario's sparse telemetry ending with a checkpoint says nothing). */
+/* For a job's telemetry to be read as a stream that ended, it must have
+ * reported this many steps, at most STREAM_GAP_NS apart on average, the
+ * last at most that long before its final checkpoint; and the silence after
+ * must be ENDED_QUIET_NS and 20 times its step interval. Sparse or sampled
+ * telemetry (a scenario's, a simulator's) says nothing of an end. */
 #define ENDED_MIN_STEPS 8
+#define STREAM_GAP_NS (60 * GH_NS_PER_S)
 
 /* A job whose latest signal is a saved checkpoint and that is quiet this
  * long after it has finished (a hung job's watchdog fails its pods first). */
@@ -264,13 +269,16 @@ static void note_job(struct gh_engine *e, const struct gh_signal *sg, int64_t ts
         sn->ckpt_last = ckpt;
     }
     if (sg->kind == GH_KIND_STEP && sg->has_step) {
-        if (sg->step > sn->last_step) {
-            sn->stride = sg->step - sn->last_step;
+        if (sg->step > sn->last_step || sn->n_steps == 0) {
+            if (sn->n_steps == 0)
+                sn->first_step_ts = ts;
             sn->last_step = sg->step;
+            sn->last_step_ts = ts;
+            sn->n_steps++;
         }
-        sn->n_steps++;
     } else if (ckpt && sg->has_step) {
         sn->ckpt_step = sg->step;
+        sn->ckpt_ts = ts;
     }
 }
 
@@ -278,9 +286,12 @@ static void note_job(struct gh_engine *e, const struct gh_signal *sg, int64_t ts
  * last step, ENDED_QUIET_NS before t: it finished. */
 static bool telemetry_ended(const struct seen *sn, int64_t t)
 {
-    int64_t stride = sn->stride > 0 ? sn->stride : 1;
-    return sn->ckpt_last && sn->n_steps >= ENDED_MIN_STEPS && sn->ckpt_step >= sn->last_step &&
-           sn->ckpt_step <= sn->last_step + stride && t - sn->last >= ENDED_QUIET_NS;
+    if (!sn->ckpt_last || sn->n_steps < ENDED_MIN_STEPS || sn->ckpt_step != sn->last_step)
+        return false;
+    int64_t every = (sn->last_step_ts - sn->first_step_ts) / (int64_t)(sn->n_steps - 1);
+    int64_t quiet = t - sn->last;
+    return every <= STREAM_GAP_NS && sn->ckpt_ts - sn->last_step_ts <= STREAM_GAP_NS &&
+           quiet >= ENDED_QUIET_NS && quiet >= 20 * every;
 }
 
 /* What runs now, from the kube kinds (pod_succeeded, job_finished) and
