@@ -993,6 +993,9 @@ static void job_changed(void *ud, const char *job, const char *part)
     place_pods(ctl, job);
 }
 
+/* A training job is over (job_finished): the engine stops restarting it. */
+static void job_signal(void *ud, struct gh_signal *s) { feed(ud, s, "kube"); }
+
 static bool held_by_gpuheal(const json_t *node)
 {
     return ann(node, GH_ANN_CORDONED_BY) || ann(node, GH_ANN_TAINTED_BY);
@@ -1890,6 +1893,7 @@ int gh_controller_run(struct gh_controller *ctl, int stop_fd, struct gh_err *err
         return gh_err_prefix(err, rc, "namespace informer");
     if ((rc = gh_job_watch_new(ctl->c, ctl->o.watch_namespace, job_changed, ctl, &ctl->jobs,
                                err)) ||
+        (gh_job_watch_on_signal(ctl->jobs, job_signal, ctl), 0) ||
         (rc = gh_job_watch_start(ctl->jobs, err)))
         return gh_err_prefix(err, rc, "job informers");
     if (ctl->o.no_leader_election) {

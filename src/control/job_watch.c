@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/timeutil.h"
 #include "control/job_kinds.h"
+#include "control/kube_signals.h"
 #include "kube/informer.h"
 
 #define NKINDS 3
@@ -26,10 +28,15 @@ struct gh_job_watch {
     char *ns;
     gh_job_changed_fn fn;
     void *ud;
+    gh_job_signal_fn sig_fn; /* NULL: no signals */
+    void *sig_ud;
     struct kind k[NKINDS];
 };
 
 static const char *const keep[] = {"/metadata/labels", "/metadata/ownerReferences",
+                                   "/metadata/uid",
+                                   /* whether it is over (job_finished) */
+                                   "/status/conditions",
                                    /* a job's remaining run and restart cost (job_costs.h) */
                                    "/metadata/creationTimestamp",
                                    "/metadata/annotations/gpuheal.io~1expected-end",
@@ -38,8 +45,10 @@ static const char *const keep[] = {"/metadata/labels", "/metadata/ownerReference
 
 static void discover(void *ud);
 
-/* The job an object of kind k concerns: a Job a JobSet controls -> the JobSet. */
-static void report(struct kind *k, const json_t *obj)
+/* The job an object of kind k concerns: a Job a JobSet controls -> the JobSet.
+ * A job that became over (not a JobSet's child: its JobSet says for all)
+ * is also a job_finished signal. */
+static void report(struct kind *k, const json_t *old, const json_t *obj)
 {
     const char *ns = gh_kube_meta_namespace(obj), *name = gh_kube_meta_name(obj);
     const char *top = name;
@@ -54,14 +63,18 @@ static void report(struct kind *k, const json_t *obj)
     snprintf(job, sizeof job, "%s/%s", ns, top);
     snprintf(part, sizeof part, "%s/%s", ns, name);
     k->w->fn(k->w->ud, job, top != name ? part : NULL);
+    struct gh_signal s;
+    int64_t t = gh_clock_now(gh_kube_client_clock(k->w->c));
+    if (k->w->sig_fn && top == name && gh_kube_job_signals(old, obj, job, t, &s, 1) == 1)
+        k->w->sig_fn(k->w->sig_ud, &s);
 }
 
-static void on_add(void *ud, const json_t *obj) { report(ud, obj); }
+static void on_add(void *ud, const json_t *obj) { report(ud, NULL, obj); }
 
 static void on_update(void *ud, const json_t *old, const json_t *obj)
 {
     if (old) /* resync replays carry nothing new */
-        report(ud, obj);
+        report(ud, old, obj);
 }
 
 static void on_error(void *ud, int rc, const struct gh_kube_status *st, const char *msg)
@@ -157,6 +170,12 @@ int gh_job_watch_new(struct gh_kube_client *c, const char *ns, gh_job_changed_fn
     }
     *out = w;
     return GH_OK;
+}
+
+void gh_job_watch_on_signal(struct gh_job_watch *w, gh_job_signal_fn fn, void *ud)
+{
+    w->sig_fn = fn;
+    w->sig_ud = ud;
 }
 
 int gh_job_watch_start(struct gh_job_watch *w, struct gh_err *err)

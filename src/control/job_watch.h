@@ -13,6 +13,7 @@
 #include "kube/api.h"
 #include "kube/client.h"
 #include "kube/store.h"
+#include "signal/signal.h"
 
 struct gh_job_watch;
 
@@ -25,6 +26,11 @@ typedef void (*gh_job_changed_fn)(void *ud, const char *job, const char *part);
  * (copied). fn runs on the loop with ud. */
 int gh_job_watch_new(struct gh_kube_client *c, const char *ns, gh_job_changed_fn fn, void *ud,
                      struct gh_job_watch **out, struct gh_err *err);
+/* A signal the watch makes (job_finished, kube_signals.h): fn owns *s and
+ * clears it with gh_signal_clear. */
+typedef void (*gh_job_signal_fn)(void *ud, struct gh_signal *s);
+/* Sets the receiver of the watch's signals (NULL: none). */
+void gh_job_watch_on_signal(struct gh_job_watch *w, gh_job_signal_fn fn, void *ud);
 /* Starts discovery (asynchronous). */
 int gh_job_watch_start(struct gh_job_watch *w, struct gh_err *err);
 /* Cancels requests, timers and informers, frees. Accepts NULL. */

@@ -155,6 +155,20 @@ size_t gh_kube_pod_signals(const json_t *old, const json_t *pod, int64_t now,
         s->exit_code = (int)json_integer_value(json_object_get(t, "exitCode"));
         set(&s->msg, jstr(t, "message"));
     }
+    /* succeeded: phase became Succeeded (the pod ran to completion) */
+    if (!strcmp(phase, "Succeeded") && !(ophase && !strcmp(ophase, "Succeeded")) && n < max) {
+        const char *fin = NULL;
+        json_array_foreach(jget2(pod, "status", "containerStatuses"), i, cs) {
+            bool last;
+            const json_t *t = terminated(cs, &last);
+            const char *f = t ? jstr(t, "finishedAt") : NULL;
+            if (f && (!fin || strcmp(f, fin) > 0))
+                fin = f; /* the last container to finish */
+        }
+        snprintf(id, sizeof id, "kube:pod:%s:succeeded", uid);
+        common(&out[n++], pod, GH_KIND_POD_SUCCEEDED, ts_of(fin, now), id);
+        return n;
+    }
     /* started: phase became Running */
     if (!strcmp(phase, "Running") && !(ophase && !strcmp(ophase, "Running")) && n < max) {
         const char *st = jstr(json_object_get(pod, "status"), "startTime");
@@ -162,6 +176,54 @@ size_t gh_kube_pod_signals(const json_t *old, const json_t *pod, int64_t now,
         common(&out[n++], pod, GH_KIND_POD_STARTED, ts_of(st, now), id);
     }
     return n;
+}
+
+/* The condition of obj that says it is over ("Complete"/"Succeeded"/
+ * "Completed" or "Failed", status "True"), NULL when none; *failed and *when
+ * (its lastTransitionTime) set when found. */
+static const json_t *finished_condition(const json_t *obj, bool *failed)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(jget2(obj, "status", "conditions"), i, c) {
+        const char *t = jstr(c, "type"), *st = jstr(c, "status");
+        if (!t || !st || strcmp(st, "True") != 0)
+            continue;
+        if (!strcmp(t, "Complete") || !strcmp(t, "Succeeded") || !strcmp(t, "Completed")) {
+            *failed = false;
+            return c;
+        }
+        if (!strcmp(t, "Failed")) {
+            *failed = true;
+            return c;
+        }
+    }
+    return NULL;
+}
+
+size_t gh_kube_job_signals(const json_t *old, const json_t *obj, const char *job, int64_t now,
+                           struct gh_signal *out, size_t max)
+{
+    bool failed, ofailed;
+    const json_t *c = obj ? finished_condition(obj, &failed) : NULL;
+    if (max == 0 || !job || !c || (old && finished_condition(old, &ofailed)))
+        return 0;
+    const char *uid = json_string_value(jget2(obj, "metadata", "uid"));
+    char id[400];
+    snprintf(id, sizeof id, "kube:job:%s:finished", uid ? uid : job);
+    struct gh_signal *s = &out[0];
+    gh_signal_init(s);
+    s->ts_ns = ts_of(jstr(c, "lastTransitionTime"), now);
+    s->source = GH_SRC_KUBE;
+    s->kind = GH_KIND_JOB_FINISHED;
+    s->job_state = failed ? GH_JOB_FAILED : GH_JOB_COMPLETE;
+    set(&s->job, job);
+    set(&s->id, id);
+    char msg[300];
+    snprintf(msg, sizeof msg, "condition %s=True%s%s", jstr(c, "type"),
+             jstr(c, "reason") ? ": " : "", jstr(c, "reason") ? jstr(c, "reason") : "");
+    set(&s->msg, msg);
+    return 1;
 }
 
 /* The Ready condition: "True", "False", "Unknown" or NULL; *when its

@@ -1,7 +1,8 @@
 /* kube_signals.h - what the informers see, as signals on the engine's
  * timeline (spec/signals.md section 1, source "kube"): a pod that failed
  * or whose container exited with an error (pod_failed), a pod that started
- * running (pod_started), a node whose Ready condition went False/Unknown
+ * running (pod_started) or ran to completion (pod_succeeded), a training
+ * job whose controller says it is over (job_finished), a node whose Ready condition went False/Unknown
  * (node_not_ready) or back to True (node_ready); and Kubernetes Events
  * (events.k8s.io/v1): a Node's NodeNotReady (node_not_ready), NodeReady or
  * Rebooted (node_ready), a Pod's Evicted (pod_failed). Pure functions of
@@ -30,6 +31,12 @@ size_t gh_kube_pod_signals(const json_t *old, const json_t *pod, int64_t now,
                            struct gh_signal *out, size_t max);
 size_t gh_kube_node_signals(const json_t *old, const json_t *node, int64_t now,
                             struct gh_signal *out, size_t max);
+/* job_finished for a Job, JobSet or PyTorchJob obj (borrowed) whose
+ * Complete/Succeeded/Completed or Failed condition became True in the change
+ * old -> obj (old NULL: first sight); job names it ("namespace/name").
+ * At most one signal; id "kube:job:<uid>:finished". */
+size_t gh_kube_job_signals(const json_t *old, const json_t *obj, const char *job, int64_t now,
+                           struct gh_signal *out, size_t max);
 
 /* True when ev (an events.k8s.io/v1 Event, borrowed) was reported by
  * gpuheal itself (reportingController or deprecatedSource.component

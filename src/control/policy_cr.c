@@ -42,7 +42,8 @@ bool gh_policy_cr_duration(const char *s, int64_t *ns)
     return true;
 }
 
-/* The "engine: min_severity high, debounce 10m, boot_grace 5m" note. */
+/* The "engine: min_severity high, debounce 10m, boot_grace 5m, impact
+ * died+wrong" note. */
 static int engine_note(const char *desc, struct gh_rule *r, const char *field, struct gh_err *err)
 {
     const char *p = desc ? strstr(desc, "engine:") : NULL;
@@ -73,6 +74,20 @@ static int engine_note(const char *desc, struct gh_rule *r, const char *field, s
                 return gh_err_set(err, GH_EINVAL, "%s.description: engine: unknown severity \"%s\"",
                                   field, val);
             r->min_severity = (enum gh_severity)sv;
+        } else if (!strcmp(key, "impact")) {
+            /* one or more of none, slower, wrong, died, joined by '+' */
+            for (char *tok = val; tok && *tok;) {
+                char *plus = strchr(tok, '+');
+                if (plus)
+                    *plus = '\0';
+                int iv = gh_impact_from_name(tok);
+                if (iv < 0)
+                    return gh_err_set(err, GH_EINVAL,
+                                      "%s.description: engine: unknown impact \"%s\" (none, "
+                                      "slower, wrong, died)", field, tok);
+                r->impacts |= 1u << iv;
+                tok = plus ? plus + 1 : NULL;
+            }
         } else if (!strcmp(key, "debounce") || !strcmp(key, "boot_grace")) {
             int64_t d;
             if (!gh_policy_cr_duration(val, &d))

@@ -8,10 +8,12 @@
 
 #include "common/timeutil.h"
 #include "engine/classify.h"
+#include "engine/impact.h"
 #include "engine/strmap.h"
 #include "signal/xid_catalog.h"
 
 #define OCC_MAX 32   /* occurrences (and their evidence) kept per rule and subject */
+#define EP_EV 8      /* evidence kept with a record that waits */
 #define HIST_MAX 16  /* decided incidents remembered per rule and subject */
 #define MAX_KEYS (1 << 20)
 /* A checkpoint this soon after a corruption incident's decision may still be
@@ -23,10 +25,45 @@ struct episode {
     enum gh_class cls;
     int strength;
     unsigned acts; /* bit per enum gh_action the incident chose */
+    unsigned deferred; /* ... and those it left for a safe moment */
+    int gpu;
+    int64_t assessed; /* when the impact was last assessed for a finding it absorbed */
     int64_t first_ts, expires, decided;
     int64_t anomaly_ts, anomaly_step;
     uint64_t node_hash; /* 'c' episodes: the node the corruption blamed (0: none) */
+    /* A record whose actions wait (strength 0, deferred): what it was, to
+     * decide again when the job is harmed after all or the moment is safe. */
+    struct {
+        bool held;
+        enum gh_kind kind;
+        int code;
+        enum gh_severity severity;
+        bool has_metric;
+        double metric;
+        char job[160];
+        char what[320];
+        size_t n_ev;
+        const struct gh_tl_entry *ev[EP_EV]; /* refs, oldest first */
+    } rec;
 };
+
+/* A record's deferred actions stay due this long (a job that runs for days). */
+#define REC_KEEP_NS (7LL * 24 * 3600 * GH_NS_PER_S)
+
+static void rec_clear(struct episode *ep)
+{
+    for (size_t i = 0; i < ep->rec.n_ev; i++)
+        gh_tl_unref(ep->rec.ev[i]);
+    ep->rec.n_ev = 0;
+    ep->rec.held = false;
+}
+
+static void episode_free(struct episode *ep)
+{
+    if (ep)
+        rec_clear(ep);
+    free(ep);
+}
 
 struct occ {
     int rule;                               /* the rule's index */
@@ -55,7 +92,13 @@ struct gh_decider {
     int64_t last_hw;
     gh_rule_filter_fn governs; /* NULL: every rule governs every node */
     void *governs_ctx;
+    gh_job_live_fn live;       /* NULL: a job placed on a node runs there */
+    void *live_ctx;
 };
+
+/* A record-only episode re-assesses the impact of more of its evidence at
+ * most this often (a throttling GPU reports every reading). */
+#define REASSESS_NS (60 * GH_NS_PER_S)
 
 void gh_finding_init(struct gh_finding *f)
 {
@@ -63,6 +106,7 @@ void gh_finding_init(struct gh_finding *f)
     f->gpu = -1;
     f->code = -1;
     f->anomaly_step = -1;
+    f->impact = -1;
 }
 
 void gh_finding_add(struct gh_finding *f, const struct gh_tl_entry *e)
@@ -111,7 +155,7 @@ void gh_decider_free(struct gh_decider *d)
         return;
     if (d->episodes)
         for (size_t i = 0; i < gh_strmap_count(d->episodes); i++)
-            free(gh_strmap_value(d->episodes, i));
+            episode_free(gh_strmap_value(d->episodes, i));
     if (d->occs)
         for (size_t i = 0; i < gh_strmap_count(d->occs); i++) {
             struct occ *o = gh_strmap_value(d->occs, i);
@@ -149,6 +193,13 @@ static struct episode *episode_find(struct gh_decider *d, char prefix, const cha
     gh_sfmt(key, sizeof key, "%c:%s", prefix, name);
     long i = gh_strmap_find(d->episodes, key);
     return i < 0 ? NULL : gh_strmap_value(d->episodes, (size_t)i);
+}
+
+/* A record: an incident that took nothing out of service (strength 0, or
+ * 1: diagnostics) because what would have waits. */
+static bool record_only(const struct episode *ep)
+{
+    return ep->strength == 0 || (ep->strength <= 1 && ep->deferred);
 }
 
 static bool episode_open(const struct episode *ep, int64_t t)
@@ -289,13 +340,174 @@ static void subject_key(char *key, size_t cap, int rule, const struct gh_finding
              f->node ? f->node : f->job ? f->job : "");
 }
 
+/* ---- proportion: actions fitted to the harm --------------------------- */
+
+/* What takes the node or GPU out of service (diagnostics are the agent's
+ * light probes: they run beside the job). */
+static bool disruptive(enum gh_action a) { return targets_node(a); }
+
+static bool has_act(const enum gh_action *a, int n, enum gh_action x)
+{
+    for (int i = 0; i < n; i++)
+        if (a[i] == x)
+            return true;
+    return false;
+}
+
+static int drop_act(enum gh_action *a, int n, enum gh_action x)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (a[i] != x)
+            a[k++] = a[i];
+    return k;
+}
+
+/* The job a finding on a node concerns: its own, else the one running
+ * there now (the topology skips jobs that ended or left the node). */
+static const char *job_of(struct gh_decider *d, const struct gh_finding *f)
+{
+    if (f->job || !f->node || f->cls == GH_CLASS_FLAPPING_NODE)
+        return f->job;
+    long j = gh_topology_job_on_node(d->topo, f->node, f->gpu);
+    return j >= 0 ? gh_topology_job_name(d->topo, (size_t)j) : NULL;
+}
+
+struct fit {
+    bool assessed;
+    struct gh_impact_view iv;
+    const char *job;       /* the job harmed, or NULL */
+    bool running;          /* job still runs where the fault is */
+    char gone_why[160];    /* when not: why */
+    unsigned deferred;     /* bit per action left for a safe moment */
+    int n_deferred;
+    enum gh_action deferred_list[GH_INCIDENT_MAX_ACTIONS];
+    bool restart_added, restart_dropped_done, restart_dropped_gone, restart_dropped_none;
+};
+
+static void assess(struct gh_decider *d, const struct gh_finding *f, int64_t now, struct fit *x)
+{
+    if (x->assessed)
+        return;
+    x->assessed = true;
+    x->job = job_of(d, f);
+    x->running = true;
+    int64_t first = f->first_ts ? f->first_ts : now;
+    if (x->job && d->live &&
+        !d->live(d->live_ctx, x->job, f->node, first, x->gone_why, sizeof x->gone_why))
+        x->running = false;
+    gh_impact_assess(f, x->running ? x->job : NULL, d->tl, d->topo, &d->policy->settings, now,
+                     &x->iv);
+}
+
+/* Fits actions a[0..n) to the harm x assessed (docs/engine.md, "Impact"):
+ * with nothing harmed and nothing urgent, what takes the node or GPU out of
+ * service waits for a safe moment (deferred); a job whose processes died or
+ * compute wrong is restarted from its checkpoint; a job that no longer runs
+ * there, or that an open incident already restarted after this evidence
+ * began, is not. Returns the new count. */
+static int fit_actions(struct gh_decider *d, const struct gh_finding *f, int64_t now, struct fit *x,
+                       enum gh_action *a, int n)
+{
+    x->deferred = 0;
+    x->n_deferred = 0;
+    x->restart_added = x->restart_dropped_done = x->restart_dropped_gone =
+        x->restart_dropped_none = false;
+    /* what the source itself requires (XID 154's recovery action) is urgent */
+    if (f->n_requested > 0)
+        x->iv.urgent = true;
+    if (!x->iv.urgent && x->iv.impact == GH_IMPACT_NONE && f->cls != GH_CLASS_APPLICATION) {
+        /* with no job there the GPU is idle now: a reset or diagnostics
+         * need not wait, but nothing harmed still takes no node out */
+        bool idle = !x->job || !x->running;
+        int k = 0;
+        for (int i = 0; i < n; i++) {
+            bool wait = idle ? a[i] == GH_ACT_ISOLATE_NODE || a[i] == GH_ACT_DRAIN_NODE ||
+                                   a[i] == GH_ACT_REPLACE_NODE
+                             : disruptive(a[i]);
+            if (wait && f->node) {
+                if (!(x->deferred & (1u << a[i])) && x->n_deferred < GH_INCIDENT_MAX_ACTIONS)
+                    x->deferred_list[x->n_deferred++] = a[i];
+                x->deferred |= 1u << a[i];
+            } else if (a[i] == GH_ACT_RESTART_FROM_CHECKPOINT) {
+                x->restart_dropped_none = true;
+            } else {
+                a[k++] = a[i];
+            }
+        }
+        n = k;
+    }
+    bool harmed = x->iv.impact == GH_IMPACT_DIED || x->iv.impact == GH_IMPACT_WRONG;
+    if (harmed && x->job && x->running && f->node && f->cls != GH_CLASS_APPLICATION &&
+        !has_act(a, n, GH_ACT_RESTART_FROM_CHECKPOINT) && !has_act(a, n, GH_ACT_RETRY_IN_PLACE) &&
+        n < GH_POLICY_MAX_ACTIONS) {
+        /* after what takes the node out of service, before the rest */
+        int at = 0;
+        for (int i = 0; i < n; i++)
+            if (a[i] == GH_ACT_ISOLATE_NODE || a[i] == GH_ACT_DRAIN_NODE)
+                at = i + 1;
+        memmove(a + at + 1, a + at, (size_t)(n - at) * sizeof a[0]);
+        a[at] = GH_ACT_RESTART_FROM_CHECKPOINT;
+        n++;
+        x->restart_added = true;
+    }
+    if (has_act(a, n, GH_ACT_RESTART_FROM_CHECKPOINT)) {
+        struct episode *jep = x->job ? episode_find(d, 'j', x->job) : NULL;
+        int64_t first = f->first_ts ? f->first_ts : now;
+        if (x->job && !x->running) {
+            n = drop_act(a, n, GH_ACT_RESTART_FROM_CHECKPOINT);
+            x->restart_dropped_gone = true;
+        } else if (episode_open(jep, now) && (jep->acts & (1u << GH_ACT_RESTART_FROM_CHECKPOINT)) &&
+                   jep->decided >= first && jep->cls != GH_CLASS_SILENT_DATA_CORRUPTION &&
+                   f->cls != GH_CLASS_SILENT_DATA_CORRUPTION) {
+            n = drop_act(a, n, GH_ACT_RESTART_FROM_CHECKPOINT);
+            x->restart_dropped_done = true;
+        }
+    }
+    return n;
+}
+
+/* Whether an open episode already holds what f calls for: its actions,
+ * and, when f only records (strength 0), the same cause and what it defers. */
+static bool covered(const struct episode *ep, const struct gh_finding *f, int strength_f,
+                    unsigned acts_f, unsigned deferred_f, unsigned asked)
+{
+    if (strength_f > ep->strength || (asked & ~ep->acts) || (acts_f & ~ep->acts & ~1u))
+        return false;
+    if (deferred_f & ~(ep->deferred | ep->acts))
+        return false;
+    if (strength_f <= 1 && record_only(ep) && ep->cls != f->cls)
+        return false; /* another cause on the same node: its own record */
+    if ((deferred_f & (1u << GH_ACT_RESET_GPU)) && f->gpu != ep->gpu)
+        return false; /* another GPU to reset */
+    return true;
+}
+
+static unsigned act_mask(const enum gh_action *a, int n)
+{
+    unsigned m = 0;
+    for (int i = 0; i < n; i++)
+        m |= 1u << a[i];
+    return m;
+}
+
 enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding *f, int64_t now,
                                   int64_t boot_ts)
 {
     const struct gh_policy *p = d->policy;
     d->st.findings++;
-    struct gh_policy_query q = {f->cls, f->kind, f->code, f->severity, f->has_metric, f->metric};
+    struct fit fx;
+    fx.assessed = false;
+    struct gh_policy_query q = {f->cls, f->kind, f->code, f->severity, f->has_metric, f->metric,
+                               false, GH_IMPACT_NONE};
     int ri = gh_policy_match(p, &q);
+    if (gh_policy_impact_matters(p, &q, ri)) {
+        /* a rule that matches on impact comes first: assess, then match */
+        assess(d, f, now, &fx);
+        q.has_impact = true;
+        q.impact = fx.iv.impact;
+        ri = gh_policy_match(p, &q);
+    }
     if (ri < 0) {
         d->st.unmatched++;
         return GH_OUT_UNMATCHED;
@@ -318,14 +530,34 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
     unsigned asked = 0; /* what the source asks for beyond the open incident */
     for (int i = 0; i < f->n_requested; i++)
         asked |= 1u << f->requested[i];
-    if (episode_open(ep, now) && strength(base, n_base) <= ep->strength &&
-        (asked & ~ep->acts) == 0) {
+    bool absorb = false;
+    if (episode_open(ep, now)) {
+        if (strength(base, n_base) <= ep->strength && (asked & ~ep->acts) == 0 &&
+            (!record_only(ep) || ep->cls == f->cls)) {
+            absorb = true;
+        } else if (record_only(ep) && ep->cls == f->cls && f->severity < GH_SEV_HIGH &&
+                   f->impact < 0 &&
+                   now - ep->assessed < REASSESS_NS && (asked & ~ep->acts) == 0) {
+            absorb = true; /* a record of this cause, assessed a moment ago */
+        } else {
+            /* what it calls for once fitted to the harm */
+            enum gh_action fitted[GH_POLICY_MAX_ACTIONS];
+            memcpy(fitted, base, (size_t)n_base * sizeof base[0]);
+            assess(d, f, now, &fx);
+            int nf = fit_actions(d, f, now, &fx, fitted, n_base);
+            absorb = covered(ep, f, strength(fitted, nf), act_mask(fitted, nf), fx.deferred, asked);
+            if (record_only(ep))
+                ep->assessed = now;
+        }
+    }
+    if (absorb) {
         /* Evidence keeps a node's episode open, but for at most two
          * episodes after the decision: a node that still fails jobs after
          * its incident's actions (back from repair, still broken) is a new
-         * incident, escalated, not more of the old one forever. */
+         * incident, escalated, not more of the old one forever. A record
+         * that took no action stays open while its cause lasts. */
         int64_t until = now + p->settings.episode_ns, cap = ep->decided + 2 * p->settings.episode_ns;
-        if (until > cap)
+        if (until > cap && !record_only(ep))
             until = cap;
         if (f->node && until > ep->expires)
             ep->expires = until;
@@ -392,14 +624,15 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
     inc.cls = f->cls;
     inc.node = f->node;
     inc.gpu = f->node ? f->gpu : -1;
-    inc.job = f->job;
-    /* A node-level fault hits the job running there; a flapping node is
-     * about the node across jobs, so it names none. */
-    if (!inc.job && f->node && f->cls != GH_CLASS_FLAPPING_NODE) {
-        long j = gh_topology_job_on_node(d->topo, f->node, f->gpu);
-        if (j >= 0)
-            inc.job = gh_topology_job_name(d->topo, (size_t)j);
-    }
+    /* A node-level fault hits the job running there now; a flapping node
+     * is about the node across jobs, so it names none. A job that ended or
+     * left before the evidence is not affected. */
+    assess(d, f, now, &fx);
+    inc.job = fx.running ? fx.job : NULL;
+    inc.impact = fx.iv.impact;
+    inc.has_slowdown = fx.iv.has_slowdown;
+    inc.slowdown = fx.iv.slowdown;
+    inc.urgent = fx.iv.urgent;
     inc.rule = r->name;
     inc.severity = f->severity;
     inc.decided_ts = now;
@@ -452,6 +685,10 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
         if (!dup)
             all[n_all++] = acts[i];
     }
+    n_all = fit_actions(d, f, now, &fx, all, n_all > GH_POLICY_MAX_ACTIONS ? GH_POLICY_MAX_ACTIONS
+                                                                           : n_all);
+    for (int i = 0; i < fx.n_deferred; i++)
+        inc.deferred[inc.n_deferred++] = fx.deferred_list[i];
     for (int i = 0; i < n_all && inc.n_actions < GH_INCIDENT_MAX_ACTIONS; i++) {
         if (!inc.node && targets_node(all[i]))
             continue;
@@ -528,6 +765,35 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
                 append(inc.reason, sizeof inc.reason, &used, " (none saved before the evidence)");
         }
     }
+    /* the impact, and what it changed */
+    if (fx.job && fx.running)
+        append(inc.reason, sizeof inc.reason, &used, "; impact on %s: %s (%s)", fx.job,
+               gh_impact_name(fx.iv.impact), fx.iv.why);
+    else if (fx.job)
+        append(inc.reason, sizeof inc.reason, &used, "; %s is not restarted: %s", fx.job,
+               fx.gone_why);
+    else if (inc.node)
+        append(inc.reason, sizeof inc.reason, &used, "; impact: none (no job runs there)");
+    if (fx.restart_added)
+        append(inc.reason, sizeof inc.reason, &used, "; the job was harmed, so it restarts");
+    if (fx.restart_dropped_done)
+        append(inc.reason, sizeof inc.reason, &used,
+               "; the job was already restarted by an open incident since this began");
+    if (inc.n_deferred) {
+        append(inc.reason, sizeof inc.reason, &used, "; %s, so ",
+               fx.iv.urgent ? "urgent" : "nothing harmed and the hardware can wait");
+        for (int i = 0; i < inc.n_deferred; i++)
+            append(inc.reason, sizeof inc.reason, &used, "%s%s",
+                   i == 0 ? "" : i == inc.n_deferred - 1 ? " and " : ", ",
+                   gh_action_name(inc.deferred[i]));
+        if (fx.job && fx.running)
+            append(inc.reason, sizeof inc.reason, &used,
+                   " wait%s for a safe moment (the GPU idle or the job ended)",
+                   inc.n_deferred == 1 ? "s" : "");
+        else
+            append(inc.reason, sizeof inc.reason, &used, " %s only recorded",
+                   inc.n_deferred == 1 ? "is" : "are");
+    }
     append(inc.reason, sizeof inc.reason, &used, ".");
     gh_sfmt(inc.id, sizeof inc.id, "inc-%016llx", (unsigned long long)incident_hash(&inc));
 
@@ -566,6 +832,24 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
                 ne->strength = prev;
             for (int i = 0; i < inc.n_actions; i++)
                 ne->acts |= 1u << inc.actions[i];
+            if (!was_open)
+                ne->deferred = 0;
+            ne->deferred |= fx.deferred;
+            ne->gpu = inc.gpu;
+            ne->assessed = now;
+            rec_clear(ne);
+            if (ne->deferred && record_only(ne) && inc.node) {
+                ne->rec.held = true;
+                ne->rec.kind = f->kind;
+                ne->rec.code = f->code;
+                ne->rec.severity = f->severity;
+                ne->rec.has_metric = f->has_metric;
+                ne->rec.metric = f->metric;
+                gh_sfmt(ne->rec.job, sizeof ne->rec.job, "%s", inc.job ? inc.job : "");
+                gh_sfmt(ne->rec.what, sizeof ne->rec.what, "%s", f->what);
+                for (size_t i = 0; i < inc.n_evidence && ne->rec.n_ev < EP_EV; i++)
+                    ne->rec.ev[ne->rec.n_ev++] = gh_tl_ref(inc.evidence[i]);
+            }
             /* SDC keeps the incident's strength floor: a follow-up that
              * localises the bad node must still be able to isolate it. */
             ne->first_ts = inc.first_ts;
@@ -617,10 +901,13 @@ static bool drop_episode(const char *key, void *value, void *ctx)
     const struct expire_ctx *x = ctx;
     struct episode *ep = value;
     (void)key;
-    /* Closed for good: queries look at most a hardware lookback back. */
+    /* Closed for good: queries look at most a hardware lookback back; a
+     * record whose actions wait stays until they are due, a week at most. */
     if (ep && ep->active && ep->expires >= x->now - x->p->settings.hardware_lookback_ns)
         return false;
-    free(ep);
+    if (ep && ep->active && ep->rec.held && ep->decided >= x->now - REC_KEEP_NS)
+        return false;
+    episode_free(ep);
     return true;
 }
 
@@ -692,6 +979,95 @@ void gh_decider_set_policy(struct gh_decider *d, const struct gh_policy *policy)
     d->policy = policy;
     gh_strmap_remove_if(d->occs, drop_any_occ, NULL);
     gh_strmap_remove_if(d->hists, drop_any, NULL);
+}
+
+/* Decides node's record again with ent (borrowed) as more evidence and the
+ * impact given (-1: assessed), what it says appended to the record's words. */
+static enum gh_outcome redecide(struct gh_decider *d, const char *node, struct episode *ep,
+                                const struct gh_tl_entry *ent, int impact, const char *more,
+                                int64_t now)
+{
+    struct gh_finding f;
+    gh_finding_init(&f);
+    f.cls = ep->cls;
+    f.kind = ep->rec.kind;
+    f.code = ep->rec.code;
+    f.severity = ep->rec.severity;
+    f.has_metric = ep->rec.has_metric;
+    f.metric = ep->rec.metric;
+    f.node = node;
+    f.gpu = ep->gpu;
+    f.impact = impact;
+    for (size_t i = 0; i < ep->rec.n_ev; i++)
+        gh_finding_add(&f, ep->rec.ev[i]);
+    gh_finding_add(&f, ent);
+    f.first_ts = f.evidence[0]->ts_ns;
+    gh_sfmt(f.what, sizeof f.what, "%s; %s", ep->rec.what, more);
+    return gh_decider_submit(d, &f, now, INT64_MIN);
+}
+
+static struct episode *record_of(struct gh_decider *d, const char *node, const char *job)
+{
+    struct episode *ep = node ? episode_find(d, 'n', node) : NULL;
+    if (!ep || !ep->active || !ep->rec.held || ep->rec.n_ev == 0)
+        return NULL;
+    if (job && ep->rec.job[0] && strcmp(job, ep->rec.job) != 0)
+        return NULL;
+    return ep;
+}
+
+void gh_decider_job_harmed(struct gh_decider *d, const struct gh_tl_entry *ent, int64_t now)
+{
+    const struct gh_signal *s = &ent->sig;
+    struct episode *ep = record_of(d, s->node, s->job);
+    if (!ep || !s->job || !ep->rec.job[0] || ep->decided > ent->ts_ns)
+        return;
+    /* the same cause still: while the record is open (its evidence goes
+     * on), and a failure of the pod's own, not a collective that timed out
+     * (another node's fault shows so on every node) nor an eviction */
+    enum gh_podfail pf = gh_classify_pod_failure(s);
+    if (!episode_open(ep, ent->ts_ns) || pf == GH_PF_IGNORE || pf == GH_PF_COLLECTIVE)
+        return;
+    char more[256];
+    gh_sfmt(more, sizeof more, "then pod %s of %s failed on %s (%s)", s->pod ? s->pod : "?", s->job,
+            s->node, s->reason ? s->reason : "?");
+    redecide(d, s->node, ep, ent, GH_IMPACT_DIED, more, now);
+}
+
+void gh_decider_job_gone(struct gh_decider *d, const char *node, const struct gh_tl_entry *ent,
+                         int64_t now)
+{
+    const struct gh_signal *s = &ent->sig;
+    struct episode *ep = record_of(d, node, s->job);
+    if (!ep || !ep->rec.job[0])
+        return;
+    char more[256];
+    gh_sfmt(more, sizeof more, "%s %s: the safe moment for what waited",
+            s->job ? s->job : "the job",
+            s->kind == GH_KIND_JOB_FINISHED ? "has finished" : "has no pod left on the node");
+    if (redecide(d, node, ep, ent, -1, more, now) == GH_OUT_DECIDED)
+        rec_clear(ep); /* done: not due again */
+}
+
+void gh_decider_job_finished(struct gh_decider *d, const struct gh_tl_entry *ent, int64_t now)
+{
+    const char *job = ent->sig.job;
+    if (!job)
+        return;
+    /* the nodes whose record waits for this job (few: records are rare) */
+    for (size_t i = 0; i < gh_strmap_count(d->episodes); i++) {
+        const char *key = gh_strmap_key(d->episodes, i);
+        struct episode *ep = gh_strmap_value(d->episodes, i);
+        if (key && ep && key[0] == 'n' && key[1] == ':' && ep->rec.held &&
+            strcmp(ep->rec.job, job) == 0)
+            gh_decider_job_gone(d, key + 2, ent, now);
+    }
+}
+
+void gh_decider_set_job_live(struct gh_decider *d, gh_job_live_fn fn, void *ctx)
+{
+    d->live = fn;
+    d->live_ctx = ctx;
 }
 
 void gh_decider_set_rule_filter(struct gh_decider *d, gh_rule_filter_fn fn, void *ctx)

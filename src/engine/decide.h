@@ -44,6 +44,24 @@ void gh_decider_set_policy(struct gh_decider *d, const struct gh_policy *policy)
 typedef bool (*gh_rule_filter_fn)(void *ctx, int rule, const char *node);
 void gh_decider_set_rule_filter(struct gh_decider *d, gh_rule_filter_fn fn, void *ctx);
 
+/* Whether job still runs on node (NULL: anywhere) at the time of evidence
+ * first_ts: false when it ended or left (why: in words, for the reason). */
+typedef bool (*gh_job_live_fn)(void *ctx, const char *job, const char *node, int64_t first_ts,
+                               char *why, size_t cap);
+void gh_decider_set_job_live(struct gh_decider *d, gh_job_live_fn fn, void *ctx);
+
+/* What runs changed under a record whose actions wait (docs/engine.md,
+ * "Impact"): job_harmed: ent, a pod_failed of the record's job on its node,
+ * is harm after all, and the record is decided again with impact died;
+ * job_gone: the record's job has no pod left on node (ent: the pod_succeeded
+ * or job_finished), the safe moment: decided again, what waited for the GPU
+ * may run now; job_finished: job_gone for every node whose record waits
+ * for ent's job. ent is borrowed. */
+void gh_decider_job_harmed(struct gh_decider *d, const struct gh_tl_entry *ent, int64_t now);
+void gh_decider_job_gone(struct gh_decider *d, const char *node, const struct gh_tl_entry *ent,
+                         int64_t now);
+void gh_decider_job_finished(struct gh_decider *d, const struct gh_tl_entry *ent, int64_t now);
+
 struct gh_decider_stats {
     uint64_t findings, decided, absorbed, pending, grace, unmatched;
 };

@@ -1,10 +1,14 @@
 /* det_node.c - nodes that went down: a node NotReady for node_down with no
- * node_ready since, while a job's pods run on it, is down and its job must
- * move. One finding per outage, of class unknown unless hardware evidence
- * on the node explains it; an incident already open on the node (the XID
- * that took it down, say) absorbs it, and it absorbs a later one, through
- * the decision stage's episodes: one incident per root cause. A node that
- * comes back within node_down is a blip (the flapping detector counts it). */
+ * node_ready since, while a job's pods run on it, has lost those pods and
+ * its job must move. With hardware evidence on the node that explains it,
+ * that is one finding blaming the node (its class). Without, the job is
+ * restarted without blaming the node (a finding naming only the job), and
+ * the node is blamed only when it stays NotReady for not_ready_toleration
+ * (Kubernetes' own default: 300 s); a node that comes back Ready before is
+ * not. An incident already open on the node (the XID that took it down,
+ * say) absorbs a finding, through the decision stage's episodes: one
+ * incident per root cause. A node that comes back within node_down is a
+ * blip (the flapping detector counts it). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +25,9 @@ struct nnode {
     int64_t down_since;           /* INT64_MIN: ready (or never seen NotReady) */
     const struct gh_tl_entry *ev; /* the NotReady signal (ref) */
     bool watched;
+    bool job_moved;               /* past node_down: the job's finding was made */
+    bool alive;                   /* past node_down the job's ranks there still stepped */
+    char job[256];                /* ... for this job */
 };
 
 struct ndet {
@@ -28,7 +35,14 @@ struct ndet {
     long watch[MAX_WATCH];   /* nodes down and not yet judged */
     int n_watch;
     int64_t grace;           /* settings.node_down_ns */
+    int64_t toleration;      /* settings.not_ready_toleration_ns (>= grace) */
 };
+
+/* When n's outage is next judged. */
+static int64_t due(const struct ndet *d, const struct nnode *n)
+{
+    return n->down_since + (n->job_moved || n->alive ? d->toleration : d->grace);
+}
 
 static int nd_create(struct gh_engine *e, void **state)
 {
@@ -36,6 +50,9 @@ static int nd_create(struct gh_engine *e, void **state)
     if (!d)
         return GH_ENOMEM;
     d->grace = gh_ctx_settings(e)->node_down_ns;
+    d->toleration = gh_ctx_settings(e)->not_ready_toleration_ns;
+    if (d->toleration < d->grace)
+        d->toleration = d->grace;
     d->nodes = gh_strmap_new(GH_TOPO_MAX_NODES);
     *state = d;
     return d->nodes ? GH_OK : GH_ENOMEM;
@@ -107,6 +124,22 @@ static void nd_on_signal(void *state, struct gh_engine *e, const struct gh_tl_en
     }
     n->down_since = ent->ts_ns;
     n->ev = gh_tl_ref(ent);
+    n->job_moved = false;
+    n->alive = false;
+}
+
+/* Whether job's ranks on node reported a step after since: its pods there
+ * run on (a kubelet restart, an API server that lost the node's lease). */
+static bool still_stepping(struct gh_engine *e, const char *node, const char *job, int64_t since,
+                           int64_t now)
+{
+    const struct gh_tl_entry *v[16];
+    size_t k = gh_timeline_query(gh_ctx_timeline(e), GH_TL_NODE_GPUS, node, -1,
+                                 GH_KIND_BIT(GH_KIND_STEP), since + 1, now, true, v, 16);
+    for (size_t i = 0; i < k; i++)
+        if (v[i]->sig.job && strcmp(v[i]->sig.job, job) == 0)
+            return true;
+    return false;
 }
 
 /* Hardware evidence on node within [since, until] that explains a node going
@@ -145,12 +178,17 @@ static enum gh_class hardware_cause(struct gh_engine *e, const char *node, int64
     return cls;
 }
 
-static void judge(struct gh_engine *e, const char *node, struct nnode *n, int64_t now)
+/* Judges n's outage at now: the first time (node_down) with hardware
+ * evidence blames the node, without only moves the job; the second time
+ * (not_ready_toleration) blames the node. Returns true when the outage
+ * needs no more judging. */
+static bool judge(struct gh_engine *e, struct ndet *d, const char *node, struct nnode *n,
+                  int64_t now)
 {
     const struct gh_policy_settings *st = gh_ctx_settings(e);
-    const char *job = gh_ctx_job_on(e, node, -1);
+    const char *job = n->job_moved ? n->job : gh_ctx_job_on(e, node, -1);
     if (!job)
-        return; /* nothing of a job to move; repeated outages are the flapping detector's */
+        return true; /* nothing of a job to move; repeated outages are the flapping detector's */
     struct gh_finding f;
     gh_finding_init(&f);
     f.kind = GH_KIND_NODE_NOT_READY;
@@ -160,6 +198,7 @@ static void judge(struct gh_engine *e, const char *node, struct nnode *n, int64_
     f.node = node;
     f.job = job;
     f.first_ts = n->down_since;
+    f.impact = GH_IMPACT_DIED;
     gh_finding_add(&f, n->ev);
     f.cls = hardware_cause(e, node, n->down_since - st->hardware_lookback_ns, now, &f);
     /* The job's pods that failed on it meanwhile. */
@@ -169,6 +208,33 @@ static void judge(struct gh_engine *e, const char *node, struct nnode *n, int64_
     for (size_t i = 0; i < k; i++)
         if (v[i]->sig.job && strcmp(v[i]->sig.job, job) == 0)
             gh_finding_add(&f, v[i]);
+    if (f.cls == GH_CLASS_UNKNOWN && !n->job_moved && !n->alive && d->toleration > d->grace &&
+        still_stepping(e, node, job, n->down_since, now)) {
+        /* its pods there run on: nothing lost yet; Kubernetes evicts them
+         * at its toleration, and the node is judged then */
+        n->alive = true;
+        return false;
+    }
+    if (f.cls == GH_CLASS_UNKNOWN && !n->job_moved && !n->alive && d->toleration > d->grace) {
+        /* No hardware evidence: the job's pods there are lost, so the job
+         * moves now; the node is not blamed unless it stays down. */
+        f.node = NULL;
+        f.severity = GH_SEV_MEDIUM; /* the job's loss, not the node's fault */
+        gh_sfmt(f.what, sizeof f.what,
+                "%s has been NotReady for %.0fs with pods of %s on it: the pods there are lost, "
+                "no hardware evidence blames the node (it is isolated only if it stays NotReady "
+                "for %.0fs)",
+                node, f.metric, job, (double)d->toleration / 1e9);
+        gh_sfmt(n->job, sizeof n->job, "%s", job);
+        gh_ctx_report(e, &f);
+        n->job_moved = true;
+        /* restarted elsewhere: faults on the node no longer hit it (a pod
+         * of it started there again, or a step from there, undoes this) */
+        long j = gh_topology_find_job(gh_ctx_topology(e), n->job);
+        if (j >= 0)
+            gh_topology_job_leave(gh_ctx_topology(e), (size_t)j, node, now);
+        return false;
+    }
     gh_sfmt(f.what, sizeof f.what,
             "%s has been NotReady for %.0fs with pods of %s on it and has not come back: the node "
             "is down%s",
@@ -176,6 +242,7 @@ static void judge(struct gh_engine *e, const char *node, struct nnode *n, int64_
             f.cls == GH_CLASS_UNKNOWN ? ", no hardware evidence says why"
                                       : ", after hardware faults on it");
     gh_ctx_report(e, &f);
+    return true;
 }
 
 static void nd_on_deadline(void *state, struct gh_engine *e, int64_t now)
@@ -185,12 +252,15 @@ static void nd_on_deadline(void *state, struct gh_engine *e, int64_t now)
     for (int i = 0; i < d->n_watch; i++) {
         long idx = d->watch[i];
         struct nnode *n = gh_strmap_value(d->nodes, (size_t)idx);
-        if (n->down_since + d->grace > now) {
+        if (due(d, n) > now) {
             d->watch[keep++] = idx;
             continue;
         }
+        if (!judge(e, d, gh_strmap_key(d->nodes, (size_t)idx), n, now)) {
+            d->watch[keep++] = idx; /* again at the toleration */
+            continue;
+        }
         n->watched = false;
-        judge(e, gh_strmap_key(d->nodes, (size_t)idx), n, now);
         /* down_since stays until node_ready: more NotReady signals of this
          * outage are not a new one. */
     }
@@ -203,8 +273,8 @@ static int64_t nd_next_deadline(void *state)
     int64_t t = INT64_MAX;
     for (int i = 0; i < d->n_watch; i++) {
         const struct nnode *n = gh_strmap_value(d->nodes, (size_t)d->watch[i]);
-        if (n->down_since != INT64_MIN && n->down_since + d->grace < t)
-            t = n->down_since + d->grace;
+        if (n->down_since != INT64_MIN && due(d, n) < t)
+            t = due(d, n);
     }
     return t;
 }

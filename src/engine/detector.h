@@ -40,6 +40,10 @@ struct gh_finding {
     int64_t first_ts;         /* earliest evidence (0: take it from the evidence) */
     int64_t anomaly_ts;       /* resume from a checkpoint saved before this (0: first_ts) */
     int64_t anomaly_step;     /* ... and with a step below this (-1: any) */
+    int impact;               /* enum gh_impact when the detector measured it; -1: the
+                                 decision stage assesses it from the evidence */
+    bool has_slowdown;
+    double slowdown;          /* with impact slower: 0.12 = 12% slower than peers */
     int n_requested;          /* actions the source itself asks for (XID 154), */
     enum gh_action requested[4]; /* done first, before the rule's own */
     size_t n_evidence;
@@ -47,7 +51,8 @@ struct gh_finding {
     char what[320];           /* the reason's first half: what was seen, in words */
 };
 
-/* Zeroes f and sets the "absent" values (gpu -1, code -1, anomaly_step -1). */
+/* Zeroes f and sets the "absent" values (gpu -1, code -1, anomaly_step -1,
+ * impact -1). */
 void gh_finding_init(struct gh_finding *f);
 /* Appends an evidence entry (ignored beyond the cap or when already there). */
 void gh_finding_add(struct gh_finding *f, const struct gh_tl_entry *e);

@@ -27,10 +27,28 @@ struct facts {
     int64_t alerts[HW_ALERTS]; /* latest hardware alert times, ring */
 };
 
-/* When a signal last named a job. */
+/* When a signal last named a job, and whether that signal was a saved
+ * checkpoint (a job whose telemetry ends with one has finished). */
 struct seen {
     int64_t last;
+    bool ckpt_last;
+    int64_t last_step, ckpt_step;  /* highest step reported, the latest saved checkpoint's */
+    int64_t first_step_ts, last_step_ts, ckpt_ts; /* when steps began, the highest came, the
+                                                     checkpoint was saved */
+    uint32_t n_steps;              /* how many times the highest step rose */
 };
+
+/* For a job's telemetry to be read as a stream that ended, it must have
+ * reported this many steps, at most STREAM_GAP_NS apart on average, the
+ * last at most that long before its final checkpoint; and the silence after
+ * must be ENDED_QUIET_NS and 20 times its step interval. Sparse or sampled
+ * telemetry (a scenario's, a simulator's) says nothing of an end. */
+#define ENDED_MIN_STEPS 8
+#define STREAM_GAP_NS (60 * GH_NS_PER_S)
+
+/* A job whose latest signal is a saved checkpoint and that is quiet this
+ * long after it has finished (a hung job's watchdog fails its pods first). */
+#define ENDED_QUIET_NS (600 * GH_NS_PER_S)
 
 struct gh_engine {
     const struct gh_policy *policy;
@@ -59,6 +77,9 @@ struct gh_engine {
     int64_t now, start;
     uint64_t dispatched;
 };
+
+static bool job_live(void *ctx, const char *job, const char *node, int64_t first_ts, char *why,
+                     size_t cap);
 
 void gh_engine_config_default(struct gh_engine_config *c)
 {
@@ -114,6 +135,7 @@ struct gh_engine *gh_engine_new(const struct gh_policy *policy, const struct gh_
     e->decider = gh_decider_new(policy, e->topo, e->tl, cb, cb_ctx);
     if (!e->decider)
         goto oom;
+    gh_decider_set_job_live(e->decider, job_live, e);
     for (size_t i = 0; i < N_DET; i++) {
         e->deadline[i] = INT64_MAX;
         if (!(cfg->detectors & (1u << i)))
@@ -221,8 +243,10 @@ int gh_ctx_gpu_of(struct gh_engine *e, const struct gh_signal *s)
 
 /* Records that a signal named job at ts (signals of one job come in runs:
  * the previous one is remembered). */
-static void note_job(struct gh_engine *e, const char *job, int64_t ts)
+static void note_job(struct gh_engine *e, const struct gh_signal *sg, int64_t ts)
 {
+    const char *job = sg->job;
+    bool ckpt = sg->kind == GH_KIND_CHECKPOINT && sg->ckpt_state == GH_CKPT_SAVED;
     struct seen *sn = e->seen_last;
     if (!e->seen_key || strcmp(e->seen_key, job) != 0) {
         long i = gh_strmap_intern(e->jobs_seen, job, NULL, NULL);
@@ -233,14 +257,103 @@ static void note_job(struct gh_engine *e, const char *job, int64_t ts)
             sn = malloc(sizeof *sn);
             if (!sn)
                 return;
+            memset(sn, 0, sizeof *sn);
             sn->last = ts;
             gh_strmap_set_value(e->jobs_seen, (size_t)i, sn);
         }
         e->seen_key = gh_strmap_key(e->jobs_seen, (size_t)i);
         e->seen_last = sn;
     }
-    if (ts > sn->last)
+    if (ts >= sn->last) {
         sn->last = ts;
+        sn->ckpt_last = ckpt;
+    }
+    if (sg->kind == GH_KIND_STEP && sg->has_step) {
+        if (sg->step > sn->last_step || sn->n_steps == 0) {
+            if (sn->n_steps == 0)
+                sn->first_step_ts = ts;
+            sn->last_step = sg->step;
+            sn->last_step_ts = ts;
+            sn->n_steps++;
+        }
+    } else if (ckpt && sg->has_step) {
+        sn->ckpt_step = sg->step;
+        sn->ckpt_ts = ts;
+    }
+}
+
+/* The job's step telemetry streamed and ended with a checkpoint of its
+ * last step, ENDED_QUIET_NS before t: it finished. */
+static bool telemetry_ended(const struct seen *sn, int64_t t)
+{
+    if (!sn->ckpt_last || sn->n_steps < ENDED_MIN_STEPS || sn->ckpt_step != sn->last_step)
+        return false;
+    int64_t every = (sn->last_step_ts - sn->first_step_ts) / (int64_t)(sn->n_steps - 1);
+    int64_t quiet = t - sn->last;
+    return every <= STREAM_GAP_NS && sn->ckpt_ts - sn->last_step_ts <= STREAM_GAP_NS &&
+           quiet >= ENDED_QUIET_NS && quiet >= 20 * every;
+}
+
+/* What runs now, from the kube kinds (pod_succeeded, job_finished) and
+ * from any signal that places a job that had ended or left a node. */
+static void note_placement(struct gh_engine *e, const struct gh_tl_entry *ent, int64_t ts)
+{
+    const struct gh_signal *sg = &ent->sig;
+    if (sg->kind == GH_KIND_POD_FAILED && sg->node)
+        gh_decider_job_harmed(e->decider, ent, e->now); /* harm under a record that waits */
+    if (sg->kind == GH_KIND_POD_STARTED) {
+        /* A pod started: the API says where the job runs now (a
+         * replacement node the header never listed), so faults there
+         * attach to it. */
+        if (sg->node)
+            gh_topology_note(e->topo, sg->job, sg->node, -1, -1);
+        return;
+    }
+    if (sg->kind != GH_KIND_POD_SUCCEEDED && sg->kind != GH_KIND_JOB_FINISHED &&
+        gh_topology_marked(e->topo) == 0)
+        return;
+    long j = gh_topology_find_job(e->topo, sg->job);
+    if (j < 0)
+        return;
+    if (sg->kind == GH_KIND_JOB_FINISHED) {
+        gh_topology_job_end(e->topo, (size_t)j, ts);
+        gh_decider_job_finished(e->decider, ent, e->now);
+    } else if (sg->kind == GH_KIND_POD_SUCCEEDED) {
+        gh_topology_job_leave(e->topo, (size_t)j, sg->node, ts);
+        if (gh_topology_job_gone(e->topo, (size_t)j, sg->node))
+            gh_decider_job_gone(e->decider, sg->node, ent, e->now);
+    }
+    else if (sg->node && (sg->kind == GH_KIND_STEP || sg->kind == GH_KIND_POD_FAILED) &&
+             (gh_topology_job_ended(e->topo, (size_t)j) ||
+              gh_topology_job_gone(e->topo, (size_t)j, sg->node)))
+        gh_topology_note(e->topo, sg->job, sg->node, -1, -1); /* it runs there again */
+}
+
+/* The decision stage asks whether job still ran at first_ts. */
+static bool job_live(void *ctx, const char *job, const char *node, int64_t first_ts, char *why,
+                     size_t cap)
+{
+    struct gh_engine *e = ctx;
+    char ts[GH_RFC3339_MAX];
+    long j = gh_topology_find_job(e->topo, job);
+    int64_t ended = j >= 0 ? gh_topology_job_ended(e->topo, (size_t)j) : 0;
+    if (ended && ended <= first_ts) {
+        snprintf(why, cap, "it finished at %s (no pod of it left)",
+                 gh_time_format_rfc3339(ended, ts, sizeof ts));
+        return false;
+    }
+    if (j >= 0 && node && gh_topology_job_gone(e->topo, (size_t)j, node)) {
+        snprintf(why, cap, "it no longer runs on %s (its pods there ended or moved)", node);
+        return false;
+    }
+    long i = gh_strmap_find(e->jobs_seen, job);
+    const struct seen *sn = i >= 0 ? gh_strmap_value(e->jobs_seen, (size_t)i) : NULL;
+    if (sn && telemetry_ended(sn, first_ts)) {
+        snprintf(why, cap, "its telemetry ended with its final checkpoint at %s",
+                 gh_time_format_rfc3339(sn->last, ts, sizeof ts));
+        return false;
+    }
+    return true;
 }
 
 static void sweep(struct gh_engine *e);
@@ -266,11 +379,9 @@ static void dispatch(struct gh_engine *e, const struct gh_tl_entry *ent)
     if (e->next_sweep == INT64_MIN)
         e->next_sweep = e->now + e->sweep_every;
     if (sg->job) {
-        note_job(e, sg->job, ent->ts_ns);
-        /* A pod started: the API says where the job runs now (a replacement
-         * node the header never listed), so faults there attach to it. */
-        if (sg->kind == GH_KIND_POD_STARTED && sg->node && *sg->job)
-            gh_topology_note(e->topo, sg->job, sg->node, -1, -1);
+        note_job(e, sg, ent->ts_ns);
+        if (*sg->job)
+            note_placement(e, ent, ent->ts_ns);
     }
     /* The timeline admits only kinds < GH_KIND__COUNT. */
     unsigned k = (unsigned)ent->sig.kind, n = e->n_by_kind[k];
@@ -407,6 +518,11 @@ static bool drop_idle_job(const char *job, void *value, void *ctx)
     struct seen *sn = value;
     if (sn && sn->last >= x->before)
         return false;
+    /* a declared job stays placed: that its telemetry ended with its final
+     * checkpoint must outlive this entry */
+    long j = gh_topology_find_job(x->e->topo, job);
+    if (sn && j >= 0 && telemetry_ended(sn, x->e->now))
+        gh_topology_job_end(x->e->topo, (size_t)j, sn->last);
     forget_job(x->e, job, false);
     x->e->expired_jobs++;
     free(sn);

@@ -51,6 +51,22 @@ json_t *gh_incident_to_json(const struct gh_incident *inc)
     bad |= set_new(o, "severity", json_string(gh_severity_name(inc->severity)));
     if (inc->escalation)
         bad |= set_new(o, "escalation", json_integer(inc->escalation));
+    /* impact: what the fault did to the job, how urgent the hardware is,
+     * and the actions that wait for a safe moment (docs/engine.md) */
+    json_t *im = json_object();
+    if (im) {
+        bad |= set_new(im, "job", json_string(gh_impact_name(inc->impact)));
+        if (inc->has_slowdown)
+            bad |= set_new(im, "slowdown", json_real(inc->slowdown));
+        bad |= set_new(im, "hardware", json_string(inc->urgent ? "urgent" : "can_wait"));
+        if (inc->n_deferred) {
+            json_t *d = json_array();
+            for (int i = 0; d && i < inc->n_deferred; i++)
+                bad |= json_array_append_new(d, json_string(gh_action_name(inc->deferred[i])));
+            bad |= set_new(im, "deferred", d);
+        }
+    }
+    bad |= set_new(o, "impact", im);
     if (bad) {
         json_decref(o);
         return NULL;

@@ -38,6 +38,12 @@ struct gh_incident {
     /* Extras (also in the JSON, after the spec's fields). */
     enum gh_severity severity;
     int escalation;           /* 0 = the rule's base actions */
+    enum gh_impact impact;    /* what the fault did to the job (impact.h) */
+    bool has_slowdown;
+    double slowdown;          /* with impact slower (or measured and below the threshold) */
+    bool urgent;              /* a fatal code or corruption: acted on now */
+    int n_deferred;           /* actions that wait for a safe moment (the GPU idle, the */
+    enum gh_action deferred[GH_INCIDENT_MAX_ACTIONS]; /* job ended): none of them is in actions */
 };
 
 /* Receives each incident as it is decided (ctx is the caller's). */

@@ -62,6 +62,7 @@ void gh_policy_settings_default(struct gh_policy_settings *s)
     s->same_gpu_lookback_ns = 24 * 3600 * GH_NS_PER_S;
     s->same_gpu_jobs = 2;
     s->node_down_ns = 60 * GH_NS_PER_S;
+    s->not_ready_toleration_ns = 300 * GH_NS_PER_S;
     s->job_idle_ns = 3600 * GH_NS_PER_S;
 }
 
@@ -80,6 +81,7 @@ static bool rule_equal(const struct gh_rule *a, const struct gh_rule *b)
 {
     if (strcmp(a->name, b->name) || a->classes != b->classes || a->kinds != b->kinds ||
         a->n_codes != b->n_codes || a->min_severity != b->min_severity ||
+        a->impacts != b->impacts ||
         a->has_threshold != b->has_threshold || (a->has_threshold && a->threshold != b->threshold) ||
         a->repetitions != b->repetitions || a->window_ns != b->window_ns ||
         a->debounce_ns != b->debounce_ns || a->boot_grace_ns != b->boot_grace_ns ||
@@ -114,10 +116,42 @@ int gh_policy_match(const struct gh_policy *p, const struct gh_policy_query *q)
     return gh_policy_match_from(p, q, 0);
 }
 
+/* r's match but for impact. */
+static bool static_match(const struct gh_rule *r, const struct gh_policy_query *q)
+{
+    if (r->classes && !(r->classes & (1u << q->cls)))
+        return false;
+    if (r->kinds && !(r->kinds & (1u << q->kind)))
+        return false;
+    if (q->severity < r->min_severity)
+        return false;
+    if (r->has_threshold && (!q->has_metric || q->metric < r->threshold))
+        return false;
+    if (r->n_codes) {
+        bool hit = false;
+        for (int c = 0; c < r->n_codes && !hit; c++)
+            hit = r->codes[c] == q->code;
+        if (!hit)
+            return false;
+    }
+    return true;
+}
+
+bool gh_policy_impact_matters(const struct gh_policy *p, const struct gh_policy_query *q, int upto)
+{
+    int n = upto < 0 || upto > p->n_rules ? p->n_rules : upto;
+    for (int i = 0; i < n; i++)
+        if (p->rules[i].impacts && static_match(&p->rules[i], q))
+            return true;
+    return false;
+}
+
 int gh_policy_match_from(const struct gh_policy *p, const struct gh_policy_query *q, int from)
 {
     for (int i = from < 0 ? 0 : from; i < p->n_rules; i++) {
         const struct gh_rule *r = &p->rules[i];
+        if (r->impacts && (!q->has_impact || !(r->impacts & (1u << q->impact))))
+            continue;
         if (r->classes && !(r->classes & (1u << q->cls)))
             continue;
         if (r->kinds && !(r->kinds & (1u << q->kind)))

@@ -39,6 +39,7 @@ struct gh_rule {
     int n_codes;                    /* 0 = any code */
     int codes[GH_POLICY_MAX_CODES];
     enum gh_severity min_severity;
+    uint32_t impacts;               /* bitmask of 1u << gh_impact; 0 = any */
     bool has_threshold;
     double threshold;               /* the finding's measured value must be >= this */
     int repetitions;                /* >= 1 occurrences ... */
@@ -85,6 +86,7 @@ struct gh_policy_settings {
     int same_gpu_jobs;           /* ... distinct jobs blames the GPU */
     /* nodes and state */
     int64_t node_down_ns;        /* a node NotReady this long (no node_ready) with a job on it is down */
+    int64_t not_ready_toleration_ns; /* ... and is isolated only after this long without hardware evidence */
     int64_t job_idle_ns;         /* a job no signal named for this long is forgotten (0: never) */
 };
 
@@ -131,6 +133,8 @@ struct gh_policy_query {
     enum gh_severity severity;
     bool has_metric;
     double metric;
+    bool has_impact;        /* false: not assessed (rules that match on impact do not match) */
+    enum gh_impact impact;
 };
 
 /* Index of the first rule whose static match (class, kind, code, severity,
@@ -138,6 +142,9 @@ struct gh_policy_query {
 int gh_policy_match(const struct gh_policy *p, const struct gh_policy_query *q);
 /* The same, from rule index `from` on (0: gh_policy_match). */
 int gh_policy_match_from(const struct gh_policy *p, const struct gh_policy_query *q, int from);
+/* Whether a rule before index `upto` (-1: any) that matches on impact would
+ * accept q but for its impact: then q's impact must be assessed first. */
+bool gh_policy_impact_matters(const struct gh_policy *p, const struct gh_policy_query *q, int upto);
 
 /* Actions of rule r for its n-th incident (for a catalog rule at level 0 the
  * caller substitutes the catalog's actions; this returns 0 of them) (1-based) on a subject within the

@@ -214,6 +214,7 @@ static const struct setting settings_table[] = {
     {NULL, "hardware_lookback", T_DUR, OFF(hardware_lookback_ns), 0, 0},
     {NULL, "counter_window", T_DUR, OFF(counter_window_ns), 0, 0},
     {NULL, "node_down", T_DUR, OFF(node_down_ns), 0, 0},
+    {NULL, "not_ready_toleration", T_DUR, OFF(not_ready_toleration_ns), 0, 0},
     {NULL, "job_idle", T_DUR, OFF(job_idle_ns), 0, 0},
     {"straggler", "threshold", T_NUM, OFF(straggler_threshold), 0.001, 10},
     {"straggler", "k", T_INT, OFF(straggler_k), 1, 64},
@@ -362,6 +363,16 @@ static bool kind_item(struct ctx *c, yaml_node_t *it, const char *s, void *arg)
     return true;
 }
 
+static bool impact_item(struct ctx *c, yaml_node_t *it, const char *s, void *arg)
+{
+    int v = gh_impact_from_name(s);
+    if (v < 0)
+        diag(c, it, true, "match.impact: unknown impact \"%s\" (none, slower, wrong, died)", s);
+    else
+        *(uint32_t *)arg |= 1u << v;
+    return true;
+}
+
 static bool code_item(struct ctx *c, yaml_node_t *it, const char *s, void *arg)
 {
     struct gh_rule *r = arg;
@@ -391,6 +402,8 @@ static void match_pair(struct ctx *c, const char *key, yaml_node_t *k, yaml_node
         each_item(c, v, "match.kind", kind_item, &r->kinds);
     } else if (strcmp(key, "codes") == 0) {
         each_item(c, v, "match.codes", code_item, r);
+    } else if (strcmp(key, "impact") == 0) {
+        each_item(c, v, "match.impact", impact_item, &r->impacts);
     } else if (strcmp(key, "min_severity") == 0) {
         if (want_scalar(c, v, "match.min_severity", &s)) {
             int sv = gh_severity_from_name(s);
@@ -624,6 +637,7 @@ static void lint(struct ctx *c, const struct gh_policy *p)
             bool always = q->repetitions <= 1 && q->boot_grace_ns == 0;
             bool thr = !q->has_threshold || (r->has_threshold && r->threshold >= q->threshold);
             if (always && thr && subset(r->classes, q->classes) && subset(r->kinds, q->kinds) &&
+                subset(r->impacts, q->impacts) &&
                 codes_subset(r, q) && q->min_severity <= r->min_severity) {
                 diag_line(c, r->line, false,
                           "rule \"%s\" can never match: rule \"%s\" (line %d) comes first and "

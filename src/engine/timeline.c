@@ -814,10 +814,15 @@ size_t gh_timeline_query(struct gh_timeline *tl, enum gh_tl_scope scope, const c
         en = gpu >= 0 && (uint32_t)gpu < en->n_gpus ? en->gpus[gpu] : NULL;
     if (!en)
         return 0;
+    /* the node's own rings, and with NODE_GPUS its GPUs' too */
+    uint32_t n_sub = scope == GH_TL_NODE_GPUS ? en->n_gpus : 0;
     size_t total = 0;
-    for (int k = 0; k < GH_KIND__COUNT; k++)
-        if (kinds & GH_KIND_BIT(k))
-            total += en->rings[k].len;
+    for (uint32_t g = 0; g <= n_sub; g++) {
+        const struct entity *x = g == 0 ? en : en->gpus[g - 1];
+        for (int k = 0; x && k < GH_KIND__COUNT; k++)
+            if (kinds & GH_KIND_BIT(k))
+                total += x->rings[k].len;
+    }
     if (total == 0)
         return 0;
     if (total > tl->scratch_cap) {
@@ -828,14 +833,17 @@ size_t gh_timeline_query(struct gh_timeline *tl, enum gh_tl_scope scope, const c
         tl->scratch_cap = total;
     }
     size_t n = 0;
-    for (int k = 0; k < GH_KIND__COUNT; k++) {
-        if (!(kinds & GH_KIND_BIT(k)))
-            continue;
-        const struct ring *r = &en->rings[k];
-        for (uint32_t j = 0; j < r->len; j++) {
-            const struct gh_tl_entry *e = r->v[(r->head + j) % r->cap];
-            if (e->ts_ns >= since && e->ts_ns <= until)
-                tl->scratch[n++] = e;
+    for (uint32_t g = 0; g <= n_sub; g++) {
+        const struct entity *x = g == 0 ? en : en->gpus[g - 1];
+        for (int k = 0; x && k < GH_KIND__COUNT; k++) {
+            if (!(kinds & GH_KIND_BIT(k)))
+                continue;
+            const struct ring *r = &x->rings[k];
+            for (uint32_t j = 0; j < r->len; j++) {
+                const struct gh_tl_entry *e = r->v[(r->head + j) % r->cap];
+                if (e->ts_ns >= since && e->ts_ns <= until)
+                    tl->scratch[n++] = e;
+            }
         }
     }
     qsort(tl->scratch, n, sizeof *tl->scratch, cmp_entries);

@@ -80,10 +80,10 @@ size_t gh_timeline_pending(const struct gh_timeline *tl);
  * retained in its rings and borrowed by the caller until the next release. */
 const struct gh_tl_entry *gh_timeline_release(struct gh_timeline *tl, int64_t now, bool force);
 
-enum gh_tl_scope { GH_TL_NODE, GH_TL_GPU, GH_TL_JOB };
+enum gh_tl_scope { GH_TL_NODE, GH_TL_GPU, GH_TL_JOB, GH_TL_NODE_GPUS };
 
-/* Retained entries of one node (scope NODE), one GPU of a node (GPU) or one
- * job (JOB) whose kind is in the kinds bitmask (1u << kind) and whose ts lies
+/* Retained entries of one node (scope NODE; NODE_GPUS: the node's and all
+ * its GPUs'), one GPU of a node (GPU) or one job (JOB) whose kind is in the kinds bitmask (1u << kind) and whose ts lies
  * in [since, until]; written to out oldest first. When more than cap match,
  * the newest cap are kept if newest, else the oldest cap. Returns how many
  * were written. Entries are borrowed (gh_tl_ref to keep them). */

@@ -18,12 +18,16 @@ struct job {
     double remaining_s, restart_cost_s;
     uint64_t touched; /* when a signal last placed the job (topology clock) */
     bool declared;    /* added by gh_topology_add_job, not only learned */
+    uint8_t *gone;    /* per nodes[i]: its pods there ended (pod_succeeded) */
+    size_t n_gone;
+    int64_t ended_ts; /* when the job ended (0: it runs) */
 };
 
 struct gh_topology {
     char *scenario;
     uint64_t clock; /* counts gh_topology_note calls: "most recently seen" */
     uint64_t generation; /* counts job removals */
+    size_t n_marked;     /* jobs ended or gone from a node: gh_topology_note clears them */
     int gpus_per_node;
     struct gh_strmap *nodes;
     struct gh_strmap *jobs; /* values: struct job * */
@@ -48,6 +52,7 @@ static void job_free(struct job *j)
     if (!j)
         return;
     free(j->nodes);
+    free(j->gone);
     free(j->rank_node);
     free(j->rank_gpu);
     free(j);
@@ -106,8 +111,13 @@ static int job_add_node(struct job *jb, unsigned node)
         if (!nn)
             return GH_ENOMEM;
         jb->nodes = nn;
+        uint8_t *ng = realloc(jb->gone, ncap * sizeof *ng);
+        if (!ng)
+            return GH_ENOMEM;
+        jb->gone = ng;
         jb->cap_nodes = ncap;
     }
+    jb->gone[jb->n_nodes] = 0;
     jb->nodes[jb->n_nodes++] = node;
     return GH_OK;
 }
@@ -166,6 +176,22 @@ static int grow_ranks(struct job *jb, int rank)
     return GH_OK;
 }
 
+static bool marked(const struct job *jb) { return jb->ended_ts || jb->n_gone; }
+
+/* A signal placed jb on node n (-1: none named): it runs (there). */
+static void unmark(struct gh_topology *t, struct job *jb, long n)
+{
+    bool was = marked(jb);
+    jb->ended_ts = 0;
+    for (size_t i = 0; n >= 0 && i < jb->n_nodes; i++)
+        if (jb->nodes[i] == (unsigned)n && jb->gone[i]) {
+            jb->gone[i] = 0;
+            jb->n_gone--;
+        }
+    if (was && !marked(jb))
+        t->n_marked--;
+}
+
 long gh_topology_note(struct gh_topology *t, const char *job, const char *node, int rank, int gpu)
 {
     if (!job || !*job)
@@ -177,6 +203,8 @@ long gh_topology_note(struct gh_topology *t, const char *job, const char *node, 
     long n = node && *node ? gh_topology_add_node(t, node) : -1;
     if (n >= 0)
         (void)job_add_node(jb, (unsigned)n);
+    if (jb->ended_ts || jb->n_gone)
+        unmark(t, jb, n);
     jb->touched = ++t->clock;
     if (rank >= 0 && rank < GH_TOPO_MAX_RANKS) {
         if (rank > jb->max_rank)
@@ -189,10 +217,64 @@ long gh_topology_note(struct gh_topology *t, const char *job, const char *node, 
     return j;
 }
 
+void gh_topology_job_leave(struct gh_topology *t, size_t j, const char *node, int64_t ts)
+{
+    struct job *jb = j < gh_strmap_count(t->jobs) ? gh_strmap_value(t->jobs, j) : NULL;
+    long n = gh_topology_find_node(t, node);
+    if (!jb || n < 0)
+        return;
+    bool was = marked(jb);
+    size_t left = 0;
+    for (size_t i = 0; i < jb->n_nodes; i++) {
+        if (jb->nodes[i] == (unsigned)n && !jb->gone[i]) {
+            jb->gone[i] = 1;
+            jb->n_gone++;
+        }
+        left += !jb->gone[i];
+    }
+    if (left == 0 && !jb->ended_ts)
+        jb->ended_ts = ts; /* no pod of it left anywhere */
+    if (!was && marked(jb))
+        t->n_marked++;
+}
+
+void gh_topology_job_end(struct gh_topology *t, size_t j, int64_t ts)
+{
+    struct job *jb = j < gh_strmap_count(t->jobs) ? gh_strmap_value(t->jobs, j) : NULL;
+    if (!jb || jb->ended_ts)
+        return;
+    bool was = marked(jb);
+    jb->ended_ts = ts;
+    if (!was)
+        t->n_marked++;
+}
+
+int64_t gh_topology_job_ended(const struct gh_topology *t, size_t j)
+{
+    const struct job *jb = j < gh_strmap_count(t->jobs) ? gh_strmap_value(t->jobs, j) : NULL;
+    return jb ? jb->ended_ts : 0;
+}
+
+bool gh_topology_job_gone(const struct gh_topology *t, size_t j, const char *node)
+{
+    const struct job *jb = j < gh_strmap_count(t->jobs) ? gh_strmap_value(t->jobs, j) : NULL;
+    long n = gh_topology_find_node(t, node);
+    if (!jb || n < 0 || !jb->n_gone)
+        return false;
+    for (size_t i = 0; i < jb->n_nodes; i++)
+        if (jb->nodes[i] == (unsigned)n)
+            return jb->gone[i];
+    return false;
+}
+
+size_t gh_topology_marked(const struct gh_topology *t) { return t->n_marked; }
+
 void gh_topology_remove_job(struct gh_topology *t, size_t j)
 {
     if (j >= gh_strmap_count(t->jobs) || !gh_strmap_key(t->jobs, j))
         return;
+    if (marked(gh_strmap_value(t->jobs, j)))
+        t->n_marked--;
     job_free(gh_strmap_value(t->jobs, j));
     gh_strmap_remove(t->jobs, j);
     t->generation++;
@@ -296,9 +378,11 @@ long gh_topology_job_on_node(const struct gh_topology *t, const char *node, int 
         const struct job *jb = job_at(t, j);
         if (!jb)
             continue;
+        if (jb->ended_ts)
+            continue; /* over: nothing of it runs */
         bool holds = false;
         for (size_t i = 0; i < jb->n_nodes && !holds; i++)
-            holds = jb->nodes[i] == (unsigned)n;
+            holds = jb->nodes[i] == (unsigned)n && !jb->gone[i];
         if (!holds)
             continue;
         int rank = 0;
@@ -365,9 +449,14 @@ struct gh_topology *gh_topology_clone(const struct gh_topology *t)
         cb->restart_cost_s = jb->restart_cost_s;
         cb->touched = jb->touched;
         cb->declared = jb->declared;
-        for (size_t i = 0; i < jb->n_nodes; i++)
+        for (size_t i = 0; i < jb->n_nodes; i++) {
             if (job_add_node(cb, jb->nodes[i]) != GH_OK)
                 goto fail;
+            cb->gone[i] = jb->gone[i];
+        }
+        cb->n_gone = jb->n_gone;
+        cb->ended_ts = jb->ended_ts;
+        c->n_marked += marked(cb);
         if (jb->rank_cap) {
             if (grow_ranks(cb, (int)jb->rank_cap - 1) != GH_OK)
                 goto fail;

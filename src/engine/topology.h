@@ -50,6 +50,19 @@ void gh_topology_set_job_costs(struct gh_topology *t, long job, double remaining
  * or -1 when there is no job. */
 long gh_topology_note(struct gh_topology *t, const char *job, const char *node, int rank, int gpu);
 
+/* What runs now. job_leave: job j's pods on node ended (pod_succeeded);
+ * when none is left on any node the job has ended. job_end: the job is over
+ * (job_finished, or its telemetry ended with its final checkpoint). A later
+ * gh_topology_note of the job (a pod started, a step) undoes both for the
+ * node it names. gh_topology_job_on_node skips ended jobs and nodes a job
+ * left. job_ended: when it ended, 0 while it runs. marked: how many jobs
+ * are ended or gone from a node (0: nothing to undo). */
+void gh_topology_job_leave(struct gh_topology *t, size_t j, const char *node, int64_t ts);
+void gh_topology_job_end(struct gh_topology *t, size_t j, int64_t ts);
+int64_t gh_topology_job_ended(const struct gh_topology *t, size_t j);
+bool gh_topology_job_gone(const struct gh_topology *t, size_t j, const char *node);
+size_t gh_topology_marked(const struct gh_topology *t);
+
 /* Forgets job j (its placement and costs). Its index becomes free. */
 void gh_topology_remove_job(struct gh_topology *t, size_t j);
 /* Counts job removals: a job index kept from an earlier generation must be
@@ -82,7 +95,8 @@ int gh_topology_job_ranks(const struct gh_topology *t, size_t j);
 bool gh_topology_rank_location(const struct gh_topology *t, size_t j, int rank,
                                const char **node, int *gpu);
 /* The job on node (and GPU, when gpu >= 0 and placements are known): the
- * first declared job that holds the node; -1 when none. */
+ * first declared job that holds the node and still runs there; -1 when
+ * none. */
 long gh_topology_job_on_node(const struct gh_topology *t, const char *node, int gpu);
 /* Remaining run time and restart cost of job j in seconds; < 0 = unknown. */
 double gh_topology_job_remaining_s(const struct gh_topology *t, size_t j);

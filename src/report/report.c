@@ -515,6 +515,15 @@ static uint8_t describe(const struct gh_signal *s, char *label, size_t lcap, cha
         snprintf(detail, dcap, "pod %s/%s", s->namespace_ ? s->namespace_ : "",
                  s->pod ? s->pod : "");
         break;
+    case GH_KIND_POD_SUCCEEDED:
+        snprintf(label, lcap, "pod succeeded");
+        snprintf(detail, dcap, "pod %s/%s", s->namespace_ ? s->namespace_ : "",
+                 s->pod ? s->pod : "");
+        break;
+    case GH_KIND_JOB_FINISHED:
+        snprintf(label, lcap, "job %s", s->job_state == GH_JOB_FAILED ? "failed" : "complete");
+        snprintf(detail, dcap, "%s", s->job ? s->job : "");
+        break;
     case GH_KIND_NODE_NOT_READY:
         snprintf(label, lcap, "NotReady");
         w = GH_REP_MAJOR;

@@ -12,6 +12,7 @@ static const char *const kind_names[GH_KIND__COUNT] = {
     "xid",  "sxid",    "ecc",   "row_remap", "gpu_lost", "nvlink",     "pcie",
     "nic",  "thermal", "power", "step",      "checkpoint", "replica_checksum",
     "pod_failed", "pod_started", "node_not_ready", "node_ready", "probe_result",
+    "pod_succeeded", "job_finished",
 };
 
 const char *gh_source_name(enum gh_source src)

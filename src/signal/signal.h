@@ -43,12 +43,15 @@ enum gh_kind {
     GH_KIND_NODE_NOT_READY,
     GH_KIND_NODE_READY,
     GH_KIND_PROBE_RESULT,
+    GH_KIND_POD_SUCCEEDED,
+    GH_KIND_JOB_FINISHED,
     GH_KIND__COUNT
 };
 
 enum gh_ecc_bits { GH_ECC_SINGLE, GH_ECC_DOUBLE };
 enum gh_link_state { GH_LINK_UNKNOWN, GH_LINK_UP, GH_LINK_DOWN };
 enum gh_ckpt_state { GH_CKPT_SAVED, GH_CKPT_FAILED };
+enum gh_job_state { GH_JOB_COMPLETE, GH_JOB_FAILED };
 
 struct gh_signal {
     /* common */
@@ -93,8 +96,9 @@ struct gh_signal {
     double celsius;
     double watts;
     bool throttled;
+    enum gh_job_state job_state; /* job_finished: "state" on the wire (in a padding hole) */
 
-    /* step, checkpoint, replica_checksum, pod_* */
+    /* step, checkpoint, replica_checksum, pod_*, job_finished */
     char *job;            /* "namespace/name" or "name" */
     bool has_rank;
     int rank;
@@ -112,7 +116,7 @@ struct gh_signal {
     int replica;          /* replica_checksum */
     char *value;          /* replica_checksum: hex string */
 
-    /* pod_failed, pod_started */
+    /* pod_failed, pod_started, pod_succeeded */
     char *namespace_;     /* "namespace" on the wire */
     char *pod;
     char *reason;         /* pod_failed: OOMKilled, Error, Evicted, ... */

@@ -110,6 +110,8 @@ static const char *const bits_names[] = {[GH_ECC_SINGLE] = "single", [GH_ECC_DOU
 static const char *const link_state_names[] = {
     [GH_LINK_UNKNOWN] = NULL, [GH_LINK_UP] = "up", [GH_LINK_DOWN] = "down"};
 static const char *const ckpt_names[] = {[GH_CKPT_SAVED] = "saved", [GH_CKPT_FAILED] = "failed"};
+static const char *const job_state_names[] = {[GH_JOB_COMPLETE] = "complete",
+                                              [GH_JOB_FAILED] = "failed"};
 
 static const struct field xid_fields[] = {
     INT("code", code, REQ, 0, INT_MAX),
@@ -193,6 +195,15 @@ static const struct field pod_started_fields[] = {
     STR("pod", pod, REQ),
     STR("job", job, OPT),
 };
+static const struct field pod_succeeded_fields[] = {
+    STR("namespace", namespace_, REQ),
+    STR("pod", pod, REQ),
+    STR("job", job, OPT),
+};
+static const struct field job_finished_fields[] = {
+    STR("job", job, REQ),
+    ENUM("state", job_state, REQ, job_state_names),
+};
 static const struct field probe_result_fields[] = {
     STR("check", check, REQ),
     BOOL("passed", passed),
@@ -224,6 +235,8 @@ static const struct kind_desc kinds[GH_KIND__COUNT] = {
     [GH_KIND_NODE_NOT_READY] = {NULL, 0},
     [GH_KIND_NODE_READY] = {NULL, 0},
     KIND(GH_KIND_PROBE_RESULT, probe_result_fields),
+    KIND(GH_KIND_POD_SUCCEEDED, pod_succeeded_fields),
+    KIND(GH_KIND_JOB_FINISHED, job_finished_fields),
 };
 
 /* Field accessors by offset. */

@@ -37,6 +37,8 @@
  *     checkpoint: job step path state  replica_checksum: job step rank replica value
  *     pod_failed: namespace pod reason [job exit_code]
  *     pod_started: namespace pod [job] probe_result: check passed [detail]
+ *     pod_succeeded: namespace pod [job]
+ *     job_finished: job state (enum: complete/failed)
  *     gpu_lost, node_not_ready, node_ready: none
  * - A JSON null is the same as an absent field (loss: null = not reported).
  * - Required strings must be non-empty; replica_checksum's value must be hex

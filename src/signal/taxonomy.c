@@ -15,6 +15,8 @@ static const char *const action_names[GH_ACT__COUNT] = {
     "reset_gpu",  "reboot_node",    "replace_node",            "run_diagnostics",
 };
 
+static const char *const impact_names[GH_IMPACT__COUNT] = {"none", "slower", "wrong", "died"};
+
 static int find(const char *const *names, int n, const char *name)
 {
     for (int i = 0; i < n; i++)
@@ -38,3 +40,8 @@ const char *gh_action_name(enum gh_action a)
 int gh_class_from_name(const char *name) { return find(class_names, GH_CLASS__COUNT, name); }
 int gh_severity_from_name(const char *name) { return find(severity_names, GH_SEV__COUNT, name); }
 int gh_action_from_name(const char *name) { return find(action_names, GH_ACT__COUNT, name); }
+const char *gh_impact_name(enum gh_impact i)
+{
+    return (unsigned)i < GH_IMPACT__COUNT ? impact_names[i] : "?";
+}
+int gh_impact_from_name(const char *name) { return find(impact_names, GH_IMPACT__COUNT, name); }

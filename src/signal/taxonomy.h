@@ -41,7 +41,19 @@ enum gh_action {
     GH_ACT__COUNT
 };
 
+/* What a fault did to the job running where it happened, as the evidence
+ * shows it (docs/engine.md, "Impact"). Ordered: a higher value is worse. */
+enum gh_impact {
+    GH_IMPACT_NONE,   /* no harm seen yet: the job runs on at its peers' pace */
+    GH_IMPACT_SLOWER, /* the job is measurably slower (by how much: the incident says) */
+    GH_IMPACT_WRONG,  /* the job computes wrong (corruption, non-finite loss) */
+    GH_IMPACT_DIED,   /* the job's processes on the node died or hang */
+    GH_IMPACT__COUNT
+};
+
 const char *gh_class_name(enum gh_class c);
+const char *gh_impact_name(enum gh_impact i);
+int gh_impact_from_name(const char *name);
 const char *gh_severity_name(enum gh_severity s);
 const char *gh_action_name(enum gh_action a);
 /* Lookup by wire name; -1 when unknown. */

@@ -76,6 +76,25 @@ grep -q "bad.yaml:7: error: .*unknown class" "$tmp/lint" || fail "lint: $(cat "$
 # A policy given to diagnose is used.
 sed 's/actions: \[isolate_node, restart_from_checkpoint, reboot_node\]/actions: [drain_node]/' \
   "$src/data/policy-default.yaml" > "$tmp/mine.yaml"
-"$bin" diagnose --policy "$tmp/mine.yaml" "$scn/xid79-fell-off-bus.jsonl" | grep -q '"actions":\["drain_node"\]' \
-  || fail "--policy not applied"
+"$bin" diagnose --policy "$tmp/mine.yaml" "$scn/xid79-fell-off-bus.jsonl" | grep -q '"actions":\["drain_node","restart_from_checkpoint"\]' \
+  || fail "--policy not applied (the job XID 79 killed is restarted whatever the rule says)"
 echo "scenarios.sh: ok"
+
+# 6. False isolations and missed restarts are printed as their own lines:
+# a scenario whose expectation names another node and wants a restart the
+# default policy's rule does not make (a drain-only rule).
+mkdir -p "$tmp/lines"
+cp "$scn/xid79-fell-off-bus.jsonl" "$tmp/lines/x.jsonl"
+node=$("$bin" diagnose "$scn/xid79-fell-off-bus.jsonl" | sed -n 's/.*"node":"\([^"]*\)".*/\1/p' | head -n 1)
+[ -n "$node" ] || fail "xid79-fell-off-bus: no node blamed"
+cat > "$tmp/lines/x.expect.json" <<'JSON'
+{"description": "wrong on purpose", "incidents": [{"class": "gpu_hardware", "node": "nobody",
+ "job": "no/such-job", "actions_include": ["restart_from_checkpoint"]}], "allow_extra": true}
+JSON
+rc=0
+"$bin" scenario score "$tmp/lines" > "$tmp/score" || rc=$?
+[ "$rc" -eq 1 ] || fail "a failing scenario should fail score (rc $rc)"
+grep -q "^    false isolation: $node (gpu_hardware, rule gpu-fell-off-bus)" "$tmp/score" || fail "no false isolation line: $(cat "$tmp/score")"
+grep -q "^    missed restart: no/such-job (gpu_hardware)" "$tmp/score" || fail "no missed restart line: $(cat "$tmp/score")"
+grep -q "^missed restarts       1" "$tmp/score" || fail "no missed restarts total: $(cat "$tmp/score")"
+grep -q "^false isolations      1" "$tmp/score" || fail "no false isolations total: $(cat "$tmp/score")"

@@ -84,9 +84,11 @@ rp_cond() { # field of the Accepted condition
 }
 rp_cond_is() { [ "$(rp_cond status)" = "$1" ] && [ "$(rp_cond observedGeneration)" = "$2" ]; }
 
-# the default policy, faster: node_down 2s, hold 2s
-"$GH_BIN/gpuheal" policy default | sed -e 's/^\(  hold:\) *30s/\1 2s/' -e 's/^\(  node_down:\) *60s/\1 2s/' > "$TMP/policy.yaml"
+# the default policy, faster: node_down 2s, not_ready_toleration 3s, hold 2s
+"$GH_BIN/gpuheal" policy default | sed -e 's/^\(  hold:\) *30s/\1 2s/' -e 's/^\(  node_down:\) *60s/\1 2s/' \
+  -e 's/^\(  not_ready_toleration:\) *300s/\1 3s/' > "$TMP/policy.yaml"
 grep -q "node_down: 2s" "$TMP/policy.yaml" || { echo "FAIL: policy"; exit 1; }
+grep -q "not_ready_toleration: 3s" "$TMP/policy.yaml" || { echo "FAIL: policy"; exit 1; }
 
 mkjob llm 2
 wait_for 30 bound llm 2 || { bad "job llm pods bound"; exit 1; }

@@ -164,15 +164,17 @@ def hardware():
     for k in range(6):
         s.add(k * 60, node="gpu-01", gpu=4, source="nvml", kind="row_remap", pending=k >= 3, failure=k >= 5,
               correctable=0, uncorrectable=2 * k)
-    # pending first (drain + reset), then failure (isolate + replace): the second calls for more, so it is a new decision
-    s.write([{"class": "gpu_memory", "node": "gpu-01", "gpu": 4, "actions_include": ["drain_node", "reset_gpu"], "actions_exclude": ["isolate_node"]},
+    # pending first (recorded: the GPU works on, the reset waits for a safe moment), then failure
+    # (isolate + replace): the second calls for more, so it is a new decision
+    s.write([{"class": "gpu_memory", "node": "gpu-01", "gpu": 4, "actions_exclude": ["isolate_node", "drain_node", "reset_gpu"]},
              {"class": "gpu_memory", "node": "gpu-01", "gpu": 4, "actions_include": ["isolate_node", "replace_node"]}])
 
-    s = Scn("row-remap-pending", "a row remap is pending: the GPU needs a reset, the node need not be isolated", N(2), [job("ml/t5", N(2))])
+    s = Scn("row-remap-pending", "a row remap is pending under a running job: the GPU keeps working and the remap takes effect at the next reset, "
+            "so the reset waits for a safe moment and the node is not drained", N(2), [job("ml/t5", N(2))])
     for k in range(6):
         s.add(k * 60, node="gpu-02", gpu=2, source="nvml", kind="row_remap", pending=k >= 2, failure=False,
               correctable=0, uncorrectable=1 if k >= 2 else 0)
-    s.write([{"class": "gpu_memory", "node": "gpu-02", "gpu": 2, "actions_include": ["reset_gpu"], "actions_exclude": ["isolate_node"]}])
+    s.write([{"class": "gpu_memory", "node": "gpu-02", "gpu": 2, "actions_exclude": ["isolate_node", "drain_node", "reset_gpu"]}])
 
     s = Scn("gpu-lost-nvml", "NVML reports the GPU lost; the kernel log's XID 79 follows", N(3), [job("ml/rl", N(3))])
     s.ckpt(10, "ml/rl", 40)
@@ -189,12 +191,12 @@ def hardware():
     s.xid(70, "gpu-02", 74, gpu=3, msg="NVRM: Xid (PCI:0000:4e:00): 74, pid=555, NVLink: fatal error detected on link 4(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)")
     s.write([{"class": "interconnect", "node": "gpu-02", "actions_include": ["isolate_node"], "max_decide_s": 1}])
 
-    s = Scn("nvlink-crc-burst", "NVLink CRC flit errors jump by thousands in minutes", N(2), [job("ml/moe", N(2))])
+    s = Scn("nvlink-crc-burst", "NVLink CRC flit errors jump by thousands in minutes; nothing shows the job harmed: recorded, the drain waits", N(2), [job("ml/moe", N(2))])
     vals = [120, 121, 121, 123, 124, 900, 2600, 4000]
     for k, v in enumerate(vals):
         s.add(k * 60, node="gpu-01", gpu=2, source="nvml", kind="nvlink", link=5, counter="crc_flit", count=v)
         s.add(k * 60 + 1, node="gpu-02", gpu=2, source="nvml", kind="nvlink", link=5, counter="crc_flit", count=40 + k)
-    s.write([{"class": "interconnect", "node": "gpu-01", "actions_include": ["drain_node"], "actions_exclude": ["isolate_node"]}])
+    s.write([{"class": "interconnect", "node": "gpu-01", "actions_exclude": ["isolate_node", "drain_node"]}])
 
     s = Scn("nvlink-crc-trickle-healthy", "a few NVLink CRC errors an hour: normal, no incident", N(4), [job("ml/moe", N(4))])
     for k in range(48):
@@ -209,12 +211,12 @@ def hardware():
         s.add(k * 30 + 1, node="gpu-02", gpu=0, source="host", kind="pcie", counter="replay", count=5 + k)
     s.write([{"class": "interconnect", "node": "gpu-02", "actions_include": HW, "checkpoint_step": 300}])
 
-    s = Scn("thermal-sustained-throttle", "one GPU throttles for heat for eight minutes straight", N(2), [job("ml/llm", N(2))])
+    s = Scn("thermal-sustained-throttle", "one GPU throttles for heat for eight minutes straight; no step telemetry shows the job slower: recorded, no drain", N(2), [job("ml/llm", N(2))])
     for k in range(60):
         for n in N(2):
             hot = n == "gpu-02" and 20 <= k < 52
             s.add(k * 15, node=n, gpu=3, source="nvml", kind="thermal", celsius=91.0 if hot else 71.0 + (k % 5), throttled=hot)
-    s.write([{"class": "thermal_power", "node": "gpu-02", "actions_include": ["drain_node"], "actions_exclude": ["isolate_node"]}])
+    s.write([{"class": "thermal_power", "node": "gpu-02", "actions_exclude": ["isolate_node", "drain_node"]}])
 
     s = Scn("thermal-diurnal-healthy", "a day of temperature swings and two one-sample throttle blips: no incident", N(4), [job("ml/llm", N(4))])
     for k in range(144):
@@ -351,14 +353,14 @@ def application():
 
     NODE_DOWN = ["isolate_node", "restart_from_checkpoint", "run_diagnostics"]
     s = Scn("node-not-ready-restart", "a node with the job's pods goes NotReady for five minutes (a reboot); its pods fail meanwhile: "
-            "down past node_down, so the node is isolated and the job restarted, one incident for the outage and its pod failures",
+            "past node_down the job is restarted without blaming the node, which comes back within Kubernetes' 300 s toleration and is not isolated",
             N(3), [job("ml/llm", N(3))])
     s.ckpt(20, "ml/llm", 300)
     s.add(100, node="gpu-03", source="kube", kind="node_not_ready")
     for i in range(8):
         s.podfail(140 + i, "gpu-03", "ml/llm", "llm-%d" % (16 + i), reason="Error", exit_code=137, msg="NodeLost")
     s.add(400, node="gpu-03", source="kube", kind="node_ready")
-    s.write([{"class": "unknown", "node": "gpu-03", "job": "ml/llm", "actions_include": NODE_DOWN, "checkpoint_step": 300, "max_decide_s": 61}])
+    s.write([{"class": "unknown", "node": None, "job": "ml/llm", "actions_include": ["restart_from_checkpoint"], "checkpoint_step": 300, "max_decide_s": 61}])
 
     s = Scn("node-not-ready-blip", "a node with the job's pods is NotReady for 30 s (a kubelet restart) and comes back: no incident", N(3), [job("ml/llm", N(3))])
     s.add(100, node="gpu-02", source="kube", kind="node_not_ready")
@@ -367,13 +369,15 @@ def application():
     s.add(5045, node="gpu-02", source="kube", kind="node_ready")
     s.write([])
 
-    s = Scn("node-down", "a node running the job goes NotReady and never comes back, no hardware signal: isolate it, restart the job from its latest checkpoint", N(4),
+    s = Scn("node-down", "a node running the job goes NotReady and never comes back, no hardware signal: restart the job from its latest checkpoint "
+            "past node_down, isolate the node past the 300 s not-ready toleration", N(4),
             [job("ml/llm", N(4))])
     s.ckpt(100, "ml/llm", 1000)
     s.ckpt(700, "ml/llm", 1500)
     s.add(1000, node="gpu-04", source="kube", kind="node_not_ready")
     s.add(1030, node="gpu-04", source="kube", kind="node_not_ready")  # the condition re-reported: the same outage
-    s.write([{"class": "unknown", "node": "gpu-04", "job": "ml/llm", "actions_include": NODE_DOWN, "checkpoint_step": 1500, "max_decide_s": 61}])
+    s.write([{"class": "unknown", "node": None, "job": "ml/llm", "actions_include": ["restart_from_checkpoint"], "checkpoint_step": 1500, "max_decide_s": 61},
+             {"class": "unknown", "node": "gpu-04", "actions_include": ["isolate_node", "run_diagnostics"], "max_decide_s": 301}])
 
     s = Scn("node-down-after-xid", "XID 79 on a node, which then goes NotReady for good and its pods fail: one root cause, one incident", N(2),
             [job("ml/llm", N(2))])
@@ -642,10 +646,10 @@ def gray():
     nccl_failures(s, 1600, N(3), "ml/llm")
     s.write([{"class": "network", "node": "gpu-03", "actions_include": HW, "checkpoint_step": 900, "max_decide_s": 61}])
 
-    s = Scn("nic-error-burst", "symbol errors on one port jump by thousands in minutes", N(2), [job("ml/llm", N(2))])
+    s = Scn("nic-error-burst", "symbol errors on one port (link up) jump by thousands in minutes; nothing shows the job harmed: recorded, the drain waits", N(2), [job("ml/llm", N(2))])
     for k, v in enumerate([10, 12, 15, 900, 3100, 5200]):
         s.add(k * 60, node="gpu-01", source="host", kind="nic", device="mlx5_0", port=1, counter="symbol_error", count=v, state="up")
-    s.write([{"class": "network", "node": "gpu-01", "actions_include": ["drain_node"], "actions_exclude": ["isolate_node"]}])
+    s.write([{"class": "network", "node": "gpu-01", "actions_exclude": ["isolate_node", "drain_node"]}])
 
     s = Scn("nccl-timeout-localised", "no GPU or link evidence; gpu-03's ranks stopped a step before the rest, then the watchdog fired", nodes, [job("ml/llm", nodes, rpn=R)])
     s.ckpt(5, "ml/llm", 0)
@@ -668,8 +672,11 @@ def gray():
 
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
+    # its own files only: the other generators' (ext-, ext2-, harm-) and the
+    # kernel-log pastes (kmsg-) stay
+    others = ("ext-", "ext2-", "harm-", "kmsg-")
     for f in os.listdir(OUT):
-        if f.endswith(".jsonl") or f.endswith(".expect.json"):
+        if (f.endswith(".jsonl") or f.endswith(".expect.json")) and not f.startswith(others):
             os.remove(os.path.join(OUT, f))
     hardware()
     application()

@@ -156,7 +156,8 @@ static void test_cr_rules(void **st)
                    "\"actions\":[{\"action\":\"isolate_node\"},{\"action\":"
                    "\"restart_from_checkpoint\"},{\"action\":\"reboot_node\",\"escalateAfter\":"
                    "\"7d\",\"maxRetries\":0},{\"action\":\"replace_node\"}]},"
-                   "{\"name\":\"slow\",\"match\":{\"class\":\"straggler\",\"threshold\":0.2},"
+                   "{\"name\":\"slow\",\"description\":\"engine: impact slower+died\","
+                   "\"match\":{\"class\":\"straggler\",\"threshold\":0.2},"
                    "\"actions\":[{\"action\":\"none\"}]}]");
     struct gh_err err = {{0}};
     assert_int_equal(gh_policy_cr_rules(json_object_get(o, "spec"), p, &err), GH_OK);
@@ -172,6 +173,8 @@ static void test_cr_rules(void **st)
     assert_int_equal(r->min_severity, GH_SEV_HIGH);
     assert_int_equal(r->debounce_ns, 10 * GH_NS_PER_S);
     assert_int_equal(r->boot_grace_ns, 300 * GH_NS_PER_S);
+    assert_int_equal(r->impacts, 0); /* any impact */
+    assert_int_equal(p->rules[1].impacts, (1u << GH_IMPACT_SLOWER) | (1u << GH_IMPACT_DIED));
     /* base: up to the escalateAfter entry; escalation: that entry replaced
      * by what follows, from the 2nd incident within 7 days */
     assert_int_equal(r->n_actions, 3);
@@ -203,6 +206,9 @@ static void test_cr_rules(void **st)
          "\"actions\":[{\"action\":\"none\"}]}]",
          "spec.rules[0].match.window"},
         {"[]", "spec.rules"},
+        {"[{\"name\":\"x\",\"description\":\"engine: impact died+dead\",\"match\":{\"class\":"
+         "\"network\"},\"actions\":[{\"action\":\"none\"}]}]",
+         "spec.rules[0].description: engine: unknown impact \"dead\""},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         o = cr("b", 1, 0, bad[i].rules);

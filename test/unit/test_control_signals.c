@@ -1,6 +1,7 @@
 /* test_control_signals.c - Pod and Node changes as kube signals: a failed
  * pod (with its container's exit code and message), a container restarted
- * after an error, a pod that started, a node going NotReady and back; ids
+ * after an error, a pod that started or ran to completion, a training job
+ * whose Complete/Failed condition became True, a node going NotReady and back; ids
  * that make a repeat a duplicate; the job a pod belongs to. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,6 +10,7 @@
 #include <cmocka.h>
 #include <string.h>
 
+#include "common/timeutil.h"
 #include "control/kube_signals.h"
 
 static json_t *pod(const char *phase, int restarts, int last_exit)
@@ -97,6 +99,75 @@ static void test_pod_lifecycle(void **st)
     json_decref(failed);
 }
 
+static void test_pod_succeeded(void **st)
+{
+    (void)st;
+    struct gh_signal s[GH_KUBE_SIGNALS_MAX];
+    json_t *running = pod("Running", 0, -1), *done = pod("Succeeded", 0, -1);
+    json_t *cs = json_array_get(json_object_get(json_object_get(done, "status"), "containerStatuses"), 0);
+    json_object_set_new(cs, "state",
+                        json_pack("{s:{s:i, s:s}}", "terminated", "exitCode", 0, "finishedAt",
+                                  "2026-11-29T09:00:00Z"));
+    assert_int_equal(gh_kube_pod_signals(running, done, 1, s, 8), 1);
+    assert_int_equal(s[0].kind, GH_KIND_POD_SUCCEEDED);
+    assert_string_equal(s[0].job, "ml/llm");
+    assert_string_equal(s[0].node, "gpu-17");
+    assert_string_equal(s[0].pod, "llm-3");
+    assert_string_equal(s[0].id, "kube:pod:u-1:succeeded");
+    int64_t t;
+    assert_true(gh_time_parse_rfc3339("2026-11-29T09:00:00Z", 20, &t));
+    assert_int_equal(s[0].ts_ns, t); /* when the container finished */
+    gh_signal_clear(&s[0]);
+    assert_int_equal(gh_kube_pod_signals(done, done, 1, s, 8), 0); /* a resync */
+    json_decref(running);
+    json_decref(done);
+}
+
+static json_t *job_obj(const char *cond, const char *status)
+{
+    json_t *j = json_pack("{s:{s:s, s:s, s:s}, s:{}}", "metadata", "name", "llm", "namespace",
+                          "ml", "uid", "j-1", "status");
+    if (cond)
+        json_object_set_new(json_object_get(j, "status"), "conditions",
+                            json_pack("[{s:s, s:s, s:s, s:s}]", "type", cond, "status", status,
+                                      "lastTransitionTime", "2026-11-29T10:00:00Z", "reason",
+                                      "BackoffLimitExceeded"));
+    return j;
+}
+
+static void test_job_finished(void **st)
+{
+    (void)st;
+    struct gh_signal s;
+    json_t *run = job_obj(NULL, NULL), *susp = job_obj("Suspended", "True"),
+           *notyet = job_obj("Complete", "False"), *ok = job_obj("Complete", "True"),
+           *bad = job_obj("Failed", "True"), *set = job_obj("Completed", "True");
+    assert_int_equal(gh_kube_job_signals(NULL, run, "ml/llm", 1, &s, 1), 0);
+    assert_int_equal(gh_kube_job_signals(run, susp, "ml/llm", 1, &s, 1), 0);
+    assert_int_equal(gh_kube_job_signals(run, notyet, "ml/llm", 1, &s, 1), 0);
+    assert_int_equal(gh_kube_job_signals(run, ok, "ml/llm", 1, &s, 1), 1);
+    assert_int_equal(s.kind, GH_KIND_JOB_FINISHED);
+    assert_int_equal(s.source, GH_SRC_KUBE);
+    assert_int_equal(s.job_state, GH_JOB_COMPLETE);
+    assert_string_equal(s.job, "ml/llm");
+    assert_string_equal(s.id, "kube:job:j-1:finished");
+    assert_null(s.node);
+    gh_signal_clear(&s);
+    assert_int_equal(gh_kube_job_signals(ok, ok, "ml/llm", 1, &s, 1), 0); /* a resync */
+    assert_int_equal(gh_kube_job_signals(run, bad, "ml/llm", 1, &s, 1), 1);
+    assert_int_equal(s.job_state, GH_JOB_FAILED);
+    gh_signal_clear(&s);
+    assert_int_equal(gh_kube_job_signals(NULL, set, "ml/llm", 1, &s, 1), 1); /* a JobSet */
+    assert_int_equal(s.job_state, GH_JOB_COMPLETE);
+    gh_signal_clear(&s);
+    json_decref(run);
+    json_decref(susp);
+    json_decref(notyet);
+    json_decref(ok);
+    json_decref(bad);
+    json_decref(set);
+}
+
 static json_t *node(const char *ready, const char *when)
 {
     return json_pack("{s:{s:s, s:s}, s:{s:[{s:s, s:s, s:s}]}}", "metadata", "name", "gpu-17",
@@ -133,6 +204,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_job_name),
         cmocka_unit_test(test_pod_lifecycle),
+        cmocka_unit_test(test_pod_succeeded),
+        cmocka_unit_test(test_job_finished),
         cmocka_unit_test(test_node_ready),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

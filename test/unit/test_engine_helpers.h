@@ -25,6 +25,11 @@ struct got {
     enum gh_action actions[8];
     bool has_ckpt;
     int64_t ckpt_step, first_ts, decided_ts;
+    enum gh_impact impact;
+    bool urgent;
+    double slowdown;
+    int n_deferred;
+    enum gh_action deferred[8];
 };
 
 struct sink {
@@ -52,6 +57,11 @@ static void sink_cb(void *ctx, const struct gh_incident *inc)
     g->ckpt_step = inc->checkpoint_step;
     g->first_ts = inc->first_ts;
     g->decided_ts = inc->decided_ts;
+    g->impact = inc->impact;
+    g->urgent = inc->urgent;
+    g->slowdown = inc->has_slowdown ? inc->slowdown : 0;
+    g->n_deferred = inc->n_deferred;
+    memcpy(g->deferred, inc->deferred, sizeof inc->deferred[0] * (size_t)inc->n_deferred);
     /* The JSON encoding must work for every incident. */
     char *json = NULL;
     if (gh_incident_encode(inc, &json, NULL) == GH_OK && getenv("GH_TEST_VERBOSE"))
@@ -63,6 +73,14 @@ static bool got_action(const struct got *g, enum gh_action a)
 {
     for (int i = 0; i < g->n_actions; i++)
         if (g->actions[i] == a)
+            return true;
+    return false;
+}
+
+static bool got_deferred(const struct got *g, enum gh_action a)
+{
+    for (int i = 0; i < g->n_deferred; i++)
+        if (g->deferred[i] == a)
             return true;
     return false;
 }

@@ -66,24 +66,61 @@ static void test_node_down_isolates_and_restarts(void **st)
     gh_engine_tick(e, T0 + S(1059.9));
     assert_int_equal(sk.n, 0); /* within node_down (60 s) */
     gh_engine_tick(e, T0 + S(1060));
+    /* past node_down the job's pods there are lost: it restarts, and no
+     * hardware evidence blames the node */
     assert_int_equal(sk.n, 1);
     const struct got *g = &sk.v[0];
     assert_int_equal(g->cls, GH_CLASS_UNKNOWN);
-    assert_string_equal(g->node, "gpu-03");
+    assert_string_equal(g->node, "");
     assert_string_equal(g->job, "ml/llm");
-    assert_string_equal(g->rule, "node-not-ready");
-    assert_true(got_action(g, GH_ACT_ISOLATE_NODE));
+    assert_string_equal(g->rule, "node-lost-pods");
+    assert_int_equal(g->impact, GH_IMPACT_DIED);
     assert_true(got_action(g, GH_ACT_RESTART_FROM_CHECKPOINT));
-    assert_true(got_action(g, GH_ACT_RUN_DIAGNOSTICS));
+    assert_false(got_action(g, GH_ACT_ISOLATE_NODE));
     assert_true(g->has_ckpt);
     assert_int_equal(g->ckpt_step, 200);
     assert_int_equal(g->first_ts, T0 + S(1000));
     assert_int_equal(g->decided_ts, T0 + S(1060));
-    /* The pod failures and a later flap of the same node join it. */
+    gh_engine_tick(e, T0 + S(1299.9));
+    assert_int_equal(sk.n, 1); /* within Kubernetes' not-ready toleration (300 s) */
+    gh_engine_tick(e, T0 + S(1300));
+    assert_int_equal(sk.n, 2);
+    g = &sk.v[1];
+    assert_int_equal(g->cls, GH_CLASS_UNKNOWN);
+    assert_string_equal(g->node, "gpu-03");
+    assert_string_equal(g->rule, "node-not-ready");
+    assert_true(got_action(g, GH_ACT_ISOLATE_NODE));
+    assert_true(got_action(g, GH_ACT_RUN_DIAGNOSTICS));
+    /* the job already moved: not restarted twice */
+    assert_false(got_action(g, GH_ACT_RESTART_FROM_CHECKPOINT));
+    assert_int_equal(g->first_ts, T0 + S(1000));
+    /* A later flap of the same node joins it. */
     node_signal(e, GH_KIND_NODE_READY, 1500, "gpu-03");
     node_signal(e, GH_KIND_NODE_NOT_READY, 1600, "gpu-03");
     gh_engine_finish(e, INT64_MAX);
+    assert_int_equal(sk.n, 2);
+    gh_engine_free(e);
+}
+
+static void test_node_back_ready_is_not_isolated(void **st)
+{
+    (void)st;
+    /* A reboot: NotReady for four minutes, back Ready with a new boot. The
+     * job restarts from its checkpoint; the node is never blamed. */
+    struct sink sk;
+    struct gh_engine *e = engine(topo_4x8(), &sk);
+    checkpoint(e, 10, "ml/llm", 100, true);
+    node_signal(e, GH_KIND_NODE_NOT_READY, 1000, "gpu-02");
+    podfail(e, 1030, "gpu-02", "ml/llm", "llm-9", "Error", 137, "NodeLost");
+    node_signal(e, GH_KIND_NODE_READY, 1240, "gpu-02");
+    gh_engine_finish(e, INT64_MAX);
     assert_int_equal(sk.n, 1);
+    assert_string_equal(sk.v[0].node, "");
+    assert_string_equal(sk.v[0].job, "ml/llm");
+    assert_true(got_action(&sk.v[0], GH_ACT_RESTART_FROM_CHECKPOINT));
+    assert_int_equal(sk.v[0].ckpt_step, 100);
+    for (int i = 0; i < sk.n; i++)
+        assert_false(got_action(&sk.v[i], GH_ACT_ISOLATE_NODE));
     gh_engine_free(e);
 }
 
@@ -126,14 +163,31 @@ static void test_node_down_folds_with_xid(void **st)
     assert_int_equal(sk.v[0].cls, GH_CLASS_GPU_HARDWARE);
     gh_engine_free(e);
 
-    /* Down and decided first, the XID after (from the agent's spool): it
-     * joins the node's incident. */
+    /* Down and blamed first (past the toleration), the XID after (from the
+     * agent's spool): it joins the node's incident. */
     e = engine(topo_2x8(), &sk);
     node_signal(e, GH_KIND_NODE_NOT_READY, 100, "gpu-02");
-    xid(e, 400, "gpu-02", 4, 79);
+    xid(e, 500, "gpu-02", 4, 79);
     gh_engine_finish(e, INT64_MAX);
-    assert_int_equal(sk.n, 1);
-    assert_string_equal(sk.v[0].rule, "node-not-ready");
+    assert_int_equal(sk.n, 2);
+    assert_string_equal(sk.v[0].rule, "node-lost-pods");
+    assert_string_equal(sk.v[1].rule, "node-not-ready");
+    gh_engine_free(e);
+
+    /* Down, the job moved, then the XID within the toleration: the node is
+     * blamed by the XID at once, and the job, already moved off it, is not
+     * restarted again. */
+    e = engine(topo_2x8(), &sk);
+    checkpoint(e, 1, "ml/llm", 10, true);
+    node_signal(e, GH_KIND_NODE_NOT_READY, 100, "gpu-02");
+    xid(e, 200, "gpu-02", 4, 79);
+    gh_engine_finish(e, INT64_MAX);
+    assert_int_equal(sk.n, 2);
+    assert_string_equal(sk.v[0].rule, "node-lost-pods");
+    assert_true(got_action(&sk.v[0], GH_ACT_RESTART_FROM_CHECKPOINT));
+    assert_string_equal(sk.v[1].rule, "gpu-fell-off-bus");
+    assert_true(got_action(&sk.v[1], GH_ACT_ISOLATE_NODE));
+    assert_false(got_action(&sk.v[1], GH_ACT_RESTART_FROM_CHECKPOINT));
     gh_engine_free(e);
 }
 
@@ -326,7 +380,12 @@ static void test_next_deadline(void **st)
     assert_int_equal(gh_engine_next_deadline(e), T0 + S(162));
     gh_engine_tick(e, gh_engine_next_deadline(e));
     assert_int_equal(sk.n, 2);
-    assert_string_equal(sk.v[1].rule, "node-not-ready");
+    assert_string_equal(sk.v[1].rule, "node-lost-pods");
+    /* then the not-ready toleration (300 s after the NotReady) */
+    assert_int_equal(gh_engine_next_deadline(e), T0 + S(402));
+    gh_engine_tick(e, gh_engine_next_deadline(e));
+    assert_int_equal(sk.n, 3);
+    assert_string_equal(sk.v[2].rule, "node-not-ready");
     assert_int_equal(gh_engine_next_deadline(e), INT64_MAX);
     gh_engine_free(e);
 
@@ -476,6 +535,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_node_down_isolates_and_restarts),
+        cmocka_unit_test(test_node_back_ready_is_not_isolated),
         cmocka_unit_test(test_node_blip_or_no_job_is_no_incident),
         cmocka_unit_test(test_node_down_folds_with_xid),
         cmocka_unit_test(test_node_detector_alone_names_hardware_cause),

@@ -101,8 +101,21 @@ static void test_incident_json(void **st)
                            "\"first_ts\":\"2026-11-29T07:00:00.000000Z\","
                            "\"decided_ts\":\"2026-11-29T07:00:30.000000Z\","
                            "\"actions\":[\"retry_in_place\"],\"evidence\":[],"
-                           "\"rule\":\"application-fault\",\"reason\":\"because\",\"severity\":\"info\"}");
+                           "\"rule\":\"application-fault\",\"reason\":\"because\",\"severity\":\"info\","
+                           "\"impact\":{\"job\":\"none\",\"hardware\":\"can_wait\"}}");
     free(s);
+    /* the impact: what the fault did, how much slower, what waits */
+    inc.impact = GH_IMPACT_SLOWER;
+    inc.has_slowdown = true;
+    inc.slowdown = 0.25;
+    inc.deferred[inc.n_deferred++] = GH_ACT_RESET_GPU;
+    assert_int_equal(gh_incident_encode(&inc, &s, NULL), GH_OK);
+    assert_non_null(strstr(s, "\"impact\":{\"job\":\"slower\",\"slowdown\":0.25,"
+                              "\"hardware\":\"can_wait\",\"deferred\":[\"reset_gpu\"]}}"));
+    free(s);
+    inc.impact = GH_IMPACT_NONE;
+    inc.has_slowdown = false;
+    inc.n_deferred = 0;
     inc.cls = GH_CLASS_GPU_HARDWARE;
     inc.node = "g1";
     inc.gpu = 3;

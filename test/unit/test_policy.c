@@ -127,17 +127,17 @@ static void test_match_and_escalation(void **st)
 {
     (void)st;
     struct gh_policy *p = gh_policy_new_default();
-    struct gh_policy_query q = {GH_CLASS_GPU_HARDWARE, GH_KIND_XID, 79, GH_SEV_CRITICAL, false, 0};
+    struct gh_policy_query q = {GH_CLASS_GPU_HARDWARE, GH_KIND_XID, 79, GH_SEV_CRITICAL, false, 0, false, GH_IMPACT_NONE};
     int r = gh_policy_match(p, &q);
     assert_true(r >= 0);
     assert_string_equal(p->rules[r].name, "gpu-fell-off-bus");
-    q = (struct gh_policy_query){GH_CLASS_GPU_HARDWARE, GH_KIND_XID, 119, GH_SEV_CRITICAL, false, 0};
+    q = (struct gh_policy_query){GH_CLASS_GPU_HARDWARE, GH_KIND_XID, 119, GH_SEV_CRITICAL, false, 0, false, GH_IMPACT_NONE};
     assert_string_equal(p->rules[gh_policy_match(p, &q)].name, "xid-critical");
-    q = (struct gh_policy_query){GH_CLASS_INTERCONNECT, GH_KIND_NVLINK, -1, GH_SEV_LOW, true, 999};
+    q = (struct gh_policy_query){GH_CLASS_INTERCONNECT, GH_KIND_NVLINK, -1, GH_SEV_LOW, true, 999, false, GH_IMPACT_NONE};
     assert_int_equal(gh_policy_match(p, &q), -1); /* below the threshold */
     q.metric = 1000;
     assert_string_equal(p->rules[gh_policy_match(p, &q)].name, "nvlink-error-rate");
-    q = (struct gh_policy_query){GH_CLASS_APPLICATION, GH_KIND_POD_FAILED, -1, GH_SEV_MEDIUM, false, 0};
+    q = (struct gh_policy_query){GH_CLASS_APPLICATION, GH_KIND_POD_FAILED, -1, GH_SEV_MEDIUM, false, 0, false, GH_IMPACT_NONE};
     r = gh_policy_match(p, &q);
     assert_string_equal(p->rules[r].name, "application-fault");
     enum gh_action a[GH_POLICY_MAX_ACTIONS];
@@ -159,7 +159,7 @@ static void test_node_down_rule_and_settings(void **st)
     struct gh_policy *p = gh_policy_new_default();
     assert_int_equal(p->settings.node_down_ns, 60 * GH_NS_PER_S);
     assert_int_equal(p->settings.job_idle_ns, 3600 * GH_NS_PER_S);
-    struct gh_policy_query q = {GH_CLASS_UNKNOWN, GH_KIND_NODE_NOT_READY, -1, GH_SEV_HIGH, true, 60};
+    struct gh_policy_query q = {GH_CLASS_UNKNOWN, GH_KIND_NODE_NOT_READY, -1, GH_SEV_HIGH, true, 60, false, GH_IMPACT_NONE};
     int r = gh_policy_match(p, &q);
     assert_true(r >= 0);
     assert_string_equal(p->rules[r].name, "node-not-ready");
@@ -171,7 +171,7 @@ static void test_node_down_rule_and_settings(void **st)
     assert_string_equal(p->rules[gh_policy_match(p, &q)].name, "node-not-ready");
     q.cls = GH_CLASS_FLAPPING_NODE; /* a node that keeps going NotReady is another matter */
     assert_string_equal(p->rules[gh_policy_match(p, &q)].name, "flapping-node");
-    q = (struct gh_policy_query){GH_CLASS_UNKNOWN, GH_KIND_POD_FAILED, -1, GH_SEV_MEDIUM, false, 0};
+    q = (struct gh_policy_query){GH_CLASS_UNKNOWN, GH_KIND_POD_FAILED, -1, GH_SEV_MEDIUM, false, 0, false, GH_IMPACT_NONE};
     assert_string_equal(p->rules[gh_policy_match(p, &q)].name, "unknown-fault");
     gh_policy_free(p);
 

@@ -41,7 +41,7 @@ static bool sig_eq(const struct gh_signal *a, const struct gh_signal *b)
            S(device) && V(has_port) && V(port) && V(state) && D(celsius) && D(watts) &&
            V(throttled) && S(job) && V(has_rank) && V(rank) && V(has_step) && V(step) &&
            D(step_ms) && V(has_comm_ms) && D(comm_ms) && V(has_loss) && D(loss) &&
-           V(has_tokens_per_s) && D(tokens_per_s) && S(path) && V(ckpt_state) &&
+           V(has_tokens_per_s) && D(tokens_per_s) && S(path) && V(ckpt_state) && V(job_state) &&
            V(replica) && S(value) && S(namespace_) && S(pod) && S(reason) &&
            V(has_exit_code) && V(exit_code) && S(check) && V(passed) && S(detail);
 #undef S
@@ -223,6 +223,10 @@ static const char *const canonical[] = {
     "{\"ts\":\"2026-11-29T07:00:00.000000Z\",\"node\":\"gpu-05\",\"gpu\":0,\"source\":\"probe\","
     "\"kind\":\"probe_result\",\"check\":\"gemm_checksum\",\"passed\":false,\"detail\":"
     "\"mismatch on SM 17 \\\"x\\\" \\u0001 \xc3\xa9\"}",
+    "{\"ts\":\"2026-11-29T07:00:00.000000Z\",\"node\":\"gpu-05\",\"source\":\"kube\",\"kind\":"
+    "\"pod_succeeded\",\"namespace\":\"ml\",\"pod\":\"w-0\",\"job\":\"ml/llm\"}",
+    "{\"ts\":\"2026-11-29T07:00:00.000000Z\",\"source\":\"kube\",\"kind\":\"job_finished\","
+    "\"job\":\"ml/llm\",\"state\":\"complete\"}",
 };
 
 static void test_canonical_every_kind(void **state)
@@ -345,6 +349,18 @@ static void build(struct gh_signal *s, enum gh_kind kind)
         s->source = GH_SRC_PROBE;
         set(&s->check, "dcgm_diag_l3");
         s->passed = true;
+        break;
+    case GH_KIND_POD_SUCCEEDED:
+        s->source = GH_SRC_KUBE, s->gpu = -1;
+        set(&s->namespace_, "ns");
+        set(&s->pod, "p-0");
+        set(&s->job, "ns/j");
+        break;
+    case GH_KIND_JOB_FINISHED:
+        s->source = GH_SRC_KUBE, s->gpu = -1;
+        free(s->node), s->node = NULL;
+        set(&s->job, "ns/j");
+        s->job_state = GH_JOB_FAILED;
         break;
     case GH_KIND__COUNT:
         break;
@@ -488,7 +504,9 @@ static void test_encode_refuses_invalid(void **state)
     expect_encode_err(&s, GH_EINVAL, "field \"ts\": out of range");
     s.ts_ns = 0;
     s.kind = GH_KIND__COUNT;
-    expect_encode_err(&s, GH_EINVAL, "field \"kind\": bad value 18");
+    char want[64];
+    snprintf(want, sizeof want, "field \"kind\": bad value %d", (int)GH_KIND__COUNT);
+    expect_encode_err(&s, GH_EINVAL, want);
     gh_signal_clear(&s);
 
     build(&s, GH_KIND_REPLICA_CHECKSUM);
@@ -650,6 +668,12 @@ static void test_error_messages(void **state)
                       1, GH_EINVAL, "line 1: field \"value\": not a hex string");
     expect_decode_err(SIG("\"kind\":\"pod_failed\",\"namespace\":\"ml\",\"pod\":\"p\""), 1,
                       GH_EINVAL, "line 1: field \"reason\": missing");
+    expect_decode_err(SIG("\"kind\":\"job_finished\",\"job\":\"ml/j\",\"state\":\"done\""), 1,
+                      GH_EINVAL, "line 1: field \"state\": must be \"complete\" or \"failed\"");
+    expect_decode_err(SIG("\"kind\":\"job_finished\",\"state\":\"complete\""), 1, GH_EINVAL,
+                      "line 1: field \"job\": missing");
+    expect_decode_err(SIG("\"kind\":\"pod_succeeded\",\"namespace\":\"ml\""), 1, GH_EINVAL,
+                      "line 1: field \"pod\": missing");
     expect_decode_err(SIG("\"kind\":\"pod_failed\",\"namespace\":\"ml\",\"pod\":\"p\",\"reason\":"
                           "\"Error\",\"exit_code\":4294967296"),
                       1, GH_EINVAL, "line 1: field \"exit_code\": out of range");

@@ -2,7 +2,12 @@
  * replays every DIR/NAME.jsonl that has a DIR/NAME.expect.json through the
  * engine and compares the incidents with the expected ones. Prints per
  * scenario the verdict and the time to decide (decided_ts - first_ts), then
- * class accuracy, blamed-node accuracy, false isolations and extra incidents.
+ * class accuracy, blamed-node accuracy, false isolations, missed restarts and
+ * extra incidents. Each false isolation (an isolating or draining action on
+ * a node no expected incident names) and each missed restart (an expected
+ * incident that includes restart_from_checkpoint with no incident of its
+ * class, and job when named, restarting) is also printed on its own line
+ * under its scenario.
  * Exit 0 when every scenario passes.
  *
  * NAME.expect.json:
@@ -167,7 +172,7 @@ static const char *mismatch(const json_t *e, const struct got *g, char *buf, siz
 struct totals {
     int scenarios, passed;
     int units, class_ok, node_ok;
-    int false_isolations, extras, broken;
+    int false_isolations, missed_restarts, extras, broken;
     double decide_sum;
     int decide_n;
     double decide_max;
@@ -265,6 +270,40 @@ static bool score_one(const char *dir, const char *name, const struct gh_policy 
                          class_seen ? "too few matching incidents" : "no incident of this class");
         }
     }
+    /* Expected restarts that no incident made. */
+    char lines[8][200];
+    int n_lines = 0, missed = 0;
+    json_array_foreach(want, i, e)
+    {
+        bool wants_restart = false;
+        size_t ai;
+        const json_t *a;
+        json_array_foreach(json_object_get(e, "actions_include"), ai, a)
+            wants_restart |= json_is_string(a) &&
+                             strcmp(json_string_value(a), "restart_from_checkpoint") == 0;
+        if (!wants_restart)
+            continue;
+        const char *cls = json_string_value(json_object_get(e, "class"));
+        const char *job = json_string_value(json_object_get(e, "job"));
+        int c = cls ? gh_class_from_name(cls) : -1;
+        bool done = false;
+        for (int k = 0; k < got->n && !done; k++)
+            done = (int)got->v[k].cls == c && (!job || strcmp(job, got->v[k].job) == 0) &&
+                   has_action(&got->v[k], GH_ACT_RESTART_FROM_CHECKPOINT);
+        if (done)
+            continue;
+        missed++;
+        if (n_lines < 8)
+            snprintf(lines[n_lines++], sizeof lines[0], "missed restart: %s%s (%s)",
+                     job ? job : "the job", job ? "" : " of the expected incident",
+                     cls ? cls : "?");
+    }
+    t->missed_restarts += missed;
+    if (missed) {
+        ok = false;
+        if (!why[0])
+            snprintf(why, sizeof why, "%d missed restart%s", missed, missed > 1 ? "s" : "");
+    }
     /* What the engine did beyond the expectations. */
     int extras = 0, false_iso = 0;
     for (int k = 0; k < got->n; k++) {
@@ -276,8 +315,13 @@ static bool score_one(const char *dir, const char *name, const struct gh_policy 
                 const json_t *n = json_object_get(e, "node");
                 expected_node |= json_is_string(n) && strcmp(json_string_value(n), g->node) == 0;
             }
-            if (!expected_node)
+            if (!expected_node) {
                 false_iso++;
+                if (n_lines < 8)
+                    snprintf(lines[n_lines++], sizeof lines[0],
+                             "false isolation: %.64s (%s, rule %.40s)", g->node,
+                             gh_class_name(g->cls), g->rule);
+            }
         }
         if (!g->matched)
             extras++;
@@ -306,6 +350,8 @@ static bool score_one(const char *dir, const char *name, const struct gh_policy 
     t->passed += ok;
     printf("%-36s %-5s  %2zu/%-3d decide %6.1fs%s%s\n", name, ok ? "ok" : "FAIL", json_array_size(want),
            got->n, max_decide, why[0] ? "  " : "", why);
+    for (int k = 0; k < n_lines; k++)
+        printf("    %s\n", lines[k]);
     if (verbose || !ok)
         for (int k = 0; k < got->n; k++) {
             const struct got *g = &got->v[k];
@@ -405,6 +451,7 @@ int gh_scenario_score(int argc, char **argv)
     printf("blamed-node accuracy  %.1f%% (%d/%d)\n", tp->units ? 100.0 * tp->node_ok / tp->units : 0,
            tp->node_ok, tp->units);
     printf("false isolations      %d\n", tp->false_isolations);
+    printf("missed restarts       %d\n", tp->missed_restarts);
     printf("unexpected incidents  %d\n", tp->extras);
     printf("spec violations       %d (evidence order, first_ts, decided_ts, application blame)\n",
            tp->broken);

@@ -1,0 +1,42 @@
+/* impact.h - what a finding did to the job running where it happened, read
+ * from the evidence the timeline holds: the job's processes there died (a
+ * pod of it failed, a fatal code killed or hung them), it computes wrong
+ * (corruption, non-finite loss from its ranks there), it is measurably
+ * slower (its ranks there against their peers, by how much), or no harm is
+ * seen yet; and whether the hardware state is urgent (a fatal code) or can
+ * wait for a safe moment. docs/engine.md, "Impact", states the rules. */
+#ifndef GH_ENGINE_IMPACT_H
+#define GH_ENGINE_IMPACT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/detector.h"
+#include "engine/policy.h"
+#include "engine/timeline.h"
+#include "engine/topology.h"
+#include "signal/taxonomy.h"
+
+struct gh_impact_view {
+    enum gh_impact impact;
+    bool has_slowdown;
+    double slowdown; /* the node's ranks against their peers: 0.12 = 12% slower */
+    bool urgent;     /* a fatal code or corruption: it cannot wait */
+    char why[200];   /* the evidence for impact, in words ("pod p failed (Error)") */
+};
+
+/* Assesses f (borrowed) for job (the job running on f's node, NULL when
+ * none) at stream time now. Reads the timeline, the topology (the job's
+ * other nodes) and the settings (the straggler threshold that makes a
+ * slowdown harm); keeps nothing. */
+void gh_impact_assess(const struct gh_finding *f, const char *job, struct gh_timeline *tl,
+                      struct gh_topology *topo, const struct gh_policy_settings *st, int64_t now,
+                      struct gh_impact_view *out);
+
+/* Measures how much slower job's ranks on node are than its ranks elsewhere
+ * over their latest steps in [since, now]. false when there is nothing to
+ * compare (no steps of it there, or no peers). */
+bool gh_impact_slowdown(struct gh_timeline *tl, struct gh_topology *topo, const char *job,
+                        const char *node, int64_t since, int64_t now, double *slowdown);
+
+#endif
