@@ -222,6 +222,10 @@ static void report_gray(struct gh_engine *e, const struct gh_tl_entry *ent, cons
     f.severity = worth ? GH_SEV_MEDIUM : GH_SEV_LOW;
     f.has_metric = true;
     f.metric = slowdown;
+    /* measured here: slower, by this much (not a collective that timed out) */
+    f.impact = GH_IMPACT_SLOWER;
+    f.has_slowdown = true;
+    f.slowdown = slowdown;
     f.node = me->node;
     f.job = job;
     f.first_ts = first_rise;
