@@ -23,7 +23,7 @@ pct() { # column percentile (nearest rank)
     printf "%.2f", a[r] / 1000 }'
 }
 count=$(grep -c . "$figs" || true)
-echo "recovery on a real node: $count faults (XID 79, 2-pod Job, chart defaults but dryRun=false, cooldown 0s)"
+echo "recovery on a real node: $count faults (XID 79, 2-pod Job; chart with dryRun=false, controller --node-cooldown 0s --max-actions-per-hour 0, a rule without escalation)"
 printf '%-36s %8s %8s\n' "" "p50 s" "p99 s"
 printf '%-36s %8s %8s\n' "fault -> node cordoned" "$(pct 2 50)" "$(pct 2 99)"
 printf '%-36s %8s %8s\n' "fault -> old pods terminated" "$(pct 3 50)" "$(pct 3 99)"
