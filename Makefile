@@ -6,7 +6,9 @@
 #   make fuzz    every libFuzzer target for FUZZ_SECONDS each (default 60)
 #   make bench   build and run the benchmarks under bench/
 #   make chaos   fault injection (test/chaos): every scenario, a CHAOS_SOAK_SECONDS soak
-.PHONY: all deps build build-asan build-fuzz build-tsan test demo fuzz fuzz-short bench clean chaos
+#   make e2e-node  the shipped image, chart and manifests on a real node (test/node)
+#   make bench-node  recovery on a real node: NODE_FAULTS faults (default 10), p50/p99
+.PHONY: all deps build build-asan build-fuzz build-tsan test demo fuzz fuzz-short bench clean chaos e2e-node bench-node
 
 CMAKE_GEN   ?= -G Ninja
 JOBS        ?= $(shell nproc)
@@ -52,6 +54,14 @@ demo: build
 
 chaos: build
 	@GH_BIN=$(CURDIR)/build/bin GH_SOURCE_DIR=$(CURDIR) CHAOS_STRICT=1 test/chaos/chaos.sh --soak $(CHAOS_SOAK_SECONDS)
+
+e2e-node: deps
+	@test/node/e2e helm
+	@test/node/e2e manifests
+
+NODE_FAULTS ?= 10
+bench-node: deps
+	@NODE_FAULTS=$(NODE_FAULTS) bench/real-node.sh
 
 clean:
 	rm -rf build build-asan build-fuzz build-tsan
