@@ -47,21 +47,9 @@ int gh_cmd_approve(int argc, char **argv)
     if (!by)
         by = getenv("USER") ? getenv("USER") : "gpuheal-cli";
     struct gh_err err = {{0}};
-    struct gh_kube_config kc;
-    memset(&kc, 0, sizeof kc);
-    int rc = kubeconfig ? gh_kubeconfig_load(kubeconfig, context, &kc, &err)
-                        : gh_kubeconfig_load_default(&kc, &err);
-    if (rc) {
-        fprintf(stderr, "gpuheal approve: %s\n", err.msg);
+    struct gh_kube_client *c = gh_cmd_kube_client("approve", kubeconfig, context);
+    if (!c)
         return 1;
-    }
-    struct gh_kube_client *c = NULL;
-    rc = gh_kube_client_new(&kc, NULL, &c, &err);
-    gh_kube_config_clear(&kc);
-    if (rc) {
-        fprintf(stderr, "gpuheal approve: %s\n", err.msg);
-        return 1;
-    }
     int status = 1;
     struct gh_kube_ref ref = {&gh_kube_res_incidents, NULL, id};
     json_t *inc = NULL, *patch = NULL;

@@ -24,6 +24,13 @@ int gh_cmd_simulate(int argc, char **argv);
 int gh_cmd_advise(int argc, char **argv);
 int gh_cmd_report(int argc, char **argv);
 
+/* kube_cli.c: a client of the cluster kubeconfig names (NULL: the default
+ * kubeconfig; context NULL: its current one). NULL after printing
+ * "gpuheal CMD: why" on stderr. Caller frees with gh_kube_client_free(). */
+struct gh_kube_client;
+struct gh_kube_client *gh_cmd_kube_client(const char *cmd, const char *kubeconfig,
+                                          const char *context);
+
 /* Shared by diagnose and scenario (scenario_io.c): replays one scenario file
  * through a new engine on the file's clock. */
 #include <stdio.h>

@@ -286,21 +286,10 @@ int gh_cmd_release(int argc, char **argv)
     if (!by)
         by = getenv("USER") && *getenv("USER") ? getenv("USER") : "gpuheal-cli";
     struct gh_err err = {{0}};
-    struct gh_kube_config kc;
-    memset(&kc, 0, sizeof kc);
-    int rc = kubeconfig ? gh_kubeconfig_load(kubeconfig, context, &kc, &err)
-                        : gh_kubeconfig_load_default(&kc, &err);
-    if (rc) {
-        fprintf(stderr, "gpuheal release: %s\n", err.msg);
+    struct gh_kube_client *c = gh_cmd_kube_client("release", kubeconfig, context);
+    if (!c)
         return 1;
-    }
-    struct gh_kube_client *c = NULL;
-    rc = gh_kube_client_new(&kc, NULL, &c, &err);
-    gh_kube_config_clear(&kc);
-    if (rc) {
-        fprintf(stderr, "gpuheal release: %s\n", err.msg);
-        return 1;
-    }
+    int rc = 0;
     struct gh_audit *a = NULL;
     if (db && !dry_run && gh_audit_open_existing(db, &a, &err)) {
         fprintf(stderr, "gpuheal release: %s\n", err.msg);
