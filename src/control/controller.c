@@ -1001,6 +1001,25 @@ static bool held_by_gpuheal(const json_t *node)
     return ann(node, GH_ANN_CORDONED_BY) || ann(node, GH_ANN_TAINTED_BY);
 }
 
+static bool unschedulable(const json_t *node)
+{
+    return json_is_true(json_object_get(json_object_get(node, "spec"), "unschedulable"));
+}
+
+/* Whether a node gpuheal held is back in service: gpuheal's hold lifted
+ * (the validation gate, `gpuheal release`), or its cordon lifted by hand
+ * (kubectl uncordon leaves the annotation) with no taint of gpuheal's left.
+ * The engine then takes new evidence there as a new incident. */
+static bool returned_to_service(const json_t *old, const json_t *obj)
+{
+    if (!old || !held_by_gpuheal(old))
+        return false;
+    if (!held_by_gpuheal(obj))
+        return true;
+    return ann(old, GH_ANN_CORDONED_BY) && unschedulable(old) && !unschedulable(obj) &&
+           !ann(obj, GH_ANN_TAINTED_BY);
+}
+
 static void count_nodes(struct gh_controller *ctl)
 {
     const struct gh_kube_store *st = gh_kube_informer_store(ctl->inf_nodes);
@@ -1022,6 +1041,8 @@ static void node_change(void *ud, const json_t *old, const json_t *obj)
         gh_guard_set_isolated(ctl->guard, name, true);
     else if (!old || held_by_gpuheal(old))
         gh_guard_set_isolated(ctl->guard, name, false);
+    if (returned_to_service(old, obj))
+        gh_engine_node_returned(ctl->engine, name, now(ctl));
     count_nodes(ctl);
     struct gh_signal s[1];
     if (gh_kube_node_signals(old, obj, now(ctl), s, 1) == 1)

@@ -229,6 +229,16 @@ bool gh_decider_job_episode(struct gh_decider *d, const char *job, int64_t t, en
 
 void gh_decider_count_absorbed(struct gh_decider *d) { d->st.absorbed++; }
 
+void gh_decider_node_returned(struct gh_decider *d, const char *node, int64_t ts)
+{
+    struct episode *ep = node ? episode_find(d, 'n', node) : NULL;
+    /* Only what took the node out of service ends with its return; a record
+     * (the node stayed in service) and an incident decided after ts (a new
+     * fault) stay open. Histories are kept: repeats still escalate. */
+    if (ep && ep->active && !record_only(ep) && ep->decided <= ts && ep->expires > ts)
+        ep->expires = ts;
+}
+
 int64_t gh_decider_last_hardware(const struct gh_decider *d) { return d->last_hw; }
 
 /* How disruptive a set of actions is: an absorbed finding may not call for

@@ -26,6 +26,10 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
 bool gh_decider_node_episode(struct gh_decider *d, const char *node, int64_t t, enum gh_class *cls);
 bool gh_decider_job_episode(struct gh_decider *d, const char *job, int64_t t, enum gh_class *cls);
 void gh_decider_count_absorbed(struct gh_decider *d);
+/* node (borrowed) returned to service at stream time ts: the episode of the
+ * incident that took it out (decided at or before ts) ends at ts, so later
+ * evidence on the node is a new incident (docs/engine.md, "Episodes"). */
+void gh_decider_node_returned(struct gh_decider *d, const char *node, int64_t ts);
 /* Stream time of the latest hardware-class incident anywhere (GPU, memory,
  * interconnect), INT64_MIN when none. */
 int64_t gh_decider_last_hardware(const struct gh_decider *d);

@@ -507,6 +507,12 @@ void gh_engine_forget_job(struct gh_engine *e, const char *job)
     e->seen_last = NULL;
 }
 
+void gh_engine_node_returned(struct gh_engine *e, const char *node, int64_t ts)
+{
+    if (node)
+        gh_decider_node_returned(e->decider, node, ts);
+}
+
 struct sweep_ctx {
     struct gh_engine *e;
     int64_t before; /* older than this is idle / expired */

@@ -103,6 +103,14 @@ int64_t gh_engine_next_deadline(const struct gh_engine *e);
  * placement, unless the topology's job table is half full). */
 void gh_engine_forget_job(struct gh_engine *e, const char *job);
 
+/* node (borrowed) was returned to service at ts (the stream's clock): the
+ * validation gate released it, or an operator did. The incident that took
+ * it out of service, decided at or before ts, no longer absorbs evidence
+ * after ts: a new fault there is a new incident (escalated on repeats as
+ * ever). For drivers that return nodes (the controller); a no-op for a node
+ * with no such incident. */
+void gh_engine_node_returned(struct gh_engine *e, const char *node, int64_t ts);
+
 /* Stream time: the time of the latest signal or deadline handled. */
 int64_t gh_engine_stream_time(const struct gh_engine *e);
 const struct gh_topology *gh_engine_topology(const struct gh_engine *e);

@@ -5,7 +5,8 @@
 # checkpoint ConfigMap, Incident + Events + audit rows, and `gpuheal explain`
 # naming the XID line and the rule; an application error -> no node action;
 # the node budget exhausted -> "not acted: budget"; the validation gate
-# returning the node to service; dry run; approval with `gpuheal approve`;
+# returning the node to service, and a new fault there a new incident; dry
+# run; approval with `gpuheal approve`;
 # kill -9 in the middle of an incident (no action lost, none done twice);
 # the same on PostgreSQL; two replicas: only the leader acts, the standby
 # takes over when the leader is killed.
@@ -153,6 +154,14 @@ check "healthz" sh -c "curl -s http://127.0.0.1:$PORT/healthz | grep -q ok"
   -p '{"status":{"conditions":[{"type":"Validated","status":"True","reason":"ProbePassed","message":"gemm_checksum passed","lastTransitionTime":"'"$(date -u -d '+2 seconds' +%FT%TZ)"'"}]}}' >/dev/null
 check "validated node uncordoned" wait_for 20 uncordoned "$B"
 check "validated node untainted" wait_for 10 untainted "$B"
+# returned to service, the node faults again within the old incident's
+# episode (30 min): a new incident, the node out of service again
+xid79 "$B" 6 | inject
+check "returned node faults again: cordoned again" wait_for 20 cordoned "$B"
+check "returned node faults again: two incidents" sh -c "[ \$('$GH_BIN/gpuheal' explain node/$B --db '$DB' | grep -c '^\[[0-9]*\] inc-') -ge 2 ]"
+"$K" patch gpunodehealth "$B" --subresource=status --type=merge \
+  -p '{"status":{"conditions":[{"type":"Validated","status":"True","reason":"ProbePassed","message":"gemm_checksum passed","lastTransitionTime":"'"$(date -u -d '+2 seconds' +%FT%TZ)"'"}]}}' >/dev/null
+check "validated again: uncordoned" wait_for 20 uncordoned "$B"
 check "controller stops cleanly on SIGTERM" stop_controller
 
 # ---- 5. dry run: decide and record, never act -------------------------------

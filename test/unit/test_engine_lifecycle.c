@@ -51,6 +51,60 @@ static struct gh_policy *policy_with(const char *from, const char *to)
     return p;
 }
 
+/* ---- nodes returned to service ---------------------------------------- */
+
+/* A node isolated for a fault, then returned to service (validation passed,
+ * or an operator released it), that faults again is a new incident: the old
+ * episode (30 min, up to twice that after the decision) no longer absorbs
+ * it. Without a return the same evidence joins the open incident. */
+static void test_node_returned_fault_again_is_new_incident(void **st)
+{
+    (void)st;
+    for (int returned = 0; returned <= 1; returned++) {
+        struct sink sk;
+        struct gh_engine *e = engine(topo_4x8(), &sk);
+        xid(e, 100, "gpu-02", 3, 79);
+        assert_int_equal(sk.n, 1);
+        assert_true(got_action(&sk.v[0], GH_ACT_ISOLATE_NODE));
+        xid(e, 400, "gpu-02", 3, 79); /* before the return: the same fault */
+        assert_int_equal(sk.n, 1);
+        gh_engine_tick(e, T0 + S(1000));
+        if (returned)
+            gh_engine_node_returned(e, "gpu-02", T0 + S(1000));
+        /* another GPU falls off the bus 29 minutes after the first */
+        xid(e, 100 + 29 * 60, "gpu-02", 5, 79);
+        if (!returned) {
+            assert_int_equal(sk.n, 1); /* still out of service: absorbed */
+        } else {
+            assert_int_equal(sk.n, 2);
+            const struct got *g = &sk.v[1];
+            assert_string_equal(g->node, "gpu-02");
+            assert_int_equal(g->gpu, 5);
+            assert_true(got_action(g, GH_ACT_ISOLATE_NODE));
+            assert_int_equal(g->first_ts, T0 + S(100 + 29 * 60));
+        }
+        gh_engine_free(e);
+    }
+}
+
+/* A return only ends what took the node out before it: an incident decided
+ * after the return (a new fault), or a return of a node with no incident,
+ * changes nothing. */
+static void test_node_returned_keeps_later_incident(void **st)
+{
+    (void)st;
+    struct sink sk;
+    struct gh_engine *e = engine(topo_4x8(), &sk);
+    gh_engine_node_returned(e, "gpu-01", T0 + S(50)); /* nothing there: a no-op */
+    gh_engine_node_returned(e, NULL, T0 + S(50));
+    xid(e, 100, "gpu-01", 0, 79);
+    assert_int_equal(sk.n, 1);
+    gh_engine_node_returned(e, "gpu-01", T0 + S(90)); /* older than the decision */
+    xid(e, 200, "gpu-01", 1, 79);
+    assert_int_equal(sk.n, 1);
+    gh_engine_free(e);
+}
+
 /* ---- nodes that go down ------------------------------------------------ */
 
 static void test_node_down_isolates_and_restarts(void **st)
@@ -535,6 +589,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_node_down_isolates_and_restarts),
+        cmocka_unit_test(test_node_returned_fault_again_is_new_incident),
+        cmocka_unit_test(test_node_returned_keeps_later_incident),
         cmocka_unit_test(test_node_back_ready_is_not_isolated),
         cmocka_unit_test(test_node_blip_or_no_job_is_no_incident),
         cmocka_unit_test(test_node_down_folds_with_xid),
