@@ -194,27 +194,10 @@ static void report_gray(struct gh_engine *e, const struct gh_tl_entry *ent, cons
                         int rises, int64_t first_rise)
 {
     const struct gh_policy_settings *st = gh_ctx_settings(e);
-    struct gh_topology *topo = gh_ctx_topology(e);
-    long tj = gh_topology_find_job(topo, job);
-    double remaining = tj >= 0 ? gh_topology_job_remaining_s(topo, (size_t)tj) : -1;
-    double cost = tj >= 0 ? gh_topology_job_restart_cost_s(topo, (size_t)tj) : -1;
-    if (remaining < 0)
-        remaining = (double)st->assume_remaining_ns / 1e9;
-    if (cost < 0)
-        cost = (double)st->restart_cost_ns / 1e9;
-    /* The rollback: back to the latest saved checkpoint (slow is not wrong). */
-    const struct gh_tl_entry *ck[8];
-    size_t nck = gh_timeline_query(gh_ctx_timeline(e), GH_TL_JOB, job, -1,
-                                   GH_KIND_BIT(GH_KIND_CHECKPOINT), INT64_MIN, gh_ctx_now(e), true,
-                                   ck, 8);
-    double rollback = 0;
-    for (size_t i = nck; i-- > 0;)
-        if (ck[i]->sig.ckpt_state == GH_CKPT_SAVED) {
-            rollback = (double)(gh_ctx_now(e) - ck[i]->ts_ns) / 1e9;
-            break;
-        }
-    double loss = slowdown * remaining, total = cost + rollback;
-    bool worth = loss > total;
+    struct gh_restart_worth rw;
+    gh_ctx_restart_worth(e, job, gh_topology_find_job(gh_ctx_topology(e), job), slowdown, &rw);
+    double remaining = rw.remaining_s, loss = rw.loss_s, total = rw.cost_s;
+    bool worth = rw.worth;
     struct gh_finding f;
     gh_finding_init(&f);
     f.cls = GH_CLASS_NETWORK;

@@ -352,34 +352,15 @@ static void push_ev(struct rank *r, const struct gh_tl_entry *ent, bool new_stre
     r->ev[r->n_ev++] = ent; /* steals the caller's reference */
 }
 
-static int64_t last_checkpoint_ts(struct gh_engine *e, const char *job)
-{
-    const struct gh_tl_entry *v[8];
-    size_t n = gh_timeline_query(gh_ctx_timeline(e), GH_TL_JOB, job, -1,
-                                 GH_KIND_BIT(GH_KIND_CHECKPOINT), INT64_MIN, gh_ctx_now(e), true, v, 8);
-    for (size_t i = n; i-- > 0;)
-        if (v[i]->sig.ckpt_state == GH_CKPT_SAVED)
-            return v[i]->ts_ns;
-    return INT64_MIN;
-}
-
 static void report(struct gh_engine *e, struct sjob *j, const char *node, int gpu, int rank,
                    int n_slow, int n_node_ranks, double slowdown, int64_t first_ts,
                    struct rank *const *evr, int n_evr)
 {
     const struct gh_policy_settings *st = gh_ctx_settings(e);
-    struct gh_topology *topo = gh_ctx_topology(e);
-    long tj = topo_job(j, topo);
-    double remaining = tj >= 0 ? gh_topology_job_remaining_s(topo, (size_t)tj) : -1;
-    double cost = tj >= 0 ? gh_topology_job_restart_cost_s(topo, (size_t)tj) : -1;
-    if (remaining < 0)
-        remaining = (double)st->assume_remaining_ns / 1e9;
-    if (cost < 0)
-        cost = (double)st->restart_cost_ns / 1e9;
-    int64_t ck = last_checkpoint_ts(e, j->name);
-    double rollback = ck != INT64_MIN ? (double)(gh_ctx_now(e) - ck) / 1e9 : 0;
-    double loss = slowdown * remaining, total_cost = cost + rollback;
-    bool worth = loss > total_cost;
+    struct gh_restart_worth rw;
+    gh_ctx_restart_worth(e, j->name, topo_job(j, gh_ctx_topology(e)), slowdown, &rw);
+    double remaining = rw.remaining_s, loss = rw.loss_s, total_cost = rw.cost_s;
+    bool worth = rw.worth;
 
     struct gh_finding f;
     gh_finding_init(&f);

@@ -98,6 +98,20 @@ extern const struct gh_detector_ops gh_det_node;
 
 const struct gh_policy_settings *gh_ctx_settings(struct gh_engine *e);
 struct gh_topology *gh_ctx_topology(struct gh_engine *e);
+/* Whether a measured slowdown is worth restarting job (its topology index
+ * tj, -1 when unknown): the expected loss, slowdown x the job's remaining
+ * run, against the restart cost plus the rollback to its latest saved
+ * checkpoint (slow is not wrong: that checkpoint is good). Unknown remaining
+ * run and restart cost take the policy's assumptions. Shared by the
+ * straggler and network detectors. */
+struct gh_restart_worth {
+    double remaining_s; /* the job's remaining run */
+    double loss_s;      /* slowdown x remaining */
+    double cost_s;      /* restart + rollback */
+    bool worth;         /* loss_s > cost_s */
+};
+void gh_ctx_restart_worth(struct gh_engine *e, const char *job, long tj, double slowdown,
+                          struct gh_restart_worth *out);
 struct gh_timeline *gh_ctx_timeline(struct gh_engine *e);
 int64_t gh_ctx_now(struct gh_engine *e);   /* stream time */
 int64_t gh_ctx_start(struct gh_engine *e); /* stream time of the first signal */

@@ -639,6 +639,31 @@ void gh_engine_stats(const struct gh_engine *e, struct gh_engine_stats *out)
 
 const struct gh_policy_settings *gh_ctx_settings(struct gh_engine *e) { return &e->policy->settings; }
 struct gh_topology *gh_ctx_topology(struct gh_engine *e) { return e->topo; }
+
+void gh_ctx_restart_worth(struct gh_engine *e, const char *job, long tj, double slowdown,
+                          struct gh_restart_worth *out)
+{
+    const struct gh_policy_settings *st = &e->policy->settings;
+    double remaining = tj >= 0 ? gh_topology_job_remaining_s(e->topo, (size_t)tj) : -1;
+    double cost = tj >= 0 ? gh_topology_job_restart_cost_s(e->topo, (size_t)tj) : -1;
+    if (remaining < 0)
+        remaining = (double)st->assume_remaining_ns / 1e9;
+    if (cost < 0)
+        cost = (double)st->restart_cost_ns / 1e9;
+    const struct gh_tl_entry *ck[8];
+    size_t n = gh_timeline_query(gh_ctx_timeline(e), GH_TL_JOB, job, -1,
+                                 GH_KIND_BIT(GH_KIND_CHECKPOINT), INT64_MIN, e->now, true, ck, 8);
+    double rollback = 0;
+    for (size_t i = n; i-- > 0;)
+        if (ck[i]->sig.ckpt_state == GH_CKPT_SAVED) {
+            rollback = (double)(e->now - ck[i]->ts_ns) / 1e9;
+            break;
+        }
+    out->remaining_s = remaining;
+    out->loss_s = slowdown * remaining;
+    out->cost_s = cost + rollback;
+    out->worth = out->loss_s > out->cost_s;
+}
 struct gh_timeline *gh_ctx_timeline(struct gh_engine *e) { return e->tl; }
 int64_t gh_ctx_now(struct gh_engine *e) { return e->now; }
 int64_t gh_ctx_start(struct gh_engine *e) { return e->start; }
