@@ -303,17 +303,6 @@ static size_t skip_sp(const char *s, size_t n, size_t i)
     return i;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Parses a PCI address at s (gh_pci_scan) into its canonical form in
  * out[PCI_LEN] and the bytes used into *used. */
 static bool parse_bdf(const char *s, size_t n, bool allow_short, char *out, size_t *used)
@@ -329,7 +318,7 @@ static bool parse_bdf(const char *s, size_t n, bool allow_short, char *out, size
 static bool first_bdf(const char *s, size_t n, char *out)
 {
     for (size_t i = 0; i + 7 <= n; i++) {
-        if (hexval(s[i]) < 0 || (i > 0 && isalnum((unsigned char)s[i - 1])))
+        if (!isxdigit((unsigned char)s[i]) || (i > 0 && isalnum((unsigned char)s[i - 1])))
             continue;
         if (parse_bdf(s + i, n - i, false, out, NULL))
             return true;
