@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "agent/health_publish.h"
+#include "common/json.h"
 #include "kube/api.h"
 #include "signal/signal_json.h"
 
@@ -301,7 +302,7 @@ static json_t *gnh_status(const struct gh_health_publish *p, const json_t *core)
         size_t i;
         json_t *g;
         json_array_foreach(gpus, i, g) {
-            if (strcmp(json_string_value(json_object_get(g, "state")), "Healthy") == 0)
+            if (strcmp(gh_json_str(g, "state"), "Healthy") == 0)
                 healthy++;
         }
         bad |= set_new(st, "healthyGPUs", json_integer(healthy));
@@ -461,7 +462,7 @@ static int send_gnh(struct gh_health_publish *p, struct gh_err *err)
  * reason to write on its own. */
 static bool routine_evidence(const json_t *e)
 {
-    const char *kind = json_string_value(json_object_get(e, "kind"));
+    const char *kind = gh_json_str(e, "kind");
     return kind && strcmp(kind, "probe_result") == 0 && json_is_true(json_object_get(e, "passed"));
 }
 
@@ -576,7 +577,7 @@ static const json_t *find_condition(const json_t *conds)
     size_t i;
     json_t *c;
     json_array_foreach(conds, i, c) {
-        const char *t = json_string_value(json_object_get(c, "type"));
+        const char *t = gh_json_str(c, "type");
         if (t && strcmp(t, GH_HEALTH_CONDITION) == 0)
             return c;
     }
@@ -594,10 +595,10 @@ static void node_get_done(void *ud, int rc, struct gh_kube_resp *resp, const str
             snprintf(p->node_uid, sizeof p->node_uid, "%s", uid);
         const json_t *c =
             find_condition(json_object_get(json_object_get(resp->body, "status"), "conditions"));
-        const char *status = json_string_value(json_object_get(c, "status"));
-        const char *reason = json_string_value(json_object_get(c, "reason"));
-        const char *msg = json_string_value(json_object_get(c, "message"));
-        const char *ltt = json_string_value(json_object_get(c, "lastTransitionTime"));
+        const char *status = gh_json_str(c, "status");
+        const char *reason = gh_json_str(c, "reason");
+        const char *msg = gh_json_str(c, "message");
+        const char *ltt = gh_json_str(c, "lastTransitionTime");
         int64_t t;
         if (status && ltt && gh_time_parse_rfc3339(ltt, strlen(ltt), &t)) {
             p->have_prev = true;
@@ -638,7 +639,7 @@ static void gnh_get_done(void *ud, int rc, struct gh_kube_resp *resp, const stru
     p->gnh_get = NULL;
     json_t *status = rc == GH_OK && resp->body ? json_object_get(resp->body, "status") : NULL;
     if (status) {
-        const char *ot = json_string_value(json_object_get(status, "observedTime"));
+        const char *ot = gh_json_str(status, "observedTime");
         int64_t t;
         if (p->boot_ns > 0 && ot && gh_time_parse_rfc3339(ot, strlen(ot), &t) && t >= p->boot_ns) {
             size_t i;

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "agent/requests.h"
+#include "common/json.h"
 #include "common/log.h"
 #include "kube/api.h"
 #include "kube/informer.h"
@@ -242,8 +243,8 @@ static int load_state(struct gh_requests *r, struct gh_err *err)
     json_t *v;
     json_object_foreach(json_object_get(o, "last"), k, v) {
         int a = action_of(k);
-        const char *id = json_string_value(json_object_get(v, "id"));
-        const char *res = json_string_value(json_object_get(v, "result"));
+        const char *id = gh_json_str(v, "id");
+        const char *res = gh_json_str(v, "result");
         if (a < 0 || !id)
             continue;
         snprintf(r->last[a].id, sizeof r->last[a].id, "%s", id);
@@ -254,8 +255,8 @@ static int load_state(struct gh_requests *r, struct gh_err *err)
     static const char *const ip_key[3] = {"pending", "reboot", "validate"};
     for (int i = 0; i < 3; i++) {
         json_t *p = json_object_get(o, ip_key[i]);
-        int a = action_of(json_string_value(json_object_get(p, "action")));
-        const char *id = json_string_value(json_object_get(p, "id"));
+        int a = action_of(gh_json_str(p, "action"));
+        const char *id = gh_json_str(p, "id");
         if (a < 0 || !id)
             continue;
         struct inprog *t = ip[i];
@@ -265,9 +266,9 @@ static int load_state(struct gh_requests *r, struct gh_err *err)
         snprintf(t->r.id, sizeof t->r.id, "%s", id);
         json_t *g = json_object_get(p, "gpu");
         t->r.gpu = json_is_integer(g) ? (int)json_integer_value(g) : -1;
-        const char *inc = json_string_value(json_object_get(p, "incident"));
+        const char *inc = gh_json_str(p, "incident");
         snprintf(t->r.incident, sizeof t->r.incident, "%s", inc ? inc : "");
-        const char *b = json_string_value(json_object_get(p, "boot_id"));
+        const char *b = gh_json_str(p, "boot_id");
         snprintf(t->boot_id, sizeof t->boot_id, "%s", b ? b : "");
         t->started = json_integer_value(json_object_get(p, "started"));
     }
@@ -321,15 +322,15 @@ static void learn_conditions(struct gh_requests *r, const json_t *obj)
     size_t i;
     json_t *c;
     json_array_foreach(json_object_get(json_object_get(obj, "status"), "conditions"), i, c) {
-        const char *type = json_string_value(json_object_get(c, "type"));
+        const char *type = gh_json_str(c, "type");
         for (int k = 0; type && k < N_CONDS; k++) {
             struct cond *m = cond_of(r, k);
             if (m->set || strcmp(type, m->type) != 0)
                 continue;
-            const char *st = json_string_value(json_object_get(c, "status"));
-            const char *re = json_string_value(json_object_get(c, "reason"));
-            const char *ms = json_string_value(json_object_get(c, "message"));
-            const char *lt = json_string_value(json_object_get(c, "lastTransitionTime"));
+            const char *st = gh_json_str(c, "status");
+            const char *re = gh_json_str(c, "reason");
+            const char *ms = gh_json_str(c, "message");
+            const char *lt = gh_json_str(c, "lastTransitionTime");
             int64_t t = 0;
             if (!st || !lt || !gh_time_parse_rfc3339(lt, strlen(lt), &t))
                 continue;
@@ -412,9 +413,9 @@ static int patch_last_action(struct gh_requests *r, struct gh_err *err)
         if (rc)
             return rc;
         json_t *la = json_object_get(json_object_get(obj, "status"), "lastAction");
-        const char *act = json_string_value(json_object_get(la, "action"));
-        const char *inc = json_string_value(json_object_get(la, "incident"));
-        const char *res = json_string_value(json_object_get(la, "result"));
+        const char *act = gh_json_str(la, "action");
+        const char *inc = gh_json_str(la, "incident");
+        const char *res = gh_json_str(la, "result");
         const char *rv = gh_kube_meta_rv(obj);
         bool ours = act && inc && rv && strcmp(act, act_names[r->last_action.act]) == 0 &&
                     strcmp(inc, r->last_action.incident) == 0;
@@ -742,13 +743,13 @@ static void scan(struct gh_requests *r, const json_t *obj)
     for (int a = 0; a < GH_REQ__COUNT; a++) {
         char key[64];
         snprintf(key, sizeof key, "%s%s", ANN_PREFIX, act_names[a]);
-        const char *text = json_string_value(json_object_get(ann, key));
+        const char *text = gh_json_str(ann, key);
         if (!text)
             continue;
         json_t *v = json_loads(text, 0, NULL);
-        const char *id = json_string_value(json_object_get(v, "id"));
-        const char *act = json_string_value(json_object_get(v, "action"));
-        const char *inc = json_string_value(json_object_get(v, "incident"));
+        const char *id = gh_json_str(v, "id");
+        const char *act = gh_json_str(v, "action");
+        const char *inc = gh_json_str(v, "incident");
         json_t *g = json_object_get(v, "gpu");
         bool valid = id && id[0] && strlen(id) < ID_MAX &&
                      (!act || strcmp(act, act_names[a]) == 0) && (!inc || strlen(inc) < ID_MAX) &&

@@ -10,6 +10,7 @@
 
 #include "audit/audit_int.h"
 #include "audit/db.h"
+#include "common/json.h"
 #include "common/timeutil.h"
 
 #define SCHEMA_VERSION "1"
@@ -183,14 +184,9 @@ void gh_audit_rollback(struct gh_audit *a)
 
 /* ---- writes */
 
-static const char *jstr(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
-
 static int64_t jtime(const json_t *o, const char *k)
 {
-    const char *s = jstr(o, k);
+    const char *s = gh_json_str(o, k);
     int64_t ns = 0;
     if (!s || !gh_time_parse_rfc3339(s, strlen(s), &ns))
         return 0;
@@ -210,15 +206,15 @@ static int insert_evidence(struct gh_audit *a, const char *id, long seq, const j
     if (!text)
         return gh_err_set(err, GH_ENOMEM, "out of memory");
     char pod[GH_AUDIT_ID_MAX] = "";
-    const char *pns = jstr(ev, "namespace"), *pname = jstr(ev, "pod");
+    const char *pns = gh_json_str(ev, "namespace"), *pname = gh_json_str(ev, "pod");
     if (pname)
         snprintf(pod, sizeof pod, "%s%s%s", pns ? pns : "", pns ? "/" : "", pname);
     int64_t ts = jtime(ev, "ts");
     struct gh_db_val p[] = {
-        gh_db_text(id), gh_db_int(seq), gh_db_int(ts), gh_db_text(jstr(ev, "source")),
-        gh_db_text(jstr(ev, "kind")), gh_db_text(jstr(ev, "node")), jint_or_null(ev, "gpu"),
-        jint_or_null(ev, "code"), gh_db_text(jstr(ev, "job")), gh_db_text(pod[0] ? pod : NULL),
-        gh_db_text(jstr(ev, "msg")), gh_db_int(json_is_true(json_object_get(ev, "injected"))),
+        gh_db_text(id), gh_db_int(seq), gh_db_int(ts), gh_db_text(gh_json_str(ev, "source")),
+        gh_db_text(gh_json_str(ev, "kind")), gh_db_text(gh_json_str(ev, "node")), jint_or_null(ev, "gpu"),
+        jint_or_null(ev, "code"), gh_db_text(gh_json_str(ev, "job")), gh_db_text(pod[0] ? pod : NULL),
+        gh_db_text(gh_json_str(ev, "msg")), gh_db_int(json_is_true(json_object_get(ev, "injected"))),
         gh_db_text(text)};
     int rc = gh_db_exec(a->db,
                         "INSERT INTO evidence (incident_id, seq, ts_ns, source, kind, node, gpu,"
@@ -236,7 +232,7 @@ int gh_audit_record_incident(struct gh_audit *a, const json_t *inc, const char *
 {
     if (inserted)
         *inserted = false;
-    const char *id = jstr(inc, "id"), *cls = jstr(inc, "class");
+    const char *id = gh_json_str(inc, "id"), *cls = gh_json_str(inc, "class");
     if (!id || !*id || !cls)
         return gh_err_set(err, GH_EINVAL, "incident without id or class");
     char actions[512] = "";
@@ -260,11 +256,11 @@ int gh_audit_record_incident(struct gh_audit *a, const json_t *inc, const char *
         return rc;
     }
     struct gh_db_val p[] = {
-        gh_db_text(id), gh_db_text(cls), gh_db_text(jstr(inc, "severity")),
-        gh_db_text(jstr(inc, "node")), jint_or_null(inc, "gpu"), gh_db_text(jstr(inc, "job")),
+        gh_db_text(id), gh_db_text(cls), gh_db_text(gh_json_str(inc, "severity")),
+        gh_db_text(gh_json_str(inc, "node")), jint_or_null(inc, "gpu"), gh_db_text(gh_json_str(inc, "job")),
         gh_db_int(jtime(inc, "first_ts")), gh_db_int(jtime(inc, "decided_ts")), gh_db_int(now),
-        gh_db_text(jstr(inc, "rule")), gh_db_text(jstr(inc, "reason")), gh_db_text(actions),
-        ck ? jint_or_null(ck, "step") : gh_db_null(), gh_db_text(ck ? jstr(ck, "path") : NULL),
+        gh_db_text(gh_json_str(inc, "rule")), gh_db_text(gh_json_str(inc, "reason")), gh_db_text(actions),
+        ck ? jint_or_null(ck, "step") : gh_db_null(), gh_db_text(ck ? gh_json_str(ck, "path") : NULL),
         gh_db_text(mode ? mode : "act"), gh_db_text(phase ? phase : "Pending")};
     /* 16 parameters is the interface's bound: controller and json follow in
      * a second statement. */

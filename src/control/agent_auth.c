@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json.h"
 #include "kube/api.h"
 #include "kube/client.h"
 
@@ -148,13 +149,13 @@ static int judge(struct gh_agent_auth *a, const json_t *status, char *node, size
                  char *why, size_t wcap)
 {
     if (!json_is_true(json_object_get(status, "authenticated"))) {
-        const char *e = json_string_value(json_object_get(status, "error"));
+        const char *e = gh_json_str(status, "error");
         snprintf(why, wcap, "not authenticated by the API server%s%.100s", e ? ": " : "",
                  e ? e : "");
         return GH_EINVAL;
     }
     const json_t *user = json_object_get(status, "user");
-    const char *name = json_string_value(json_object_get(user, "username"));
+    const char *name = gh_json_str(user, "username");
     if (!name || strcmp(name, a->user) != 0) {
         snprintf(why, wcap, "a token of %.100s, not of the agents' service account %.100s",
                  name ? name : "(no user)", a->user);

@@ -15,6 +15,7 @@
 #include "audit/journal.h"
 #include "audit/step_writer.h"
 #include "audit/store_watch.h"
+#include "common/json.h"
 #include "common/log.h"
 #include "common/mono.h"
 #include "control/executor.h"
@@ -130,15 +131,9 @@ void gh_controller_opts_default(struct gh_controller_opts *o)
 
 static int64_t now(const struct gh_controller *ctl) { return gh_clock_now(ctl->clock); }
 
-static const char *jstr(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
-
 static const char *ann(const json_t *o, const char *k)
 {
-    return json_string_value(
-        json_object_get(json_object_get(json_object_get(o, "metadata"), "annotations"), k));
+    return gh_json_str(o, "metadata", "annotations", k);
 }
 
 /* ---- signals into the engine */
@@ -402,8 +397,8 @@ static int actions_of(const json_t *inc, enum gh_action *acts, int max)
 static void decide(struct gh_controller *ctl, json_t *inc, int64_t first_arrival)
 {
     int64_t t = now(ctl);
-    const char *id = jstr(inc, "id"), *node = jstr(inc, "node");
-    int cls = gh_class_from_name(jstr(inc, "class") ? jstr(inc, "class") : "");
+    const char *id = gh_json_str(inc, "id"), *node = gh_json_str(inc, "node");
+    int cls = gh_class_from_name(gh_json_str(inc, "class") ? gh_json_str(inc, "class") : "");
     bool created = false;
     if (!id || gh_strmap_intern(ctl->known, id, &created, NULL) < 0 || !created) {
         GH_LOG(GH_LOG_DEBUG, "event=incident_known id=%s", id ? id : "-");
@@ -439,8 +434,8 @@ static void decide(struct gh_controller *ctl, json_t *inc, int64_t first_arrival
         }
     }
     GH_LOG(GH_LOG_INFO, "event=incident id=%s class=%s node=%s job=%s rule=%s mode=%s", id,
-           jstr(inc, "class") ? jstr(inc, "class") : "-", node ? node : "-",
-           jstr(inc, "job") ? jstr(inc, "job") : "-", jstr(inc, "rule") ? jstr(inc, "rule") : "-",
+           gh_json_str(inc, "class") ? gh_json_str(inc, "class") : "-", node ? node : "-",
+           gh_json_str(inc, "job") ? gh_json_str(inc, "job") : "-", gh_json_str(inc, "rule") ? gh_json_str(inc, "rule") : "-",
            task.mode);
     task.incident = inc;
     if (!awaits && hold_drain(ctl, &task))
@@ -451,7 +446,7 @@ static void decide(struct gh_controller *ctl, json_t *inc, int64_t first_arrival
 /* Adds a sentence to the incident's reason. */
 static void append_reason(json_t *inc, const char *more)
 {
-    const char *r = jstr(inc, "reason");
+    const char *r = gh_json_str(inc, "reason");
     size_t n = (r ? strlen(r) : 0) + strlen(more) + 2;
     char *buf = malloc(n);
     if (!buf)
@@ -581,7 +576,7 @@ static void approve(struct gh_controller *ctl, const char *id, const char *by)
     snprintf(task.approver, sizeof task.approver, "approved by %s", by && *by ? by : "someone");
     task.n = n;
     int64_t t = now(ctl);
-    const char *node = jstr(inc, "node");
+    const char *node = gh_json_str(inc, "node");
     gh_guard_check(ctl->guard, acts, n, node, true, t, task.v);
     count_trips(ctl, task.v, task.n);
     gh_guard_commit(ctl->guard, task.v, task.n, node, t);
@@ -614,8 +609,8 @@ static int job_on_node(void *ud, const struct gh_kube_obj *o)
 {
     struct node_jobs *nj = ud;
     json_t *pod = gh_kube_obj_json(o);
-    const char *node = json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
-    const char *phase = json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
+    const char *node = gh_json_str(pod, "spec", "nodeName");
+    const char *phase = gh_json_str(pod, "status", "phase");
     char job[320];
     const char *j = node && !strcmp(node, nj->node) &&
                             !(phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed")))
@@ -638,7 +633,7 @@ static bool hold_drain(struct gh_controller *ctl, struct gh_task *t)
     for (int i = 0; i < t->n; i++)
         drains = drains || (t->v[i].action == GH_ACT_DRAIN_NODE &&
                             t->v[i].outcome == GH_GUARD_ALLOW);
-    const char *node = jstr(t->incident, "node"), *job = jstr(t->incident, "job");
+    const char *node = gh_json_str(t->incident, "node"), *job = gh_json_str(t->incident, "job");
     if (!drains || !node)
         return false;
     /* the incident's job, else the jobs with pods on the node */
@@ -716,7 +711,7 @@ static void release_drains(struct gh_controller *ctl)
     while (gh_drain_waits_take(ctl->waits, now(ctl), &t)) {
         json_t *dw = json_object_get(t.incident, "drain_wait");
         GH_LOG(GH_LOG_INFO, "event=drain_released id=%s outcome=%s waited_s=%.1f", t.id,
-               jstr(dw, "outcome") ? jstr(dw, "outcome") : "-",
+               gh_json_str(dw, "outcome") ? gh_json_str(dw, "outcome") : "-",
                json_number_value(json_object_get(dw, "waited_s")));
         submit(ctl, &t);
     }
@@ -875,8 +870,8 @@ static void pod_topology(struct gh_controller *ctl, const json_t *pod)
     char job[320];
     const char *kind = "";
     const char *j = gh_job_of_pod(pod, gh_job_watch_jobs(ctl->jobs), job, sizeof job, &kind);
-    const char *node = json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
-    const char *phase = json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
+    const char *node = gh_json_str(pod, "spec", "nodeName");
+    const char *phase = gh_json_str(pod, "status", "phase");
     if (!j || !node || (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
         return;
     /* the engine's own topology: a job the informers show is declared, so
@@ -1125,9 +1120,9 @@ static void check_requests(struct gh_controller *ctl, const json_t *gnh, bool ti
         snprintf(key, sizeof key, "%s%s", GH_ANN_REQUEST_PREFIX, action);
         const char *text = ann(gnh, key);
         json_t *req = text ? json_loads(text, 0, NULL) : NULL;
-        const char *id = json_string_value(json_object_get(req, "id"));
-        const char *inc = json_string_value(json_object_get(req, "incident"));
-        const char *at = json_string_value(json_object_get(req, "time"));
+        const char *id = gh_json_str(req, "id");
+        const char *inc = gh_json_str(req, "incident");
+        const char *at = gh_json_str(req, "time");
         struct gh_task t;
         memset(&t, 0, sizeof t);
         if (!id || !inc || strlen(inc) >= sizeof t.id) {
@@ -1233,7 +1228,7 @@ static int apply_policy(void *ud, const struct gh_kube_obj *o)
     if (json_is_integer(rate) && json_integer_value(rate) > 0 &&
         (g->max_actions_per_hour == 0 || json_integer_value(rate) < g->max_actions_per_hour))
         g->max_actions_per_hour = (int)json_integer_value(rate);
-    const char *cd = jstr(b, "nodeCooldown");
+    const char *cd = gh_json_str(b, "nodeCooldown");
     int64_t cdn;
     if (cd && gh_policy_parse_duration(cd, &cdn) && cdn > g->node_cooldown_ns)
         g->node_cooldown_ns = cdn;
@@ -1262,10 +1257,10 @@ static void policy_status(struct gh_controller *ctl, const json_t *p,
     size_t i;
     json_t *c;
     json_array_foreach(json_object_get(st, "conditions"), i, c) {
-        if (jstr(c, "type") && !strcmp(jstr(c, "type"), "Accepted") && jstr(c, "status") &&
-            !strcmp(jstr(c, "status"), want) && jstr(c, "reason") &&
-            !strcmp(jstr(c, "reason"), v->reason) && jstr(c, "message") &&
-            !strcmp(jstr(c, "message"), v->message) &&
+        if (gh_json_str(c, "type") && !strcmp(gh_json_str(c, "type"), "Accepted") && gh_json_str(c, "status") &&
+            !strcmp(gh_json_str(c, "status"), want) && gh_json_str(c, "reason") &&
+            !strcmp(gh_json_str(c, "reason"), v->reason) && gh_json_str(c, "message") &&
+            !strcmp(gh_json_str(c, "message"), v->message) &&
             json_integer_value(json_object_get(st, "observedGeneration")) == gen)
             return;
     }
@@ -1370,13 +1365,13 @@ static void event_change(struct gh_controller *ctl, const json_t *old, const jso
                          bool nodes_only)
 {
     const json_t *reg = json_object_get(ev, "regarding");
-    const char *kind = jstr(reg, "kind");
+    const char *kind = gh_json_str(reg, "kind");
     if (!kind || (nodes_only && strcmp(kind, "Node") != 0))
         return;
     json_t *pod = NULL;
-    if (!strcmp(kind, "Pod") && ctl->inf_pods && jstr(reg, "name")) {
+    if (!strcmp(kind, "Pod") && ctl->inf_pods && gh_json_str(reg, "name")) {
         const struct gh_kube_obj *po = gh_kube_store_get(gh_kube_informer_store(ctl->inf_pods),
-                                                         jstr(reg, "namespace"), jstr(reg, "name"));
+                                                         gh_json_str(reg, "namespace"), gh_json_str(reg, "name"));
         pod = po ? gh_kube_obj_json(po) : NULL;
     }
     struct gh_signal s[1];

@@ -7,15 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json.h"
 #include "common/log.h"
 #include "common/timeutil.h"
 
 #define HOLD_IDS_MAX 4096 /* holds resumed at one leadership */
-
-static const char *jstr(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
 
 static void hold_intent_id(const char *inc_id, char *buf, size_t cap)
 {
@@ -24,7 +20,7 @@ static void hold_intent_id(const char *inc_id, char *buf, size_t cap)
 
 static void node_target(const json_t *inc, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "node/%s", jstr(inc, "node") ? jstr(inc, "node") : "-");
+    snprintf(buf, cap, "node/%s", gh_json_str(inc, "node") ? gh_json_str(inc, "node") : "-");
 }
 
 static const char *const outcomes[] = {"allowed", "denied", "dry_run", "awaiting_approval"};
@@ -85,7 +81,7 @@ json_t *gh_drain_hold_payload(const struct gh_task *t, const char *const *jobs, 
 int gh_drain_hold_record(struct gh_audit *a, const json_t *inc, const json_t *payload,
                          int64_t now_ns, char *detail, size_t cap, struct gh_err *err)
 {
-    const char *id = jstr(inc, "id");
+    const char *id = gh_json_str(inc, "id");
     if (!id)
         return gh_err_set(err, GH_EINVAL, "drain hold: incident without id");
     char jobs[700], until[GH_RFC3339_MAX], target[GH_AUDIT_ID_MAX];
@@ -93,7 +89,7 @@ int gh_drain_hold_record(struct gh_audit *a, const json_t *inc, const json_t *pa
     int64_t since = json_integer_value(json_object_get(payload, "since_ns"));
     int64_t deadline = json_integer_value(json_object_get(payload, "deadline_ns"));
     gh_time_format_rfc3339(deadline, until, sizeof until);
-    const char *approver = jstr(payload, "approver");
+    const char *approver = gh_json_str(payload, "approver");
     snprintf(detail, cap, "%s%sheld until the next checkpoint of %s, at most until %s (%.0f s)",
              approver && *approver ? approver : "", approver && *approver ? "; " : "", jobs,
              until, (double)(deadline - since) / 1e9);
@@ -129,7 +125,7 @@ int gh_drain_hold_record(struct gh_audit *a, const json_t *inc, const json_t *pa
 /* "released: job X saved checkpoint step N after 3.1 s" or the timeout. */
 static void release_text(const json_t *dw, char *buf, size_t cap)
 {
-    bool ckpt = jstr(dw, "outcome") && !strcmp(jstr(dw, "outcome"), "checkpoint");
+    bool ckpt = gh_json_str(dw, "outcome") && !strcmp(gh_json_str(dw, "outcome"), "checkpoint");
     double waited = json_number_value(json_object_get(dw, "waited_s"));
     size_t used = 0, i;
     json_t *j;
@@ -139,9 +135,9 @@ static void release_text(const json_t *dw, char *buf, size_t cap)
         json_t *step = json_object_get(j, "step");
         if (json_is_true(json_object_get(j, "checkpoint_saved")) && json_is_integer(step))
             m = snprintf(buf + used, cap - used, "%sjob %s saved checkpoint step %lld",
-                         i ? ", " : "", jstr(j, "job"), (long long)json_integer_value(step));
+                         i ? ", " : "", gh_json_str(j, "job"), (long long)json_integer_value(step));
         else
-            m = snprintf(buf + used, cap - used, "%sjob %s %s", i ? ", " : "", jstr(j, "job"),
+            m = snprintf(buf + used, cap - used, "%sjob %s %s", i ? ", " : "", gh_json_str(j, "job"),
                          json_is_true(json_object_get(j, "checkpoint_saved"))
                              ? "saved a checkpoint"
                              : "saved no checkpoint");
@@ -156,7 +152,7 @@ int gh_drain_hold_release(struct gh_audit *a, const json_t *inc, int64_t now_ns,
                           struct gh_err *err)
 {
     *released = false;
-    const char *id = jstr(inc, "id");
+    const char *id = gh_json_str(inc, "id");
     const json_t *dw = json_object_get(inc, "drain_wait");
     if (!id || !dw)
         return GH_OK;
@@ -176,7 +172,7 @@ int gh_drain_hold_release(struct gh_audit *a, const json_t *inc, int64_t now_ns,
         return gh_err_set(err, GH_ENOMEM, "out of memory");
     rc = gh_audit_record_guard(a, &g, err);
     if (!rc)
-        rc = gh_audit_set_reason(a, id, jstr(inc, "reason") ? jstr(inc, "reason") : "", text, err);
+        rc = gh_audit_set_reason(a, id, gh_json_str(inc, "reason") ? gh_json_str(inc, "reason") : "", text, err);
     free(text);
     if (!rc)
         rc = gh_audit_intent_finish(a, iid, "released", now_ns, err);
@@ -206,26 +202,26 @@ static bool hold_from(struct gh_drain_hold *h, const char *id, const char *mode,
                       json_t *inc)
 {
     memset(h, 0, sizeof *h);
-    bool approved = jstr(p, "task") && !strcmp(jstr(p, "task"), "approved");
+    bool approved = gh_json_str(p, "task") && !strcmp(gh_json_str(p, "task"), "approved");
     h->t.kind = approved ? GH_TASK_APPROVED : GH_TASK_DECISION;
     snprintf(h->t.id, sizeof h->t.id, "%s", id);
     snprintf(h->t.mode, sizeof h->t.mode, "%s", approved ? "" : mode ? mode : "act");
-    snprintf(h->t.approver, sizeof h->t.approver, "%s", jstr(p, "approver") ? jstr(p, "approver") : "");
+    snprintf(h->t.approver, sizeof h->t.approver, "%s", gh_json_str(p, "approver") ? gh_json_str(p, "approver") : "");
     h->t.first_arrival_ns = 0; /* a deliberate wait is no decision latency */
     size_t i;
     json_t *v;
     json_array_foreach(json_object_get(p, "verdicts"), i, v) {
-        int a = gh_action_from_name(jstr(v, "action") ? jstr(v, "action") : "");
+        int a = gh_action_from_name(gh_json_str(v, "action") ? gh_json_str(v, "action") : "");
         if (a < 0 || h->t.n >= GH_TASK_MAX_ACTIONS)
             continue;
         struct gh_guard_verdict *gv = &h->t.v[h->t.n++];
         gv->action = (enum gh_action)a;
         gv->outcome = GH_GUARD_DENY;
         for (size_t k = 0; k < sizeof outcomes / sizeof outcomes[0]; k++)
-            if (jstr(v, "outcome") && !strcmp(jstr(v, "outcome"), outcomes[k]))
+            if (gh_json_str(v, "outcome") && !strcmp(gh_json_str(v, "outcome"), outcomes[k]))
                 gv->outcome = (enum gh_guard_outcome)k;
-        gv->guard = guard_static(jstr(v, "guard"));
-        snprintf(gv->detail, sizeof gv->detail, "%s", jstr(v, "detail") ? jstr(v, "detail") : "");
+        gv->guard = guard_static(gh_json_str(v, "guard"));
+        snprintf(gv->detail, sizeof gv->detail, "%s", gh_json_str(v, "detail") ? gh_json_str(v, "detail") : "");
     }
     json_t *j;
     json_array_foreach(json_object_get(p, "jobs"), i, j) {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json.h"
 #include "engine/policy.h"
 
 struct wjob {
@@ -67,8 +68,8 @@ int gh_drain_mode_of(const json_t *ns, struct gh_drain_mode *m, struct gh_err *e
     m->checkpoint = false;
     m->timeout_ns = GH_DRAIN_CKPT_TIMEOUT_DEFAULT;
     const json_t *ann = json_object_get(json_object_get(ns, "metadata"), "annotations");
-    const char *mode = json_string_value(json_object_get(ann, GH_ANN_DRAIN_MODE));
-    const char *to = json_string_value(json_object_get(ann, GH_ANN_DRAIN_CKPT_TIMEOUT));
+    const char *mode = gh_json_str(ann, GH_ANN_DRAIN_MODE);
+    const char *to = gh_json_str(ann, GH_ANN_DRAIN_CKPT_TIMEOUT);
     if (!mode || !strcmp(mode, "immediate"))
         return GH_OK;
     if (strcmp(mode, "checkpoint") != 0)
@@ -209,7 +210,7 @@ static void tell(struct hold *h, int64_t now_ns)
                                   all ? "checkpoint" : "timeout", "waited_s", waited,
                                   "timeout_s", (double)(h->deadline - h->since) / 1e9, "jobs",
                                   jobs ? jobs : json_array()));
-    const char *reason = json_string_value(json_object_get(inc, "reason"));
+    const char *reason = gh_json_str(inc, "reason");
     size_t rl = reason ? strlen(reason) : 0;
     const char *sep = rl == 0 ? "" : reason[rl - 1] == '.' ? " " : "; ";
     char r[1400];

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "audit/audit.h"
+#include "common/json.h"
 #include "control/drain_hold.h"
 #include "control/job_kinds.h"
 #include "kube/api.h"
@@ -97,11 +98,6 @@ static bool may_act(const struct worker *w)
 
 /* ---- small helpers */
 
-static const char *jstr(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
-
 static const char *verdict_name(enum gh_guard_outcome o)
 {
     switch (o) {
@@ -134,7 +130,7 @@ static void split_job(const char *job, char *ns, size_t nscap, char *name, size_
 
 static void target_of(const json_t *inc, enum gh_action a, char *buf, size_t cap)
 {
-    const char *node = jstr(inc, "node"), *job = jstr(inc, "job");
+    const char *node = gh_json_str(inc, "node"), *job = gh_json_str(inc, "job");
     if (node_action(a) && node)
         snprintf(buf, cap, "node/%s", node);
     else if (job) {
@@ -199,12 +195,12 @@ static json_t *incident_spec(const json_t *inc, const char *mode)
                              {"job", "job"},      {"rule", "rule"},      {"first_ts", "firstTime"},
                              {"decided_ts", "decidedTime"}};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        const char *v = jstr(inc, keys[i][0]);
+        const char *v = gh_json_str(inc, keys[i][0]);
         if (v)
             json_object_set_new(spec, keys[i][1], json_string(v));
     }
     char reason[2048];
-    snprintf(reason, sizeof reason, "%s", jstr(inc, "reason") ? jstr(inc, "reason") : "");
+    snprintf(reason, sizeof reason, "%s", gh_json_str(inc, "reason") ? gh_json_str(inc, "reason") : "");
     json_object_set_new(spec, "reason", json_string(reason));
     json_t *gpu = json_object_get(inc, "gpu");
     if (json_is_integer(gpu))
@@ -223,7 +219,7 @@ static json_t *incident_spec(const json_t *inc, const char *mode)
         if (i >= EVIDENCE_CR_MAX)
             break;
         json_t *c = json_deep_copy(e);
-        const char *msg = jstr(c, "msg");
+        const char *msg = gh_json_str(c, "msg");
         if (msg && strlen(msg) > 4000) {
             size_t cut = 4000; /* not inside a UTF-8 sequence */
             while (cut > 0 && ((unsigned char)msg[cut] & 0xC0) == 0x80)
@@ -253,13 +249,13 @@ static void publish_incident(struct worker *w, const json_t *inc, const char *mo
                              const char *phase, const json_t *status_actions, const char *message,
                              struct gh_exec_report *rep)
 {
-    const char *id = jstr(inc, "id");
+    const char *id = gh_json_str(inc, "id");
     if (!id)
         return;
     struct gh_err err = {{0}};
     int rc = GH_OK;
-    json_t *labels = json_pack("{s:s}", "gpuheal.io/class", jstr(inc, "class") ? jstr(inc, "class") : "unknown");
-    const char *node = jstr(inc, "node");
+    json_t *labels = json_pack("{s:s}", "gpuheal.io/class", gh_json_str(inc, "class") ? gh_json_str(inc, "class") : "unknown");
+    const char *node = gh_json_str(inc, "node");
     if (labels && node && strlen(node) <= 63)
         json_object_set_new(labels, "gpuheal.io/node", json_string(node));
     json_t *obj = json_pack("{s:s, s:s, s:{s:s, s:o}, s:o}", "apiVersion", "gpuheal.io/v1alpha1",
@@ -310,7 +306,7 @@ static void event(struct worker *w, const struct gh_kube_res *res, const char *n
 static void decision_events(struct worker *w, const json_t *inc, const char *mode,
                             const char *summary)
 {
-    const char *id = jstr(inc, "id"), *node = jstr(inc, "node"), *job = jstr(inc, "job");
+    const char *id = gh_json_str(inc, "id"), *node = gh_json_str(inc, "node"), *job = gh_json_str(inc, "job");
     bool dry = mode && !strcmp(mode, "dry_run");
     char note[1024];
     snprintf(note, sizeof note, "%s: %s%s", id ? id : "?",
@@ -329,7 +325,7 @@ static void decision_events(struct worker *w, const json_t *inc, const char *mod
     json_t *e;
     int pods = 0;
     json_array_foreach(json_object_get(inc, "evidence"), i, e) {
-        const char *pns = jstr(e, "namespace"), *pod = jstr(e, "pod");
+        const char *pns = gh_json_str(e, "namespace"), *pod = gh_json_str(e, "pod");
         if (pns && pod && pods++ < PODS_MAX)
             event(w, &gh_kube_res_pods, pns, pod, "Warning", "GPUFaultDiagnosed", "Decide", note);
     }
@@ -385,7 +381,7 @@ static void run_intent(struct worker *w, struct run_ctx *rc, struct gh_audit_int
 {
     const json_t *inc = rc->inc;
     enum gh_action a = (enum gh_action)gh_action_from_name(it->action);
-    const char *node = jstr(inc, "node"), *job = jstr(inc, "job");
+    const char *node = gh_json_str(inc, "node"), *job = gh_json_str(inc, "job");
     char ns[64], name[254];
     split_job(job, ns, sizeof ns, name, sizeof name);
     int64_t t0 = now(w);
@@ -425,11 +421,11 @@ static void run_intent(struct worker *w, struct run_ctx *rc, struct gh_audit_int
         json_t *pl = a == GH_ACT_RESTART_FROM_CHECKPOINT && it->payload
                          ? json_loads(it->payload, 0, NULL)
                          : NULL;
-        const struct gh_kube_res *r = gh_job_res_of_kind(jstr(pl, "kind") ? jstr(pl, "kind") : "");
-        if (r && jstr(pl, "namespace") && jstr(pl, "name")) {
+        const struct gh_kube_res *r = gh_job_res_of_kind(gh_json_str(pl, "kind") ? gh_json_str(pl, "kind") : "");
+        if (r && gh_json_str(pl, "namespace") && gh_json_str(pl, "name")) {
             res_of = r;
-            snprintf(pns, sizeof pns, "%s", jstr(pl, "namespace"));
-            snprintf(pname, sizeof pname, "%s", jstr(pl, "name"));
+            snprintf(pns, sizeof pns, "%s", gh_json_str(pl, "namespace"));
+            snprintf(pname, sizeof pname, "%s", gh_json_str(pl, "name"));
         }
         json_decref(pl);
         event(w, res_of, pns, pname, ok ? "Normal" : "Warning",
@@ -445,7 +441,7 @@ static void act_once(struct worker *w, struct run_ctx *rc, struct gh_audit_inten
     enum gh_action a = (enum gh_action)gh_action_from_name(it->action);
     struct gh_act_ctx x = {w->c, w->ex->clock, rc->id, w->ex->o.taint_key};
     struct gh_err err = {{0}};
-    const char *node = jstr(inc, "node"), *job = jstr(inc, "job");
+    const char *node = gh_json_str(inc, "node"), *job = gh_json_str(inc, "job");
     char ns[64], name[254];
     split_job(job, ns, sizeof ns, name, sizeof name);
     memset(res, 0, sizeof *res);
@@ -461,7 +457,7 @@ static void act_once(struct worker *w, struct run_ctx *rc, struct gh_audit_inten
     case GH_ACT_RUN_DIAGNOSTICS:
         gh_act_request_node_op(&x, node, it->action, a == GH_ACT_RESET_GPU ? g : -1, res, &err);
         break;
-    case GH_ACT_REPLACE_NODE: gh_act_replace_node(&x, node, jstr(inc, "reason"), res, &err); break;
+    case GH_ACT_REPLACE_NODE: gh_act_replace_node(&x, node, gh_json_str(inc, "reason"), res, &err); break;
     case GH_ACT_RETRY_IN_PLACE: {
         char buf[PODS_MAX][320];
         const char *pods[PODS_MAX];
@@ -469,7 +465,7 @@ static void act_once(struct worker *w, struct run_ctx *rc, struct gh_audit_inten
         size_t i;
         json_t *e;
         json_array_foreach(json_object_get(inc, "evidence"), i, e) {
-            const char *pns = jstr(e, "namespace"), *pod = jstr(e, "pod");
+            const char *pns = gh_json_str(e, "namespace"), *pod = gh_json_str(e, "pod");
             if (pns && pod && np < PODS_MAX) {
                 snprintf(buf[np], sizeof buf[np], "%s/%s", pns, pod);
                 pods[np] = buf[np];
@@ -491,7 +487,7 @@ static void act_once(struct worker *w, struct run_ctx *rc, struct gh_audit_inten
             json_t *step = json_object_get(ck, "step");
             if (gh_act_restart_prepare(&x, ns, name, avoid, node ? 1 : 0,
                                        json_is_integer(step) ? json_integer_value(step) : -1,
-                                       jstr(ck, "path"), &pl, res, &err) != GH_OK)
+                                       gh_json_str(ck, "path"), &pl, res, &err) != GH_OK)
                 break;
             /* durable before anything changes: a crash from here on
              * resumes with the same replacement */
@@ -572,7 +568,7 @@ static bool answered(const struct gh_audit_incident_rec *r, size_t i)
 static void finish_incident(struct worker *w, const json_t *inc, const char *mode,
                             struct gh_exec_report *rep)
 {
-    const char *id = jstr(inc, "id");
+    const char *id = gh_json_str(inc, "id");
     struct gh_audit_subject s = {GH_AUDIT_INCIDENT, ""};
     snprintf(s.name, sizeof s.name, "%s", id);
     struct gh_audit_incident_rec *recs = NULL;
@@ -704,7 +700,7 @@ static bool run_pending(struct worker *w, const json_t *inc, const char *id,
 static int record_verdicts(struct worker *w, const json_t *inc, const struct gh_task *t,
                            int64_t ts, struct gh_err *err)
 {
-    const char *id = jstr(inc, "id");
+    const char *id = gh_json_str(inc, "id");
     int rc = GH_OK;
     if (t->kind == GH_TASK_APPROVED) {
         struct gh_audit_guard g = {id, ts, NULL, NULL, "approval", "approved",
@@ -759,11 +755,11 @@ static json_t *load_incident_json(struct worker *w, const char *id, char *mode, 
 static void do_decision_rest(struct worker *w, struct gh_task *t, struct gh_exec_report *rep)
 {
     json_t *inc = t->incident;
-    const char *id = jstr(inc, "id");
+    const char *id = gh_json_str(inc, "id");
     (void)run_pending(w, inc, id, rep, false);
     /* the Incident object first: its Event names it by uid */
     finish_incident(w, inc, t->mode, rep);
-    decision_events(w, inc, t->mode, jstr(inc, "reason") ? jstr(inc, "reason") : "");
+    decision_events(w, inc, t->mode, gh_json_str(inc, "reason") ? gh_json_str(inc, "reason") : "");
 }
 
 /* Pending intents of incident id in the store (0 when unreadable). */
@@ -824,9 +820,9 @@ static bool do_decision(struct worker *w, struct gh_task *t, bool split,
                         struct gh_exec_report *rep)
 {
     json_t *inc = t->incident;
-    const char *id = jstr(inc, "id");
+    const char *id = gh_json_str(inc, "id");
     snprintf(rep->id, sizeof rep->id, "%s", id ? id : "");
-    snprintf(rep->node, sizeof rep->node, "%s", jstr(inc, "node") ? jstr(inc, "node") : "");
+    snprintf(rep->node, sizeof rep->node, "%s", gh_json_str(inc, "node") ? gh_json_str(inc, "node") : "");
     struct gh_err err = {{0}};
     bool dup = false;
     long backoff_ms = COMMIT_RETRY_FIRST_MS;
@@ -871,7 +867,7 @@ static bool do_decision(struct worker *w, struct gh_task *t, bool split,
         return true;
     /* the Incident object first: its Event names it by uid */
     finish_incident(w, inc, t->mode, rep);
-    decision_events(w, inc, t->mode, jstr(inc, "reason") ? jstr(inc, "reason") : "");
+    decision_events(w, inc, t->mode, gh_json_str(inc, "reason") ? gh_json_str(inc, "reason") : "");
     return false;
 }
 
@@ -884,7 +880,7 @@ static void do_approved(struct worker *w, struct gh_task *t, struct gh_exec_repo
         snprintf(rep->phase, sizeof rep->phase, "Unknown");
         return;
     }
-    snprintf(rep->node, sizeof rep->node, "%s", jstr(inc, "node") ? jstr(inc, "node") : "");
+    snprintf(rep->node, sizeof rep->node, "%s", gh_json_str(inc, "node") ? gh_json_str(inc, "node") : "");
     struct gh_err err = {{0}};
     int rc = gh_audit_begin(w->a, &err);
     bool released = false;
@@ -925,10 +921,10 @@ static void do_approved(struct worker *w, struct gh_task *t, struct gh_exec_repo
 static void do_hold(struct worker *w, struct gh_task *t, struct gh_exec_report *rep)
 {
     json_t *inc = t->incident;
-    const char *id = jstr(inc, "id");
+    const char *id = gh_json_str(inc, "id");
     snprintf(rep->id, sizeof rep->id, "%s", id ? id : t->id);
-    snprintf(rep->node, sizeof rep->node, "%s", jstr(inc, "node") ? jstr(inc, "node") : "");
-    bool decision = jstr(t->hold, "task") && !strcmp(jstr(t->hold, "task"), "decision");
+    snprintf(rep->node, sizeof rep->node, "%s", gh_json_str(inc, "node") ? gh_json_str(inc, "node") : "");
+    bool decision = gh_json_str(t->hold, "task") && !strcmp(gh_json_str(t->hold, "task"), "decision");
     const char *mode = decision ? t->mode : "approval";
     struct gh_err err = {{0}};
     char detail[1024] = "";
@@ -1071,7 +1067,7 @@ static void do_replay(struct worker *w, struct gh_exec_report *rep)
         memset(&r, 0, sizeof r);
         r.kind = GH_TASK_REPLAY;
         snprintf(r.id, sizeof r.id, "%s", l.v[i].incident_id);
-        snprintf(r.node, sizeof r.node, "%s", jstr(inc, "node") ? jstr(inc, "node") : "");
+        snprintf(r.node, sizeof r.node, "%s", gh_json_str(inc, "node") ? gh_json_str(inc, "node") : "");
         (void)run_pending(w, inc, l.v[i].incident_id, &r, false);
         finish_incident(w, inc, mode, &r);
         json_decref(inc);
@@ -1364,8 +1360,8 @@ static void job_keys(struct job *j)
         snprintf(j->keys[j->nkeys++], KEY_MAX, "node/%.300s", t->node);
     }
     if (t->kind == GH_TASK_DECISION) {
-        const char *id = jstr(t->incident, "id"), *node = jstr(t->incident, "node"),
-                   *jb = jstr(t->incident, "job");
+        const char *id = gh_json_str(t->incident, "id"), *node = gh_json_str(t->incident, "node"),
+                   *jb = gh_json_str(t->incident, "job");
         snprintf(j->keys[j->nkeys++], KEY_MAX, "inc/%.300s", id ? id : t->id);
         if (node)
             snprintf(j->keys[j->nkeys++], KEY_MAX, "node/%.300s", node);

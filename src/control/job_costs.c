@@ -6,13 +6,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/json.h"
 #include "common/timeutil.h"
 #include "control/policy_cr.h"
 
 static const char *annotation(const json_t *obj, const char *key)
 {
-    return json_string_value(
-        json_object_get(json_object_get(json_object_get(obj, "metadata"), "annotations"), key));
+    return gh_json_str(obj, "metadata", "annotations", key);
 }
 
 /* Appends "; " and a formatted complaint to err (bounded). */
@@ -51,10 +51,9 @@ int gh_job_costs_read(const json_t *obj, struct gh_job_costs *out, struct gh_err
     }
     if (rem) {
         const json_t *status = json_object_get(obj, "status");
-        const char *since = json_string_value(json_object_get(status, "startTime"));
+        const char *since = gh_json_str(status, "startTime");
         if (!since)
-            since = json_string_value(
-                json_object_get(json_object_get(obj, "metadata"), "creationTimestamp"));
+            since = gh_json_str(obj, "metadata", "creationTimestamp");
         int64_t t0;
         if (!gh_policy_cr_duration(rem, &v))
             complain(err, &first, GH_ANN_REMAINING, rem, "not a duration (e.g. 90m, 1h30m, 2d)");

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/json.h"
+
 const struct gh_kube_res gh_job_res_jobsets = {"jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet",
                                                true};
 const struct gh_kube_res gh_job_res_pytorchjobs = {"kubeflow.org", "v1", "pytorchjobs",
@@ -71,9 +73,9 @@ const json_t *gh_job_controller_ref(const json_t *obj, const char *group, const 
     json_array_foreach(json_object_get(json_object_get(obj, "metadata"), "ownerReferences"), i, r) {
         if (!json_is_true(json_object_get(r, "controller")))
             continue;
-        const char *k = json_string_value(json_object_get(r, "kind"));
-        const char *av = json_string_value(json_object_get(r, "apiVersion"));
-        const char *name = json_string_value(json_object_get(r, "name"));
+        const char *k = gh_json_str(r, "kind");
+        const char *av = gh_json_str(r, "apiVersion");
+        const char *name = gh_json_str(r, "name");
         if (k && name && *name && !strcmp(k, kind) && in_group(av, group))
             return r;
     }
@@ -82,14 +84,13 @@ const json_t *gh_job_controller_ref(const json_t *obj, const char *group, const 
 
 static const char *label(const json_t *obj, const char *key)
 {
-    const char *v = json_string_value(
-        json_object_get(json_object_get(json_object_get(obj, "metadata"), "labels"), key));
+    const char *v = gh_json_str(obj, "metadata", "labels", key);
     return v && *v ? v : NULL;
 }
 
 static const char *ref_name(const json_t *ref)
 {
-    return json_string_value(json_object_get(ref, "name"));
+    return gh_json_str(ref, "name");
 }
 
 const char *gh_job_of_pod(const json_t *pod, const struct gh_kube_store *jobs, char *buf,

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json.h"
 #include "control/actuator.h"
 #include "control/job_kinds.h"
 #include "kube/api.h"
@@ -166,8 +167,8 @@ static int avoid_nodes(json_t *tspec, json_t *avoid)
         size_t k;
         json_t *e;
         json_array_foreach(mf, k, e) {
-            const char *key = json_string_value(json_object_get(e, "key"));
-            const char *op = json_string_value(json_object_get(e, "operator"));
+            const char *key = gh_json_str(e, "key");
+            const char *op = gh_json_str(e, "operator");
             if (!(key && op && !strcmp(key, "metadata.name") && !strcmp(op, "NotIn")))
                 json_array_append(keep, e);
         }
@@ -211,7 +212,7 @@ static int find_workload(const struct gh_act_ctx *x, const char *ns, const char 
         if (!up)
             return GH_OK;
         /* a JobSet's child Job: the JobSet is what restarts */
-        snprintf(top, cap, "%s", json_string_value(json_object_get(up, "name")));
+        snprintf(top, cap, "%s", gh_json_str(up, "name"));
         json_decref(*obj);
         *obj = NULL;
         struct gh_kube_ref jr = {&gh_job_res_jobsets, ns, top};
@@ -280,14 +281,14 @@ int gh_act_restart_prepare(const struct gh_act_ctx *x, const char *ns, const cha
     json_t *ann = json_object_get(meta, "annotations");
     const char *uid = gh_kube_meta_uid(job);
     long count = 0;
-    const char *cs = json_string_value(json_object_get(ann, GH_ANN_RESTART_COUNT));
+    const char *cs = gh_json_str(ann, GH_ANN_RESTART_COUNT);
     if (cs)
         count = strtol(cs, NULL, 10);
     /* nodes to avoid: earlier restarts' and this one's */
     const char *list[AVOID_MAX];
     int n = 0;
     char prev[2048] = "";
-    const char *pa = json_string_value(json_object_get(ann, GH_ANN_AVOID_NODES));
+    const char *pa = gh_json_str(ann, GH_ANN_AVOID_NODES);
     if (pa)
         snprintf(prev, sizeof prev, "%s", pa);
     char *save = NULL;
@@ -395,7 +396,7 @@ static int apply_resume(const struct gh_act_ctx *x, const json_t *pl, const char
     snprintf(cnt, sizeof cnt, "%lld",
              (long long)json_integer_value(json_object_get(pl, "restart_count")));
     json_t *data = json_pack("{s:s, s:s, s:s}", "incident",
-                             json_string_value(json_object_get(pl, "incident")), "job", job,
+                             gh_json_str(pl, "incident"), "job", job,
                              "restart-count", cnt);
     if (!data)
         return gh_err_set(err, GH_ENOMEM, "out of memory");
@@ -404,7 +405,7 @@ static int apply_resume(const struct gh_act_ctx *x, const json_t *pl, const char
         snprintf(step, sizeof step, "%lld", (long long)json_integer_value(js));
         json_object_set_new(data, "step", json_string(step));
         json_object_set_new(data, "path",
-                            json_string(nz(json_string_value(json_object_get(pl, "path")))));
+                            json_string(nz(gh_json_str(pl, "path"))));
     }
     json_t *cmo = json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s}}, s:o}", "apiVersion", "v1", "kind",
                             "ConfigMap", "metadata", "name", cm, "namespace", ns, "labels",
@@ -421,13 +422,13 @@ int gh_act_restart_execute(const struct gh_act_ctx *x, const json_t *pl, struct 
                            struct gh_err *err)
 {
     memset(r, 0, sizeof *r);
-    const char *ns = json_string_value(json_object_get(pl, "namespace"));
-    const char *name = json_string_value(json_object_get(pl, "name"));
-    const char *uid = json_string_value(json_object_get(pl, "uid"));
-    const char *inc = json_string_value(json_object_get(pl, "incident"));
+    const char *ns = gh_json_str(pl, "namespace");
+    const char *name = gh_json_str(pl, "name");
+    const char *uid = gh_json_str(pl, "uid");
+    const char *inc = gh_json_str(pl, "incident");
     json_t *repl = json_object_get(pl, "job");
     /* plans stored before JobSets and PyTorchJobs were supported: Jobs */
-    const char *kind = json_string_value(json_object_get(pl, "kind"));
+    const char *kind = gh_json_str(pl, "kind");
     if (!kind)
         kind = "Job";
     const struct gh_kube_res *res = gh_job_res_of_kind(kind);
@@ -449,7 +450,7 @@ int gh_act_restart_execute(const struct gh_act_ctx *x, const json_t *pl, struct 
     if (json_is_integer(js))
         snprintf(where, sizeof where, "resume from step %lld at %s",
                  (long long)json_integer_value(js),
-                 nz(json_string_value(json_object_get(pl, "path"))));
+                 nz(gh_json_str(pl, "path")));
     else
         snprintf(where, sizeof where, "no checkpoint: start over");
     char avoid[400] = "";
@@ -473,8 +474,7 @@ int gh_act_restart_execute(const struct gh_act_ctx *x, const json_t *pl, struct 
     }
     if (rc == GH_OK) {
         const char *cuid = gh_kube_meta_uid(cur);
-        const char *by = json_string_value(json_object_get(
-            json_object_get(json_object_get(cur, "metadata"), "annotations"), GH_ANN_RESTARTED_FOR));
+        const char *by = gh_json_str(cur, "metadata", "annotations", GH_ANN_RESTARTED_FOR);
         bool old = cuid && strcmp(cuid, uid) == 0;
         bool ours = !old && by && strcmp(by, inc) == 0;
         json_decref(cur);

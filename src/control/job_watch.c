@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json.h"
 #include "common/log.h"
 #include "common/timeutil.h"
 #include "control/job_kinds.h"
@@ -55,7 +56,7 @@ static void report(struct kind *k, const json_t *old, const json_t *obj)
     if (k->res == &gh_kube_res_jobs) {
         const json_t *up = gh_job_controller_ref(obj, "jobset.x-k8s.io", "JobSet");
         if (up)
-            top = json_string_value(json_object_get(up, "name"));
+            top = gh_json_str(up, "name");
     }
     if (!ns || !name || !top)
         return;
@@ -90,7 +91,7 @@ static bool lists(const json_t *body, const char *plural)
     size_t i;
     json_t *r;
     json_array_foreach(json_object_get(body, "resources"), i, r) {
-        const char *n = json_string_value(json_object_get(r, "name"));
+        const char *n = gh_json_str(r, "name");
         if (n && !strcmp(n, plural))
             return true;
     }

@@ -5,12 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/json.h"
 #include "common/timeutil.h"
-
-static const char *jstr(const json_t *o, const char *k)
-{
-    return json_string_value(json_object_get(o, k));
-}
 
 static json_t *jget2(const json_t *o, const char *a, const char *b)
 {
@@ -25,7 +21,7 @@ const char *gh_kube_pod_job(const json_t *pod, char *buf, size_t cap)
     json_t *labels = jget2(pod, "metadata", "labels");
     const char *ns = json_string_value(jget2(pod, "metadata", "namespace"));
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        const char *v = jstr(labels, keys[i]);
+        const char *v = gh_json_str(labels, keys[i]);
         if (v && *v) {
             snprintf(buf, cap, "%s/%s", ns ? ns : "default", v);
             return buf;
@@ -79,7 +75,7 @@ static long restart_count(const json_t *pod, const char *container)
     size_t i;
     json_t *cs;
     json_array_foreach(jget2(pod, "status", "containerStatuses"), i, cs) {
-        const char *n = jstr(cs, "name");
+        const char *n = gh_json_str(cs, "name");
         if (n && container && !strcmp(n, container))
             return (long)json_integer_value(json_object_get(cs, "restartCount"));
     }
@@ -118,18 +114,18 @@ size_t gh_kube_pod_signals(const json_t *old, const json_t *pod, int64_t now,
         struct gh_signal *s = &out[n++];
         snprintf(id, sizeof id, "kube:pod:%s:failed", uid);
         common(s, pod, GH_KIND_POD_FAILED,
-               ts_of(term ? jstr(term, "finishedAt") : NULL, now), id);
-        const char *reason = jstr(json_object_get(pod, "status"), "reason");
+               ts_of(term ? gh_json_str(term, "finishedAt") : NULL, now), id);
+        const char *reason = gh_json_str(json_object_get(pod, "status"), "reason");
         if (!reason && term)
-            reason = jstr(term, "reason");
+            reason = gh_json_str(term, "reason");
         set(&s->reason, reason ? reason : "Error");
         if (term) {
             s->has_exit_code = true;
             s->exit_code = (int)json_integer_value(json_object_get(term, "exitCode"));
         }
-        const char *msg = term ? jstr(term, "message") : NULL;
+        const char *msg = term ? gh_json_str(term, "message") : NULL;
         if (!msg)
-            msg = jstr(json_object_get(pod, "status"), "message");
+            msg = gh_json_str(json_object_get(pod, "status"), "message");
         set(&s->msg, msg);
         return n;
     }
@@ -139,7 +135,7 @@ size_t gh_kube_pod_signals(const json_t *old, const json_t *pod, int64_t now,
     json_array_foreach(jget2(pod, "status", "containerStatuses"), i, cs) {
         if (n >= max)
             break;
-        const char *cname = jstr(cs, "name");
+        const char *cname = gh_json_str(cs, "name");
         long rc = (long)json_integer_value(json_object_get(cs, "restartCount"));
         long orc = old ? restart_count(old, cname) : -1;
         if (!old || rc <= orc || rc <= 0 || deleting)
@@ -149,11 +145,11 @@ size_t gh_kube_pod_signals(const json_t *old, const json_t *pod, int64_t now,
             continue;
         struct gh_signal *s = &out[n++];
         snprintf(id, sizeof id, "kube:pod:%s:%s:%ld", uid, cname ? cname : "?", rc);
-        common(s, pod, GH_KIND_POD_FAILED, ts_of(jstr(t, "finishedAt"), now), id);
-        set(&s->reason, jstr(t, "reason") ? jstr(t, "reason") : "Error");
+        common(s, pod, GH_KIND_POD_FAILED, ts_of(gh_json_str(t, "finishedAt"), now), id);
+        set(&s->reason, gh_json_str(t, "reason") ? gh_json_str(t, "reason") : "Error");
         s->has_exit_code = true;
         s->exit_code = (int)json_integer_value(json_object_get(t, "exitCode"));
-        set(&s->msg, jstr(t, "message"));
+        set(&s->msg, gh_json_str(t, "message"));
     }
     /* succeeded: phase became Succeeded (the pod ran to completion) */
     if (!strcmp(phase, "Succeeded") && !(ophase && !strcmp(ophase, "Succeeded")) && n < max) {
@@ -161,7 +157,7 @@ size_t gh_kube_pod_signals(const json_t *old, const json_t *pod, int64_t now,
         json_array_foreach(jget2(pod, "status", "containerStatuses"), i, cs) {
             bool last;
             const json_t *t = terminated(cs, &last);
-            const char *f = t ? jstr(t, "finishedAt") : NULL;
+            const char *f = t ? gh_json_str(t, "finishedAt") : NULL;
             if (f && (!fin || strcmp(f, fin) > 0))
                 fin = f; /* the last container to finish */
         }
@@ -171,7 +167,7 @@ size_t gh_kube_pod_signals(const json_t *old, const json_t *pod, int64_t now,
     }
     /* started: phase became Running */
     if (!strcmp(phase, "Running") && !(ophase && !strcmp(ophase, "Running")) && n < max) {
-        const char *st = jstr(json_object_get(pod, "status"), "startTime");
+        const char *st = gh_json_str(json_object_get(pod, "status"), "startTime");
         snprintf(id, sizeof id, "kube:pod:%s:started", uid);
         common(&out[n++], pod, GH_KIND_POD_STARTED, ts_of(st, now), id);
     }
@@ -186,7 +182,7 @@ static const json_t *finished_condition(const json_t *obj, bool *failed)
     size_t i;
     json_t *c;
     json_array_foreach(jget2(obj, "status", "conditions"), i, c) {
-        const char *t = jstr(c, "type"), *st = jstr(c, "status");
+        const char *t = gh_json_str(c, "type"), *st = gh_json_str(c, "status");
         if (!t || !st || strcmp(st, "True") != 0)
             continue;
         if (!strcmp(t, "Complete") || !strcmp(t, "Succeeded") || !strcmp(t, "Completed")) {
@@ -213,15 +209,15 @@ size_t gh_kube_job_signals(const json_t *old, const json_t *obj, const char *job
     snprintf(id, sizeof id, "kube:job:%s:finished", uid ? uid : job);
     struct gh_signal *s = &out[0];
     gh_signal_init(s);
-    s->ts_ns = ts_of(jstr(c, "lastTransitionTime"), now);
+    s->ts_ns = ts_of(gh_json_str(c, "lastTransitionTime"), now);
     s->source = GH_SRC_KUBE;
     s->kind = GH_KIND_JOB_FINISHED;
     s->job_state = failed ? GH_JOB_FAILED : GH_JOB_COMPLETE;
     set(&s->job, job);
     set(&s->id, id);
     char msg[300];
-    snprintf(msg, sizeof msg, "condition %s=True%s%s", jstr(c, "type"),
-             jstr(c, "reason") ? ": " : "", jstr(c, "reason") ? jstr(c, "reason") : "");
+    snprintf(msg, sizeof msg, "condition %s=True%s%s", gh_json_str(c, "type"),
+             gh_json_str(c, "reason") ? ": " : "", gh_json_str(c, "reason") ? gh_json_str(c, "reason") : "");
     set(&s->msg, msg);
     return 1;
 }
@@ -234,10 +230,10 @@ static const char *ready(const json_t *node, const char **when)
     json_t *c;
     *when = NULL;
     json_array_foreach(jget2(node, "status", "conditions"), i, c) {
-        const char *t = jstr(c, "type");
+        const char *t = gh_json_str(c, "type");
         if (t && !strcmp(t, "Ready")) {
-            *when = jstr(c, "lastTransitionTime");
-            return jstr(c, "status");
+            *when = gh_json_str(c, "lastTransitionTime");
+            return gh_json_str(c, "status");
         }
     }
     return NULL;
@@ -284,8 +280,8 @@ size_t gh_kube_node_signals(const json_t *old, const json_t *node, int64_t now,
 
 bool gh_kube_event_is_own(const json_t *ev)
 {
-    const char *rc = jstr(ev, "reportingController");
-    const char *comp = jstr(json_object_get(ev, "deprecatedSource"), "component");
+    const char *rc = gh_json_str(ev, "reportingController");
+    const char *comp = gh_json_str(json_object_get(ev, "deprecatedSource"), "component");
     return (rc && !strncmp(rc, "gpuheal", 7)) || (comp && !strncmp(comp, "gpuheal", 7));
 }
 
@@ -303,11 +299,11 @@ static long event_count(const json_t *ev)
  * deprecatedLastTimestamp, else dflt. */
 static int64_t event_time(const json_t *ev, int64_t dflt)
 {
-    const char *s = jstr(json_object_get(ev, "series"), "lastObservedTime");
+    const char *s = gh_json_str(json_object_get(ev, "series"), "lastObservedTime");
     if (!s)
-        s = jstr(ev, "deprecatedLastTimestamp");
+        s = gh_json_str(ev, "deprecatedLastTimestamp");
     if (!s)
-        s = jstr(ev, "eventTime");
+        s = gh_json_str(ev, "eventTime");
     return ts_of(s, dflt);
 }
 
@@ -320,7 +316,7 @@ size_t gh_kube_event_signals(const json_t *old, const json_t *ev, const json_t *
     if (old && event_count(old) >= count)
         return 0; /* a resync, or a change that is not a new occurrence */
     const json_t *reg = json_object_get(ev, "regarding");
-    const char *kind = jstr(reg, "kind"), *name = jstr(reg, "name"), *reason = jstr(ev, "reason");
+    const char *kind = gh_json_str(reg, "kind"), *name = gh_json_str(reg, "name"), *reason = gh_json_str(ev, "reason");
     const char *uid = json_string_value(jget2(ev, "metadata", "uid"));
     if (!kind || !name || !reason || !uid)
         return 0;
@@ -339,13 +335,13 @@ size_t gh_kube_event_signals(const json_t *old, const json_t *ev, const json_t *
         return 0;
     struct gh_signal *s = &out[0];
     char id[400];
-    const char *note = jstr(ev, "note");
+    const char *note = gh_json_str(ev, "note");
     char msg[600];
     snprintf(msg, sizeof msg, "Event %s: %s", reason, note ? note : "");
     if (on_pod) {
         /* the pod informer sees the same failure (phase Failed, reason
          * Evicted) under this id: one signal, whichever comes first */
-        const char *puid = jstr(reg, "uid");
+        const char *puid = gh_json_str(reg, "uid");
         if (!puid && pod)
             puid = json_string_value(jget2(pod, "metadata", "uid"));
         if (puid)
@@ -359,7 +355,7 @@ size_t gh_kube_event_signals(const json_t *old, const json_t *ev, const json_t *
             s->ts_ns = ts;
             s->source = GH_SRC_KUBE;
             s->kind = k;
-            set(&s->namespace_, jstr(reg, "namespace"));
+            set(&s->namespace_, gh_json_str(reg, "namespace"));
             set(&s->pod, name);
             set(&s->id, id);
         }

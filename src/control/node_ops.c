@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json.h"
 #include "control/actuator.h"
 #include "kube/api.h"
 
@@ -100,8 +101,8 @@ static int iso_mutate(void *ud, json_t *node)
     size_t i;
     json_t *t;
     json_array_foreach(taints, i, t) {
-        const char *k = json_string_value(json_object_get(t, "key"));
-        const char *e = json_string_value(json_object_get(t, "effect"));
+        const char *k = gh_json_str(t, "key");
+        const char *e = gh_json_str(t, "effect");
         if (k && e && strcmp(k, taint_key(s->x)) == 0 && strcmp(e, effect) == 0)
             s->had_taint = true;
     }
@@ -175,7 +176,7 @@ static int rel_mutate(void *ud, json_t *node)
         size_t i;
         json_t *t;
         json_array_foreach(taints, i, t) {
-            const char *k = json_string_value(json_object_get(t, "key"));
+            const char *k = gh_json_str(t, "key");
             if (!k || strcmp(k, taint_key(s->x)) != 0)
                 json_array_append(keep, t);
         }
@@ -281,7 +282,7 @@ static int drain_item(void *ud, json_t *pod)
     size_t i;
     json_t *o;
     json_array_foreach(json_object_get(meta, "ownerReferences"), i, o) {
-        const char *kind = json_string_value(json_object_get(o, "kind"));
+        const char *kind = gh_json_str(o, "kind");
         if (kind && strcmp(kind, "DaemonSet") == 0)
             return GH_OK; /* would come straight back; tolerates the taint anyway */
     }
@@ -495,12 +496,11 @@ int gh_act_request_node_op(const struct gh_act_ctx *x, const char *node, const c
         gh_act_result_set(r, "failed", "could not read GPUNodeHealth %s", node);
         return rc;
     }
-    const char *have = json_string_value(
-        json_object_get(json_object_get(json_object_get(cur, "metadata"), "annotations"), key));
+    const char *have = gh_json_str(cur, "metadata", "annotations", key);
     bool same = false;
     if (have) {
         json_t *h = json_loads(have, 0, NULL);
-        const char *hid = json_string_value(json_object_get(h, "id"));
+        const char *hid = gh_json_str(h, "id");
         same = hid && strcmp(hid, id) == 0;
         json_decref(h);
     }
@@ -558,10 +558,10 @@ bool gh_act_request_outcome(const json_t *gnh, const char *action, const char *i
     size_t i;
     json_t *c;
     json_array_foreach(json_object_get(json_object_get(gnh, "status"), "conditions"), i, c) {
-        const char *t = json_string_value(json_object_get(c, "type"));
-        const char *reason = json_string_value(json_object_get(c, "reason"));
-        const char *msg = json_string_value(json_object_get(c, "message"));
-        const char *status = json_string_value(json_object_get(c, "status"));
+        const char *t = gh_json_str(c, "type");
+        const char *reason = gh_json_str(c, "reason");
+        const char *msg = gh_json_str(c, "message");
+        const char *status = gh_json_str(c, "status");
         if (!t || strcmp(t, type) != 0 || !reason || !msg || !status || pn <= 0 ||
             (size_t)pn >= sizeof prefix || strncmp(msg, prefix, (size_t)pn) != 0)
             continue;
@@ -603,12 +603,11 @@ int gh_act_replace_node(const struct gh_act_ctx *x, const char *node, const char
     }
     json_t *meta = json_object_get(n, "metadata");
     json_t *ann = json_object_get(meta, "annotations");
-    const char *lbl = json_string_value(json_object_get(json_object_get(meta, "labels"),
-                                                        GH_LABEL_REPLACE));
-    const char *had = json_string_value(json_object_get(ann, "gpuheal.io/replace-incident"));
+    const char *lbl = gh_json_str(meta, "labels", GH_LABEL_REPLACE);
+    const char *had = gh_json_str(ann, "gpuheal.io/replace-incident");
     char machine[254] = "", mns[64] = "";
-    const char *m = json_string_value(json_object_get(ann, "cluster.x-k8s.io/machine"));
-    const char *mn = json_string_value(json_object_get(ann, "cluster.x-k8s.io/cluster-namespace"));
+    const char *m = gh_json_str(ann, "cluster.x-k8s.io/machine");
+    const char *mn = gh_json_str(ann, "cluster.x-k8s.io/cluster-namespace");
     if (m && mn) {
         snprintf(machine, sizeof machine, "%s", m);
         snprintf(mns, sizeof mns, "%s", mn);
@@ -656,9 +655,9 @@ bool gh_act_validation_passed(const json_t *gnh, int64_t since_ns)
     size_t i;
     json_t *c;
     json_array_foreach(json_object_get(json_object_get(gnh, "status"), "conditions"), i, c) {
-        const char *type = json_string_value(json_object_get(c, "type"));
-        const char *status = json_string_value(json_object_get(c, "status"));
-        const char *when = json_string_value(json_object_get(c, "lastTransitionTime"));
+        const char *type = gh_json_str(c, "type");
+        const char *status = gh_json_str(c, "status");
+        const char *when = gh_json_str(c, "lastTransitionTime");
         int64_t t = 0;
         if (type && status && strcmp(type, "Validated") == 0 && strcmp(status, "True") == 0 &&
             when && gh_time_parse_rfc3339(when, strlen(when), &t))

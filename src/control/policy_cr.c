@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json.h"
 #include "control/guard.h"
 #include "signal/signal.h"
 #include "signal/taxonomy.h"
@@ -109,7 +110,7 @@ static int engine_note(const char *desc, struct gh_rule *r, const char *field, s
 static int cr_action(const json_t *a, const char *field, size_t i, enum gh_action *out,
                      struct gh_err *err)
 {
-    const char *name = json_string_value(json_object_get(a, "action"));
+    const char *name = gh_json_str(a, "action");
     int x = name ? gh_action_from_name(name) : -1;
     if (x < 0)
         return gh_err_set(err, GH_EINVAL, "%s.actions[%zu].action: unknown action \"%s\"", field, i,
@@ -175,7 +176,7 @@ static int cr_match(const json_t *m, struct gh_rule *r, const char *field, struc
 {
     if (!json_is_object(m))
         return gh_err_set(err, GH_EINVAL, "%s.match: an object is needed", field);
-    const char *cls = json_string_value(json_object_get(m, "class"));
+    const char *cls = gh_json_str(m, "class");
     int c = cls ? gh_class_from_name(cls) : -1;
     if (c < 0)
         return gh_err_set(err, GH_EINVAL, "%s.match.class: unknown class \"%s\"", field,
@@ -237,7 +238,7 @@ int gh_policy_cr_rules(const json_t *spec, struct gh_policy *out, struct gh_err 
         memset(r, 0, sizeof *r);
         r->repetitions = 1;
         r->line = (int)i + 1;
-        const char *name = json_string_value(json_object_get(jr, "name"));
+        const char *name = gh_json_str(jr, "name");
         int rc = GH_OK;
         if (!name || !*name || strlen(name) >= sizeof r->name)
             rc = gh_err_set(err, GH_EINVAL, "%s.name: 1 to %zu characters", field,
@@ -247,7 +248,7 @@ int gh_policy_cr_rules(const json_t *spec, struct gh_policy *out, struct gh_err 
         if (!rc)
             rc = cr_match(json_object_get(jr, "match"), r, field, err);
         if (!rc)
-            rc = engine_note(json_string_value(json_object_get(jr, "description")), r, field, err);
+            rc = engine_note(gh_json_str(jr, "description"), r, field, err);
         if (!rc)
             rc = cr_actions(json_object_get(jr, "actions"), r, field, err);
         if (rc) {
@@ -307,7 +308,7 @@ bool gh_policy_cr_selects(const json_t *selector, const json_t *labels)
     const char *k;
     json_t *v;
     json_object_foreach((json_t *)selector, k, v) {
-        const char *have = json_string_value(json_object_get(labels, k));
+        const char *have = gh_json_str(labels, k);
         if (!have || !json_string_value(v) || strcmp(have, json_string_value(v)) != 0)
             return false;
     }
@@ -389,7 +390,7 @@ void gh_policy_crset_offer(struct gh_policy_crset *s, const json_t *obj,
 {
     memset(v, 0, sizeof *v);
     const json_t *meta = json_object_get(obj, "metadata");
-    const char *name = json_string_value(json_object_get(meta, "name"));
+    const char *name = gh_json_str(meta, "name");
     int64_t gen = json_integer_value(json_object_get(meta, "generation"));
     if (!name) {
         snprintf(v->reason, sizeof v->reason, "InvalidObject");

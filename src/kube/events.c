@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/json.h"
 #include "kube/api.h"
 
 static bool valid_short(const char *s, size_t max) { return s && s[0] && strlen(s) <= max; }
@@ -93,8 +94,8 @@ int gh_kube_event_post_about(struct gh_kube_client *c, const struct gh_kube_res 
     struct gh_kube_ref ref = {res, t.regarding_ns, s->regarding_name};
     if (s->regarding_name && gh_kube_get(c, &ref, &obj, NULL, &gerr) == GH_OK) {
         json_t *md = json_object_get(obj, "metadata");
-        const char *u = json_string_value(json_object_get(md, "uid"));
-        const char *r = json_string_value(json_object_get(md, "resourceVersion"));
+        const char *u = gh_json_str(md, "uid");
+        const char *r = gh_json_str(md, "resourceVersion");
         snprintf(uid, sizeof uid, "%s", u ? u : "");
         snprintf(rv, sizeof rv, "%s", r ? r : "");
     }

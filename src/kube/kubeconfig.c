@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 
+#include "common/json.h"
 #include "kube/yaml_json.h"
 
 #define SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -190,12 +191,6 @@ static int resolve_path(const char *base_dir, const char *p, char *buf, size_t c
     return GH_OK;
 }
 
-static const char *jstr(const json_t *o, const char *key)
-{
-    const json_t *v = json_is_object(o) ? json_object_get(o, key) : NULL;
-    return json_is_string(v) ? json_string_value(v) : NULL;
-}
-
 /* Finds the entry named name in a kubeconfig list ("clusters", ...) and
  * returns its inner object under field ("cluster", ...). */
 static const json_t *named(const json_t *root, const char *list, const char *field,
@@ -207,7 +202,7 @@ static const json_t *named(const json_t *root, const char *list, const char *fie
     if (!json_is_array(arr))
         return NULL;
     json_array_foreach(arr, i, e) {
-        const char *n = jstr(e, "name");
+        const char *n = gh_json_str(e, "name");
         if (n && strcmp(n, name) == 0) {
             const json_t *inner = json_object_get(e, field);
             return json_is_object(inner) ? inner : NULL;
@@ -221,7 +216,7 @@ static int load_material(const json_t *o, const char *data_key, const char *file
                          const char *base_dir, unsigned flags, struct gh_kube_blob *out,
                          struct gh_err *err)
 {
-    const char *data = jstr(o, data_key), *file = jstr(o, file_key);
+    const char *data = gh_json_str(o, data_key), *file = gh_json_str(o, file_key);
     if (data && data[0]) {
         int rc = gh_kube_base64_decode(data, strlen(data), out, err);
         return rc ? gh_err_prefix(err, rc, "%s", data_key) : GH_OK;
@@ -258,17 +253,17 @@ static int parse_tree(const json_t *root, const char *base_dir, const char *ctx_
 {
     if (!json_is_object(root))
         return gh_err_set(err, GH_EINVAL, "kubeconfig: not a mapping");
-    const char *kind = jstr(root, "kind");
+    const char *kind = gh_json_str(root, "kind");
     if (kind && strcmp(kind, "Config") != 0)
         return gh_err_set(err, GH_EINVAL, "kubeconfig: kind is \"%.40s\", not Config", kind);
     if (!ctx_name || !ctx_name[0])
-        ctx_name = jstr(root, "current-context");
+        ctx_name = gh_json_str(root, "current-context");
     if (!ctx_name || !ctx_name[0])
         return gh_err_set(err, GH_EINVAL, "kubeconfig: no current-context and none given");
     const json_t *ctx = named(root, "contexts", "context", ctx_name);
     if (!json_is_object(ctx))
         return gh_err_set(err, GH_ENOTFOUND, "kubeconfig: context \"%.100s\" not found", ctx_name);
-    const char *cluster_name = jstr(ctx, "cluster"), *user_name = jstr(ctx, "user");
+    const char *cluster_name = gh_json_str(ctx, "cluster"), *user_name = gh_json_str(ctx, "user");
     if (!cluster_name)
         return gh_err_set(err, GH_EINVAL, "kubeconfig: context \"%.100s\" names no cluster",
                           ctx_name);
@@ -285,7 +280,7 @@ static int parse_tree(const json_t *root, const char *base_dir, const char *ctx_
     }
 
     int rc;
-    const char *server = jstr(cl, "server");
+    const char *server = gh_json_str(cl, "server");
     if (!server || !server[0])
         return gh_err_set(err, GH_EINVAL, "kubeconfig: cluster \"%.100s\" has no server",
                           cluster_name);
@@ -297,13 +292,13 @@ static int parse_tree(const json_t *root, const char *base_dir, const char *ctx_
     size_t sl = strlen(out->server);
     while (sl > 0 && out->server[sl - 1] == '/')
         out->server[--sl] = '\0';
-    if ((rc = dup_str(&out->tls_server_name, jstr(cl, "tls-server-name"), err)))
+    if ((rc = dup_str(&out->tls_server_name, gh_json_str(cl, "tls-server-name"), err)))
         return rc;
     out->insecure_skip_tls_verify = json_is_true(json_object_get(cl, "insecure-skip-tls-verify"));
     if ((rc = load_material(cl, "certificate-authority-data", "certificate-authority", base_dir,
                             flags, &out->ca_pem, err)))
         return rc;
-    if ((rc = dup_str(&out->namespace_, jstr(ctx, "namespace"), err)) ||
+    if ((rc = dup_str(&out->namespace_, gh_json_str(ctx, "namespace"), err)) ||
         (rc = dup_str(&out->context, ctx_name, err)))
         return rc;
     if (!user)
@@ -318,7 +313,7 @@ static int parse_tree(const json_t *root, const char *base_dir, const char *ctx_
         return gh_err_set(err, GH_EINVAL, "kubeconfig: user \"%.100s\" has a client %s without a %s",
                           user_name, out->cert_pem.data ? "certificate" : "key",
                           out->cert_pem.data ? "key" : "certificate");
-    const char *token = jstr(user, "token"), *token_file = jstr(user, "tokenFile");
+    const char *token = gh_json_str(user, "token"), *token_file = gh_json_str(user, "tokenFile");
     if (token && token[0]) {
         struct gh_kube_blob b = {(unsigned char *)(uintptr_t)token, strlen(token)};
         if ((rc = trim_token(&b, &out->token, err)))

@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 
+#include "common/json.h"
 #include "common/mono.h"
 #include "kube/api.h"
 
@@ -69,9 +70,9 @@ static json_t *lease_body(struct gh_kube_leader *l, const json_t *base, const ch
     char ts[GH_RFC3339_MAX];
     gh_time_format_rfc3339(now(l), ts, sizeof ts);
     const json_t *spec = json_object_get(base, "spec");
-    const char *prev = json_string_value(json_object_get(spec, "holderIdentity"));
+    const char *prev = gh_json_str(spec, "holderIdentity");
     json_int_t trans = json_integer_value(json_object_get(spec, "leaseTransitions"));
-    const char *acq = json_string_value(json_object_get(spec, "acquireTime"));
+    const char *acq = gh_json_str(spec, "acquireTime");
     bool same = prev && strcmp(prev, holder) == 0;
     if (base && !same && holder[0])
         trans++;
@@ -153,8 +154,8 @@ static void get_done(void *ud, int rc, struct gh_kube_resp *resp, const struct g
         return;
     }
     const json_t *spec = json_object_get(resp->body, "spec");
-    const char *holder = json_string_value(json_object_get(spec, "holderIdentity"));
-    const char *renew = json_string_value(json_object_get(spec, "renewTime"));
+    const char *holder = gh_json_str(spec, "holderIdentity");
+    const char *renew = gh_json_str(spec, "renewTime");
     json_int_t dur = json_integer_value(json_object_get(spec, "leaseDurationSeconds"));
     json_int_t trans = json_integer_value(json_object_get(spec, "leaseTransitions"));
     if (!holder)
@@ -307,7 +308,7 @@ int gh_kube_leader_release(struct gh_kube_leader *l, struct gh_err *err)
     if (rc)
         return rc;
     const char *holder =
-        json_string_value(json_object_get(json_object_get(cur, "spec"), "holderIdentity"));
+        gh_json_str(cur, "spec", "holderIdentity");
     if (holder && strcmp(holder, l->identity) == 0) {
         json_t *body = lease_body(l, cur, "", 1);
         rc = body ? gh_kube_update(l->c, &ref, NULL, body, NULL, NULL, err)

@@ -17,6 +17,7 @@
 
 #include <curl/curl.h>
 
+#include "common/json.h"
 #include "kube/api.h"
 #include "kube/kubeconfig.h"
 
@@ -383,8 +384,7 @@ int gh_kube_testenv_etcd_compact(int64_t *rev, struct gh_err *err)
     /* range over "/" (base64 "Lw==") just to read the header's revision */
     if ((rc = etcd_post(base, "/v3/kv/range", "{\"key\":\"Lw==\",\"limit\":1}", &r, err)))
         return rc;
-    const char *revs = json_string_value(json_object_get(json_object_get(r, "header"),
-                                                         "revision"));
+    const char *revs = gh_json_str(r, "header", "revision");
     long long v = revs ? strtoll(revs, NULL, 10) : 0;
     json_decref(r);
     if (v <= 0)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json.h"
 #include "report/report-t.h"
 
 /* Two step signals of a node further apart than this start a new span of
@@ -279,7 +280,7 @@ int gh_report_add_header(struct gh_report *r, const json_t *header, struct gh_er
     size_t i;
     const json_t *jo;
     json_array_foreach(jobs, i, jo) {
-        const char *name = json_string_value(json_object_get(jo, "name"));
+        const char *name = gh_json_str(jo, "name");
         const json_t *nodes = json_object_get(jo, "nodes");
         if (!name)
             continue;

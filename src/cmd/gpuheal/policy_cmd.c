@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "cmd/gpuheal/commands.h"
+#include "common/json.h"
 #include "control/policy_cr.h"
 #include "kube/yaml_json.h"
 
@@ -46,9 +47,9 @@ static int lint_object(const char *path, int line, const char *text, size_t len,
         return 1;
     }
     int rc = 1;
-    const char *api = json_string_value(json_object_get(doc, "apiVersion"));
-    const char *kind = json_string_value(json_object_get(doc, "kind"));
-    const char *name = json_string_value(json_object_get(json_object_get(doc, "metadata"), "name"));
+    const char *api = gh_json_str(doc, "apiVersion");
+    const char *kind = gh_json_str(doc, "kind");
+    const char *name = gh_json_str(doc, "metadata", "name");
     bool dup = false;
     for (int i = 0; name && i < seen->n; i++)
         dup = dup || !strcmp(seen->name[i], name);

@@ -12,6 +12,7 @@
 
 #include "audit/audit.h"
 #include "cmd/gpuheal/commands.h"
+#include "common/json.h"
 #include "common/timeutil.h"
 #include "control/actuator.h"
 #include "kube/api.h"
@@ -35,8 +36,7 @@ struct took {
 
 static const char *ann_of(const json_t *node, const char *k)
 {
-    return json_string_value(
-        json_object_get(json_object_get(json_object_get(node, "metadata"), "annotations"), k));
+    return gh_json_str(node, "metadata", "annotations", k);
 }
 
 static bool has_condition(const json_t *node)
@@ -44,7 +44,7 @@ static bool has_condition(const json_t *node)
     size_t i;
     json_t *c;
     json_array_foreach(json_object_get(json_object_get(node, "status"), "conditions"), i, c) {
-        const char *t = json_string_value(json_object_get(c, "type"));
+        const char *t = gh_json_str(c, "type");
         if (t && !strcmp(t, COND))
             return true;
     }
@@ -75,9 +75,9 @@ static int mutate(void *ud, json_t *node)
     json_t *ann = json_object_get(meta, "annotations");
     json_t *labels = json_object_get(meta, "labels");
     json_t *spec = json_object_get(node, "spec");
-    const char *by = json_string_value(json_object_get(ann, GH_ANN_CORDONED_BY));
+    const char *by = gh_json_str(ann, GH_ANN_CORDONED_BY);
     if (!by)
-        by = json_string_value(json_object_get(ann, GH_ANN_TAINTED_BY));
+        by = gh_json_str(ann, GH_ANN_TAINTED_BY);
     snprintf(t->incident, sizeof t->incident, "%s", by ? by : "");
     if (json_object_get(ann, GH_ANN_CORDONED_BY)) {
         json_object_del(spec, "unschedulable");
@@ -89,7 +89,7 @@ static int mutate(void *ud, json_t *node)
         size_t i;
         json_t *x;
         json_array_foreach(taints, i, x) {
-            const char *k = json_string_value(json_object_get(x, "key"));
+            const char *k = gh_json_str(x, "key");
             if (!k || strcmp(k, GH_TAINT_KEY) != 0)
                 json_array_append(keep, x);
         }

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "cmd/gpuheal/commands.h"
+#include "common/json.h"
 
 #define MAX_GOT 4096
 
@@ -228,7 +229,7 @@ static bool score_one(const char *dir, const char *name, const struct gh_policy 
     }
     json_array_foreach(want, i, e)
     {
-        const char *cls = json_string_value(json_object_get(e, "class"));
+        const char *cls = gh_json_str(e, "class");
         int c = cls ? gh_class_from_name(cls) : -1;
         const json_t *cmin = json_object_get(e, "count_min"), *cmax = json_object_get(e, "count_max");
         long lo = json_is_integer(cmin) ? (long)json_integer_value(cmin) : 1;
@@ -283,8 +284,8 @@ static bool score_one(const char *dir, const char *name, const struct gh_policy 
                              strcmp(json_string_value(a), "restart_from_checkpoint") == 0;
         if (!wants_restart)
             continue;
-        const char *cls = json_string_value(json_object_get(e, "class"));
-        const char *job = json_string_value(json_object_get(e, "job"));
+        const char *cls = gh_json_str(e, "class");
+        const char *job = gh_json_str(e, "job");
         int c = cls ? gh_class_from_name(cls) : -1;
         bool done = false;
         for (int k = 0; k < got->n && !done; k++)
