@@ -10,14 +10,28 @@
  * transaction is lost, every statement fails until its ROLLBACK (or
  * COMMIT, which fails too), so a half-written transaction is never
  * completed on a new connection. A BEGIN or a SELECT outside a transaction
- * that finds the connection dropped is sent again once it is back. */
+ * that finds the connection dropped is sent again once it is back.
+ *
+ * A server that keeps the connection open and never answers (its host
+ * frozen, the process stopped, a network path that drops packets without a
+ * reset) would hold a blocking PQexec forever, and with it the thread that
+ * records decisions and the probe that says whether the store records.
+ * Statements are therefore sent with libpq's asynchronous calls on a
+ * non-blocking connection and their answer awaited with poll for at most
+ * ANSWER_DEADLINE_NS; past it the connection is shut down (the server
+ * rolls back what it had of an open transaction once it notices) and
+ * handled as one the server dropped. A COMMIT that got no answer may have
+ * committed: its error says the outcome is unknown. */
 #include <dlfcn.h>
+#include <errno.h>
+#include <poll.h>
 #include <postgresql/libpq-fe.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "audit/db.h"
 #include "common/mono.h"
@@ -28,11 +42,19 @@
 /* a server that does not answer a connection attempt; a connect_timeout
  * in the store URL wins */
 #define CONNECT_TIMEOUT_S "5"
+/* the longest a statement waits for the server's answer: far above what
+ * gpuheal's statements take on a loaded server (milliseconds; a schema
+ * creation a few seconds), short enough that a frozen server is noticed
+ * while a decision can still be recorded elsewhere */
+#define ANSWER_DEADLINE_S 30
+#define ANSWER_DEADLINE_NS (ANSWER_DEADLINE_S * 1000000000LL)
 
 struct pg {
     void *lib;
     PGconn *conn;
     bool in_tx;              /* a BEGIN succeeded, its COMMIT/ROLLBACK not yet sent */
+    bool dropped;            /* shut down by us after a missing answer; PQreset reopens */
+    bool late;               /* the last statement got no answer before the deadline */
     int64_t retry_at_ns;     /* mono: the next reconnection attempt (0: at once) */
     int64_t backoff_ns;      /* the wait after a failed attempt */
     __typeof__(&PQconnectdbParams) connectdb;
@@ -40,8 +62,14 @@ struct pg {
     __typeof__(&PQstatus) status;
     __typeof__(&PQerrorMessage) error_message;
     __typeof__(&PQfinish) finish;
-    __typeof__(&PQexec) exec;
-    __typeof__(&PQexecParams) exec_params;
+    __typeof__(&PQsendQuery) send_query;
+    __typeof__(&PQsendQueryParams) send_query_params;
+    __typeof__(&PQgetResult) get_result;
+    __typeof__(&PQisBusy) is_busy;
+    __typeof__(&PQconsumeInput) consume_input;
+    __typeof__(&PQflush) flush;
+    __typeof__(&PQsocket) socket;
+    __typeof__(&PQsetnonblocking) set_nonblocking;
     __typeof__(&PQresultStatus) result_status;
     __typeof__(&PQresultErrorMessage) result_error;
     __typeof__(&PQclear) clear;
@@ -70,6 +98,9 @@ static int pg_fail(int rc, const char *what, const char *msg, struct gh_err *err
 
 static int result_rc(struct pg *p, PGresult *r, const char *what, struct gh_err *err)
 {
+    if (!r && p->late)
+        return gh_err_set(err, GH_EIO, "postgres %s: no answer within %d s; the connection "
+                          "was shut down (a COMMIT's outcome is unknown)", what, ANSWER_DEADLINE_S);
     if (!r)
         return pg_fail(GH_EIO, what, p->error_message(p->conn), err);
     ExecStatusType s = p->result_status(r);
@@ -78,12 +109,94 @@ static int result_rc(struct pg *p, PGresult *r, const char *what, struct gh_err 
     return pg_fail(GH_EIO, what, p->result_error(r), err);
 }
 
-static bool conn_ok(const struct pg *p) { return p->status(p->conn) == CONNECTION_OK; }
+static bool conn_ok(const struct pg *p)
+{
+    return !p->dropped && p->status(p->conn) == CONNECTION_OK;
+}
+
+/* Shuts the connection down after a missing answer: the socket closes now
+ * (the server's backend sees it once it runs again and ends its session),
+ * the next statement reopens it as after a server restart. */
+static void drop(struct pg *p)
+{
+    int fd = p->socket(p->conn);
+    if (fd >= 0)
+        shutdown(fd, SHUT_RDWR);
+    p->dropped = true;
+}
+
+/* Waits until the connection's socket is ready for ev; false once the
+ * deadline (monotonic) has passed. A poll error is left to libpq to report. */
+static bool wait_sock(struct pg *p, short ev, int64_t deadline)
+{
+    for (;;) {
+        int64_t left = deadline - gh_mono_ns();
+        if (left <= 0)
+            return false;
+        struct pollfd pfd = {.fd = p->socket(p->conn), .events = ev};
+        if (pfd.fd < 0)
+            return true;
+        int n = poll(&pfd, 1, (int)((left + 999999) / 1000000));
+        if (n > 0 || (n < 0 && errno != EINTR))
+            return true;
+    }
+}
+
+/* The answer to the statement just sent, as PQexec gives it (the last
+ * result), awaited until the deadline. NULL: the connection failed (its
+ * message says why) or, with p->late set, the server did not answer in
+ * time and the connection was shut down. Caller clears the result. */
+static PGresult *answer(struct pg *p)
+{
+    int64_t deadline = gh_mono_ns() + ANSWER_DEADLINE_NS;
+    int f;
+    while ((f = p->flush(p->conn)) == 1) {
+        if (!wait_sock(p, POLLIN | POLLOUT, deadline))
+            goto late;
+        if (!p->consume_input(p->conn))
+            break;
+    }
+    PGresult *last = NULL;
+    for (;;) {
+        while (p->is_busy(p->conn)) {
+            if (!wait_sock(p, POLLIN, deadline)) {
+                p->clear(last);
+                goto late;
+            }
+            if (!p->consume_input(p->conn))
+                break; /* the connection failed: PQgetResult says so */
+        }
+        PGresult *r = p->get_result(p->conn);
+        if (!r)
+            break;
+        p->clear(last);
+        last = r;
+        ExecStatusType s = p->result_status(r);
+        if (s == PGRES_COPY_IN || s == PGRES_COPY_OUT || s == PGRES_COPY_BOTH)
+            break; /* gpuheal sends no COPY; never wait on one */
+    }
+    return last;
+late:
+    p->late = true;
+    drop(p);
+    return NULL;
+}
+
+/* Sends sql (one or more statements, no parameters) and awaits its answer. */
+static PGresult *exec_text(struct pg *p, const char *sql)
+{
+    p->late = false;
+    if (!p->send_query(p->conn, sql))
+        return NULL;
+    return answer(p);
+}
 
 /* The session settings every connection starts with. */
 static int session_setup(struct pg *p, struct gh_err *err)
 {
-    PGresult *r = p->exec(p->conn, "SET client_min_messages = warning");
+    if (p->set_nonblocking(p->conn, 1) != 0)
+        return pg_fail(GH_EIO, "session setup", p->error_message(p->conn), err);
+    PGresult *r = exec_text(p, "SET client_min_messages = warning");
     int rc = result_rc(p, r, "session setup", err);
     p->clear(r);
     return rc;
@@ -97,6 +210,7 @@ static int reconnect(struct pg *p, struct gh_err *err)
         return gh_err_set(err, GH_EIO, "postgres: connection lost; next reconnection attempt "
                           "in %lld ms", (long long)((p->retry_at_ns - t) / 1000000));
     p->reset(p->conn);
+    p->dropped = false;
     if (conn_ok(p) && session_setup(p, err) == GH_OK) {
         p->backoff_ns = 0;
         p->retry_at_ns = 0;
@@ -168,7 +282,7 @@ static int pg_script(void *h, const char *sql, struct gh_err *err)
     int rc = before(p, STMT_OTHER, &skip, err);
     if (rc)
         return rc;
-    PGresult *r = p->exec(p->conn, sql);
+    PGresult *r = exec_text(p, sql);
     rc = result_rc(p, r, "script", err);
     p->clear(r);
     return rc;
@@ -183,6 +297,7 @@ static PGresult *run(struct pg *p, const char *sql, const struct gh_db_val *v, i
     char ints_s[STACK_PARAMS][24];
     const char **vals = vals_s;
     char(*ints)[24] = ints_s;
+    p->late = false;
     if (np > STACK_PARAMS) { /* a multi-row INSERT: on the heap */
         vals = malloc((size_t)np * sizeof *vals);
         ints = malloc((size_t)np * sizeof *ints);
@@ -202,12 +317,12 @@ static PGresult *run(struct pg *p, const char *sql, const struct gh_db_val *v, i
             break;
         }
     }
-    PGresult *r = p->exec_params(p->conn, sql, np, NULL, vals, NULL, NULL, 0);
+    int sent = p->send_query_params(p->conn, sql, np, NULL, vals, NULL, NULL, 0);
     if (vals != vals_s) {
         free(vals);
         free(ints);
     }
-    return r;
+    return sent ? answer(p) : NULL;
 }
 
 static int pg_exec(void *h, const char *sql, const struct gh_db_val *v, int np, long *changed,
@@ -307,8 +422,14 @@ int gh_db_pg_open(const char *conninfo, void **h, const struct gh_db_ops **ops, 
     LOAD(status, "PQstatus");
     LOAD(error_message, "PQerrorMessage");
     LOAD(finish, "PQfinish");
-    LOAD(exec, "PQexec");
-    LOAD(exec_params, "PQexecParams");
+    LOAD(send_query, "PQsendQuery");
+    LOAD(send_query_params, "PQsendQueryParams");
+    LOAD(get_result, "PQgetResult");
+    LOAD(is_busy, "PQisBusy");
+    LOAD(consume_input, "PQconsumeInput");
+    LOAD(flush, "PQflush");
+    LOAD(socket, "PQsocket");
+    LOAD(set_nonblocking, "PQsetnonblocking");
     LOAD(result_status, "PQresultStatus");
     LOAD(result_error, "PQresultErrorMessage");
     LOAD(clear, "PQclear");

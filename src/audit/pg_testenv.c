@@ -10,6 +10,7 @@
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -138,6 +139,57 @@ void gh_pg_testenv_halt(struct gh_pg_testenv *pg)
 {
     if (pg->dir[0] && pg->running)
         server_stop(pg, "fast");
+}
+
+/* The server's processes: the postmaster (data/postmaster.pid's first
+ * line) and its children (from /proc). Returns how many were put in pids. */
+static size_t server_pids(const struct gh_pg_testenv *pg, pid_t *pids, size_t cap)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/data/postmaster.pid", pg->dir);
+    FILE *f = fopen(path, "r");
+    long pm = 0;
+    if (!f)
+        return 0;
+    if (fscanf(f, "%ld", &pm) != 1 || pm <= 0) {
+        fclose(f);
+        return 0;
+    }
+    fclose(f);
+    size_t n = 0;
+    pids[n++] = (pid_t)pm;
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d && (e = readdir(d)) && n < cap) {
+        char stat[300], buf[512];
+        long pid = strtol(e->d_name, NULL, 10), ppid = 0;
+        if (pid <= 0)
+            continue;
+        snprintf(stat, sizeof stat, "/proc/%ld/stat", pid);
+        FILE *sf = fopen(stat, "r");
+        if (!sf)
+            continue;
+        size_t got = fread(buf, 1, sizeof buf - 1, sf);
+        fclose(sf);
+        buf[got] = 0;
+        const char *rp = strrchr(buf, ')'); /* "pid (comm) state ppid ..." */
+        if (rp && sscanf(rp + 1, " %*c %ld", &ppid) == 1 && ppid == pm)
+            pids[n++] = (pid_t)pid;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+int gh_pg_testenv_freeze(struct gh_pg_testenv *pg, bool frozen, struct gh_err *err)
+{
+    pid_t pids[64];
+    size_t n = pg->running ? server_pids(pg, pids, 64) : 0;
+    if (!n)
+        return gh_err_set(err, GH_EIO, "no server processes found");
+    for (size_t i = 0; i < n; i++)
+        kill(pids[i], frozen ? SIGSTOP : SIGCONT);
+    return GH_OK;
 }
 
 int gh_pg_testenv_resume(struct gh_pg_testenv *pg, struct gh_err *err)

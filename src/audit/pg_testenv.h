@@ -6,6 +6,8 @@
 #ifndef GH_AUDIT_PG_TESTENV_H
 #define GH_AUDIT_PG_TESTENV_H
 
+#include <stdbool.h>
+
 #include "common/err.h"
 
 struct gh_pg_testenv {
@@ -24,6 +26,10 @@ int gh_pg_testenv_start(struct gh_pg_testenv *pg, struct gh_err *err);
  * socket and port (a PostgreSQL restart, for reconnection tests). */
 void gh_pg_testenv_halt(struct gh_pg_testenv *pg);
 int gh_pg_testenv_resume(struct gh_pg_testenv *pg, struct gh_err *err);
+/* Freezes the server's processes (SIGSTOP) or lets them run again
+ * (SIGCONT): a server that keeps its connections open and answers nothing,
+ * as a frozen host does. Unfreeze before gh_pg_testenv_stop. */
+int gh_pg_testenv_freeze(struct gh_pg_testenv *pg, bool frozen, struct gh_err *err);
 /* Stops the server (immediate) and removes the directory. Accepts a
  * never-started value. */
 void gh_pg_testenv_stop(struct gh_pg_testenv *pg);

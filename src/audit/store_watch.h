@@ -2,8 +2,12 @@
  * own writes one probe row (meta key "probe/IDENTITY") every interval on
  * its own connection, which reconnects as db.h says; the other writers (the
  * signal journal) report the outcome of their writes too, and the latest
- * outcome of any write is the verdict. The controller's readiness and its
- * leadership follow it (docs/controller.md, "Readiness").
+ * outcome of any write is the verdict. A probe that has waited for its
+ * answer longer than the stall bound counts as a failed write at once (a
+ * frozen server answers nothing, so no outcome would ever come; the
+ * database layer gives up on it later, db_pg.c). The controller's
+ * readiness and its leadership follow the verdict (docs/controller.md,
+ * "Readiness").
  *
  *   gh_store_watch_new(&opts, &w, &err);
  *   gh_store_watch_note(w, rc, err.msg);   any thread, after a write
@@ -24,6 +28,7 @@ struct gh_store_watch_opts {
     const char *identity; /* copied: names the probe row (one per replica) */
     int64_t every_ns;     /* probe interval; 0: 1 s */
     bool no_thread;       /* tests: no thread; the caller probes */
+    int64_t stall_ns;     /* a probe waiting longer is a failure; 0: 5 s (at least 3 intervals) */
 };
 
 struct gh_store_watch;
@@ -43,7 +48,8 @@ int gh_store_watch_probe(struct gh_store_watch *w, struct gh_err *err);
  * Accepts a NULL watch. */
 void gh_store_watch_note(struct gh_store_watch *w, int rc, const char *msg);
 
-/* The verdict: the latest write succeeded. */
+/* The verdict: the latest write succeeded and no probe has waited for its
+ * answer past the stall bound. Lock-free. */
 bool gh_store_watch_ok(struct gh_store_watch *w);
 
 struct gh_store_watch_state {
@@ -53,6 +59,8 @@ struct gh_store_watch_state {
     uint64_t failures;    /* failed writes noted */
     char error[256];      /* the latest failure's message ("" when none yet) */
 };
+/* The state; a probe waiting past the stall bound is noted as a failure
+ * here first (one change, "no answer from the store for N s"). */
 void gh_store_watch_state(struct gh_store_watch *w, struct gh_store_watch_state *out);
 
 #endif

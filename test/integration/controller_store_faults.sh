@@ -17,7 +17,11 @@
 #   d. the SQLite file deleted under a running controller: not ready, POST
 #      503, the log names the deleted file (item 11);
 #   e. two controllers started at once on an empty PostgreSQL database: both
-#      create the schema and run (item 11).
+#      create the schema and run (item 11);
+#   f. PostgreSQL frozen (its processes stopped: connections stay open,
+#      nothing answers): not ready and POST 503 within seconds (the store
+#      watch's stall bound, not the 30 s answer deadline), logged; thawed:
+#      ready again, an XID 79 accepted and its node cordoned.
 #
 # Needs GH_BIN, GH_KUBECONFIG, GH_KUBE_ENV (CTest sets them).
 set -uo pipefail
@@ -38,6 +42,7 @@ cleanup() {
   [ -n "$CTL_PID" ] && kill -9 "$CTL_PID" 2>/dev/null
   [ -n "${PID_A:-}" ] && kill -9 "$PID_A" 2>/dev/null
   [ -n "${PID_B:-}" ] && kill -9 "$PID_B" 2>/dev/null
+  pg_freeze CONT
   pg_stop
   kill "$KUBELET_PID" 2>/dev/null
   "$K" delete ns "$NS" --wait=false >/dev/null 2>&1
@@ -62,6 +67,12 @@ post() { # JSON lines on stdin -> the HTTP status
 }
 metric() { curl -s "http://127.0.0.1:$PORT/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
 logged() { grep -q "$1" "$CTL_LOG"; }
+# pg_freeze STOP|CONT: the server's processes (the postmaster and its children)
+pg_freeze() {
+  [ -n "${PG_DIR:-}" ] && [ -f "$PG_DIR/data/postmaster.pid" ] || return 0
+  local pm; pm=$(head -n 1 "$PG_DIR/data/postmaster.pid")
+  kill -"$1" "$pm" $(ps -o pid= --ppid "$pm") 2>/dev/null
+}
 kill9() { kill -9 "$CTL_PID" 2>/dev/null; wait "$CTL_PID" 2>/dev/null; CTL_PID=""; }
 
 pg_start; PG_RC=$?
@@ -131,6 +142,21 @@ if [ $PG_RC = 0 ]; then
   grep -h "duplicate key" "$TMP"/race-*.log | head -2
   check "no duplicate-key error" bash -c "! grep -q 'duplicate key' $TMP/race-A.log $TMP/race-B.log"
   kill "$PID_A" "$PID_B" 2>/dev/null; wait "$PID_A" "$PID_B" 2>/dev/null; PID_A="" PID_B=""
+
+  echo "--- f. PostgreSQL frozen: connections open, nothing answers"
+  start_controller "$PGURL" || exit 1
+  check "ready with the store up" is 200 readyz
+  pg_freeze STOP
+  check "not ready while PostgreSQL answers nothing" wait_for 20 is 503 readyz
+  check "a batch refused (503) while it answers nothing" is 503 post <<< "$(xid79 "$NS-s4" 4)"
+  check "logged at level error: store_unavailable, no answer" \
+    wait_for 20 logged "level=error .*event=store_unavailable error=\"no answer from the store for"
+  check "gpuheal_controller_store_up 0" is 0 metric gpuheal_controller_store_up
+  pg_freeze CONT
+  check "ready again once it runs, same process" wait_for 60 is 200 readyz
+  check "an XID 79 accepted after the thaw" is 200 post <<< "$(xid79 "$NS-s4" 5)"
+  check "its node cordoned" wait_for 30 cordoned "$NS-s4"
+  stop_controller || bad "controller exit status"
 else
   echo "skip: a-c, e (no PostgreSQL server binaries)"
 fi

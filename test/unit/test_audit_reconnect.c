@@ -4,7 +4,10 @@
  * connection was lost is never completed on the new one, replicas creating
  * the schema at the same moment on an empty database all open it, and a
  * SQLite file deleted or replaced under an open store fails every write
- * from then on, saying so. PostgreSQL parts on a private cluster (skipped
+ * from then on, saying so; a frozen server (connections open, nothing
+ * answered) makes the store watch fail at once and each statement give up
+ * after the answer deadline, and the store goes on once it runs again.
+ * PostgreSQL parts on a private cluster (skipped
  * without the server binaries). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +15,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +25,7 @@
 #include "audit/audit.h"
 #include "audit/db.h"
 #include "audit/pg_testenv.h"
+#include "audit/store_watch.h"
 #include "common/mono.h"
 #include "store_fixture.h"
 
@@ -115,6 +120,73 @@ static void test_pg_broken_transaction(void **state)
     assert_int_equal(n, 0);
     gh_audit_recs_free(recs, n);
     gh_audit_close(a);
+}
+
+struct prober {
+    struct gh_store_watch *w;
+    int rc;
+    struct gh_err err;
+    atomic_bool done;
+};
+
+static void *probe_once(void *arg)
+{
+    struct prober *p = arg;
+    p->rc = gh_store_watch_probe(p->w, &p->err);
+    atomic_store(&p->done, true);
+    return NULL;
+}
+
+/* A frozen server: the probe that waits for its answer makes the verdict
+ * "not ok" once it has waited past the stall bound (long before the
+ * statement itself gives up, as no answer would ever come); the statement
+ * gives up at the answer deadline with an error saying so; once the server
+ * runs again the store reconnects and records, and the verdict is ok. */
+static void test_pg_frozen(void **state)
+{
+    struct gh_pg_testenv *pg = *state;
+    if (!pg)
+        skip();
+    struct gh_err err;
+    struct gh_store_watch *w = NULL;
+    struct gh_store_watch_opts o = {.db_url = pg->url, .identity = "frozen", .no_thread = true,
+                                    .stall_ns = 100 * 1000000LL};
+    if (gh_store_watch_new(&o, &w, &err))
+        fail_msg("store watch: %s", err.msg);
+    assert_true(gh_store_watch_ok(w));
+    if (gh_pg_testenv_freeze(pg, true, &err))
+        fail_msg("freeze: %s", err.msg);
+    struct prober p = {.w = w};
+    atomic_init(&p.done, false);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, probe_once, &p), 0);
+    while (gh_store_watch_ok(w)) /* the server answers nothing until thawed */
+        nap_ms(10);
+    /* seen while the probe still waits: the stall bound, not the deadline */
+    assert_false(atomic_load(&p.done));
+    struct gh_store_watch_state st;
+    gh_store_watch_state(w, &st);
+    assert_false(st.ok);
+    assert_int_equal(st.changes, 1);
+    assert_non_null(strstr(st.error, "no answer from the store for"));
+    assert_int_equal(pthread_join(t, NULL), 0); /* the deadline ends the wait */
+    assert_int_equal(p.rc, GH_EIO);
+    assert_non_null(strstr(p.err.msg, "no answer within"));
+    gh_store_watch_state(w, &st);
+    assert_int_equal(st.changes, 1); /* the give-up is the same outage */
+    if (gh_pg_testenv_freeze(pg, false, &err))
+        fail_msg("thaw: %s", err.msg);
+    int64_t until = gh_mono_ns() + RECOVER_S * 1000000000LL;
+    int rc;
+    while ((rc = gh_store_watch_probe(w, &err)) != GH_OK && gh_mono_ns() < until)
+        nap_ms(100);
+    if (rc)
+        fail_msg("no write %d s after the thaw: %s", RECOVER_S, err.msg);
+    assert_true(gh_store_watch_ok(w));
+    gh_store_watch_state(w, &st);
+    assert_true(st.ok);
+    assert_int_equal(st.changes, 2);
+    gh_store_watch_free(w);
 }
 
 #define RACERS 8
@@ -219,6 +291,7 @@ int main(void)
         cmocka_unit_test(test_pg_restart),
         cmocka_unit_test(test_pg_broken_transaction),
         cmocka_unit_test(test_pg_schema_race),
+        cmocka_unit_test(test_pg_frozen),
     };
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sqlite_deleted),
