@@ -27,7 +27,6 @@
 #include "control/drain_wait.h"
 #include "control/metrics.h"
 #include "control/policy_cr.h"
-#include "engine/detector.h"
 #include "engine/engine.h"
 #include "engine/strmap.h"
 #include "control/agent_auth.h"
@@ -827,16 +826,16 @@ static void job_costs_note(struct gh_controller *ctl, const char *job, const cha
     jc->warned = h;
 }
 
-/* Job ji (its topology index, -1: none) gets the remaining run and restart
- * cost its entry states as of now (unstated: the policy defaults). */
-static void job_costs_apply(struct gh_controller *ctl, const char *job, long ji)
+/* The engine's job gets the remaining run and restart cost its entry
+ * states as of now (unstated: the policy defaults); a job the engine does
+ * not hold is left alone (gh_engine_set_job_costs). */
+static void job_costs_apply(struct gh_controller *ctl, const char *job)
 {
-    long k = ctl->costs && ji >= 0 ? gh_strmap_find(ctl->costs, job) : -1;
+    long k = ctl->costs ? gh_strmap_find(ctl->costs, job) : -1;
     const struct job_cost *jc = k >= 0 ? gh_strmap_value(ctl->costs, (size_t)k) : NULL;
     if (jc)
-        gh_topology_set_job_costs(gh_ctx_topology(ctl->engine), ji,
-                                  gh_job_costs_remaining_s(&jc->c, now(ctl)),
-                                  gh_job_costs_restart_s(&jc->c));
+        gh_engine_set_job_costs(ctl->engine, job, gh_job_costs_remaining_s(&jc->c, now(ctl)),
+                                gh_job_costs_restart_s(&jc->c));
 }
 
 /* Remaining runs shrink as time passes: set again once a second. */
@@ -846,11 +845,10 @@ static void job_costs_refresh(struct gh_controller *ctl)
     if (!ctl->costs || t - ctl->costs_refreshed < GH_NS_PER_S)
         return;
     ctl->costs_refreshed = t;
-    struct gh_topology *topo = gh_ctx_topology(ctl->engine);
     for (size_t i = 0; i < gh_strmap_count(ctl->costs); i++) {
         const char *job = gh_strmap_key(ctl->costs, i);
         if (job)
-            job_costs_apply(ctl, job, gh_topology_find_job(topo, job));
+            job_costs_apply(ctl, job);
     }
 }
 
@@ -874,17 +872,12 @@ static void pod_topology(struct gh_controller *ctl, const json_t *pod)
     const char *phase = gh_json_str(pod, "status", "phase");
     if (!j || !node || (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
         return;
-    /* the engine's own topology: a job the informers show is declared, so
-     * a fault on its node is the job's fault */
-    struct gh_topology *topo = gh_ctx_topology(ctl->engine);
+    /* a job the informers show is declared, so a fault on its node is the
+     * job's fault; a full job table leaves it undeclared (and without its
+     * costs), as before the engine had room */
     job_costs_note(ctl, j, kind ? kind : "", pod);
-    long ji = gh_topology_find_job(topo, j);
-    if (!(ji >= 0 && gh_topology_job_declared(topo, (size_t)ji) &&
-          gh_topology_job_has_node(topo, (size_t)ji, node))) {
-        const char *nodes[1] = {node};
-        ji = gh_topology_add_job(topo, j, nodes, 1, 0);
-    }
-    job_costs_apply(ctl, j, ji);
+    if (gh_engine_declare_pod(ctl->engine, j, node) == GH_OK)
+        job_costs_apply(ctl, j);
 }
 
 static void pod_change(void *ud, const json_t *old, const json_t *obj)
