@@ -752,6 +752,12 @@ static void hold_resumed(void *ud, struct gh_drain_hold *h)
            jobs[0], h->n, (double)left / 1e9);
 }
 
+static void hold_skipped(void *ud, const char *id, const struct gh_err *err)
+{
+    (void)ud;
+    GH_LOG(GH_LOG_WARN, "event=drain_hold_unreadable id=%s error=\"%s\"", id, err->msg);
+}
+
 /* Leading: the drains held by the previous leader (or this process before
  * a restart) are held again, with their deadlines (drain_hold.h). Reads
  * the store from the loop, once per leadership. */
@@ -759,8 +765,8 @@ static void resume_holds(struct gh_controller *ctl, struct gh_audit *a)
 {
     struct gh_err err;
     int64_t back = ctl->o.remember_ns > 0 ? ctl->o.remember_ns : 7 * 24 * 3600 * GH_NS_PER_S;
-    if (gh_drain_holds_resume(a, now(ctl) - back, now(ctl), ctl->identity, hold_resumed, ctl,
-                              &err))
+    if (gh_drain_holds_resume(a, now(ctl) - back, now(ctl), ctl->identity, hold_resumed,
+                              hold_skipped, ctl, &err))
         GH_LOG(GH_LOG_ERROR, "event=drain_holds_unread error=\"%s\"", err.msg);
     release_drains(ctl); /* those whose deadline passed meanwhile */
 }
@@ -979,6 +985,32 @@ static void job_changed(void *ud, const char *job, const char *part)
         place_pods(ctl, part);
     }
     place_pods(ctl, job);
+}
+
+/* What the job informers did (job_watch.h), in the lines they logged. */
+static void job_watch_note(void *ud, const struct gh_job_watch_note *n)
+{
+    (void)ud;
+    const char *kind = n->res->kind;
+    switch (n->what) {
+    case GH_JOB_WATCH_INFORMER_ERROR:
+        GH_LOG(GH_LOG_WARN, "event=informer_error kind=%s rc=%s error=\"%s\"", kind,
+               gh_rc_str(n->rc), n->error);
+        break;
+    case GH_JOB_WATCH_INFORMER_FAILED:
+        GH_LOG(GH_LOG_ERROR, "event=job_informer kind=%s error=\"%s\"", kind, n->error);
+        break;
+    case GH_JOB_WATCH_INFORMER_STARTED:
+        GH_LOG(GH_LOG_INFO, "event=job_informer kind=%s group=%s version=%s", kind,
+               *n->res->group ? n->res->group : "core", n->res->version);
+        break;
+    case GH_JOB_WATCH_DISCOVERY_FAILED:
+        GH_LOG(GH_LOG_WARN, "event=discovery_failed kind=%s error=\"%s\"", kind, n->error);
+        break;
+    case GH_JOB_WATCH_NOT_SERVED:
+        GH_LOG(GH_LOG_DEBUG, "event=not_served kind=%s", kind);
+        break;
+    }
 }
 
 /* A training job is over (job_finished): the engine stops restarting it. */
@@ -1903,6 +1935,7 @@ int gh_controller_run(struct gh_controller *ctl, int stop_fd, struct gh_err *err
     if ((rc = gh_job_watch_new(ctl->c, ctl->o.watch_namespace, job_changed, ctl, &ctl->jobs,
                                err)) ||
         (gh_job_watch_on_signal(ctl->jobs, job_signal, ctl), 0) ||
+        (gh_job_watch_on_note(ctl->jobs, job_watch_note, ctl), 0) ||
         (rc = gh_job_watch_start(ctl->jobs, err)))
         return gh_err_prefix(err, rc, "job informers");
     if (ctl->o.no_leader_election) {

@@ -125,7 +125,8 @@ static void exercise(const char *url)
 
     /* a restart reads both back, deadlines and verdicts unchanged */
     struct got g = {0};
-    assert_int_equal(gh_drain_holds_resume(a, NOW - S, NOW + 100 * S, "ctl-2", collect, &g, &err),
+    assert_int_equal(gh_drain_holds_resume(a, NOW - S, NOW + 100 * S, "ctl-2", collect, NULL, &g,
+                                           &err),
                      GH_OK);
     assert_int_equal(g.n, 2);
     struct gh_drain_hold *d1 = &g.h[0], *d2 = &g.h[1];
@@ -172,7 +173,8 @@ static void exercise(const char *url)
 
     /* the next restart resumes only the one still held; its deadline passed */
     got_free(&g);
-    assert_int_equal(gh_drain_holds_resume(a, NOW - S, NOW + 100 * S, "ctl-3", collect, &g, &err),
+    assert_int_equal(gh_drain_holds_resume(a, NOW - S, NOW + 100 * S, "ctl-3", collect, NULL, &g,
+                                           &err),
                      GH_OK);
     assert_int_equal(g.n, 1);
     assert_string_equal(g.h[0].t.id, "inc-00000000000000d2");
