@@ -18,6 +18,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/mono.h"
+#include "control/decision.h"
 #include "control/executor.h"
 #include "control/job_costs.h"
 #include "control/job_kinds.h"
@@ -377,27 +378,15 @@ static bool blames_hardware(enum gh_class c)
     return c != GH_CLASS_APPLICATION && c != GH_CLASS_STRAGGLER && c != GH_CLASS_UNKNOWN;
 }
 
-/* Reads the actions of an incident object into acts (at most max). */
-static int actions_of(const json_t *inc, enum gh_action *acts, int max)
-{
-    int n = 0;
-    size_t i;
-    json_t *a;
-    json_array_foreach(json_object_get(inc, "actions"), i, a) {
-        int x = gh_action_from_name(json_string_value(a) ? json_string_value(a) : "");
-        if (x >= 0 && n < max)
-            acts[n++] = (enum gh_action)x;
-    }
-    return n;
-}
-
 /* An incident (spec section 3 object, stolen) the leader acts on: guards,
- * then the executor. */
-static void decide(struct gh_controller *ctl, json_t *inc, int64_t first_arrival)
+ * then the executor. d: its decision (borrowed from inc; copied into the
+ * task). */
+static void decide(struct gh_controller *ctl, json_t *inc, const struct gh_decision *d,
+                   int64_t first_arrival)
 {
     int64_t t = now(ctl);
-    const char *id = gh_json_str(inc, "id"), *node = gh_json_str(inc, "node");
-    int cls = gh_class_from_name(gh_json_str(inc, "class") ? gh_json_str(inc, "class") : "");
+    const char *id = d->id, *node = d->node;
+    int cls = d->cls;
     bool created = false;
     if (!id || gh_strmap_intern(ctl->known, id, &created, NULL) < 0 || !created) {
         GH_LOG(GH_LOG_DEBUG, "event=incident_known id=%s", id ? id : "-");
@@ -411,10 +400,10 @@ static void decide(struct gh_controller *ctl, json_t *inc, int64_t first_arrival
     struct gh_task task;
     memset(&task, 0, sizeof task);
     task.kind = GH_TASK_DECISION;
+    task.d = *d;
     snprintf(task.id, sizeof task.id, "%s", id);
-    enum gh_action acts[GH_TASK_MAX_ACTIONS];
-    task.n = actions_of(inc, acts, GH_TASK_MAX_ACTIONS);
-    gh_guard_check(ctl->guard, acts, task.n, node, false, t, task.v);
+    task.n = d->n_actions;
+    gh_guard_check(ctl->guard, d->actions, task.n, node, false, t, task.v);
     count_trips(ctl, task.v, task.n);
     gh_guard_commit(ctl->guard, task.v, task.n, node, t);
     const struct gh_guard_config *gc = gh_guard_config(ctl->guard);
@@ -433,9 +422,8 @@ static void decide(struct gh_controller *ctl, json_t *inc, int64_t first_arrival
         }
     }
     GH_LOG(GH_LOG_INFO, "event=incident id=%s class=%s node=%s job=%s rule=%s mode=%s", id,
-           gh_json_str(inc, "class") ? gh_json_str(inc, "class") : "-", node ? node : "-",
-           gh_json_str(inc, "job") ? gh_json_str(inc, "job") : "-", gh_json_str(inc, "rule") ? gh_json_str(inc, "rule") : "-",
-           task.mode);
+           cls >= 0 ? gh_class_name((enum gh_class)cls) : "-", node ? node : "-",
+           d->job ? d->job : "-", d->rule ? d->rule : "-", task.mode);
     task.incident = inc;
     if (!awaits && hold_drain(ctl, &task))
         return; /* submitted when the jobs have checkpointed, or at the timeout */
@@ -539,14 +527,19 @@ static void on_incident(void *ud, const struct gh_incident *inc)
         return;
     }
     costs_reason(ctl, inc, j);
-    if (!governed(ctl, inc, j))
+    struct gh_decision d;
+    gh_decision_from_incident(&d, inc, j);
+    if (!governed(ctl, inc, j)) {
         json_object_set_new(j, "actions", json_pack("[s]", gh_action_name(GH_ACT_NONE)));
+        d.n_actions = 1;
+        d.actions[0] = GH_ACT_NONE;
+    }
     int64_t first = 0;
     for (size_t i = 0; i < inc->n_evidence; i++)
         if (inc->evidence[i]->arrival_ns && (!first || inc->evidence[i]->arrival_ns < first))
             first = inc->evidence[i]->arrival_ns;
     if (ctl->leading && fenced_in(ctl)) {
-        decide(ctl, j, first);
+        decide(ctl, j, &d, first);
         return;
     }
     /* A standby keeps what it decided (agents may post to any replica) and
@@ -566,17 +559,17 @@ static void approve(struct gh_controller *ctl, const char *id, const char *by)
         return;
     gh_strmap_set_value(ctl->awaiting, (size_t)k, NULL);
     ctl->n_awaiting--;
-    enum gh_action acts[GH_TASK_MAX_ACTIONS];
-    int n = actions_of(inc, acts, GH_TASK_MAX_ACTIONS);
     struct gh_task task;
     memset(&task, 0, sizeof task);
+    gh_decision_read(&task.d, inc); /* held as its object (also read back from the store) */
+    int n = task.d.n_actions;
     task.kind = GH_TASK_APPROVED;
     snprintf(task.id, sizeof task.id, "%s", id);
     snprintf(task.approver, sizeof task.approver, "approved by %s", by && *by ? by : "someone");
     task.n = n;
     int64_t t = now(ctl);
-    const char *node = gh_json_str(inc, "node");
-    gh_guard_check(ctl->guard, acts, n, node, true, t, task.v);
+    const char *node = task.d.node;
+    gh_guard_check(ctl->guard, task.d.actions, n, node, true, t, task.v);
     count_trips(ctl, task.v, task.n);
     gh_guard_commit(ctl->guard, task.v, task.n, node, t);
     task.incident = inc; /* the executor reads it from the store; the hold needs it */
@@ -632,7 +625,7 @@ static bool hold_drain(struct gh_controller *ctl, struct gh_task *t)
     for (int i = 0; i < t->n; i++)
         drains = drains || (t->v[i].action == GH_ACT_DRAIN_NODE &&
                             t->v[i].outcome == GH_GUARD_ALLOW);
-    const char *node = gh_json_str(t->incident, "node"), *job = gh_json_str(t->incident, "job");
+    const char *node = t->d.node, *job = t->d.job;
     if (!drains || !node)
         return false;
     /* the incident's job, else the jobs with pods on the node */
@@ -678,6 +671,7 @@ static bool hold_drain(struct gh_controller *ctl, struct gh_task *t)
     snprintf(rec.id, sizeof rec.id, "%s", id);
     snprintf(rec.mode, sizeof rec.mode, "%s", t->mode);
     rec.incident = json_deep_copy(t->incident);
+    gh_decision_read(&rec.d, rec.incident);
     rec.hold = gh_drain_hold_payload(t, wait, n, t0, t0 + timeout);
     struct gh_err err;
     if (gh_drain_waits_hold(ctl->waits, t, wait, n, t0, t0 + timeout, &err)) {
@@ -1538,8 +1532,12 @@ static void lead(struct gh_controller *ctl)
     if (a)
         resume_holds(ctl, a);
     gh_audit_close(a);
-    for (size_t i = 0; i < ctl->n_deferred; i++)
-        decide(ctl, ctl->deferred[i].inc, ctl->deferred[i].first_arrival);
+    for (size_t i = 0; i < ctl->n_deferred; i++) {
+        /* held as its object (a decision the executor handed back is one) */
+        struct gh_decision d;
+        gh_decision_read(&d, ctl->deferred[i].inc);
+        decide(ctl, ctl->deferred[i].inc, &d, ctl->deferred[i].first_arrival);
+    }
     ctl->n_deferred = 0;
 }
 

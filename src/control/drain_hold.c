@@ -9,6 +9,7 @@
 
 #include "common/json.h"
 #include "common/timeutil.h"
+#include "control/decision.h"
 
 #define HOLD_IDS_MAX 4096 /* holds resumed at one leadership */
 
@@ -230,6 +231,7 @@ static bool hold_from(struct gh_drain_hold *h, const char *id, const char *mode,
     h->since_ns = json_integer_value(json_object_get(p, "since_ns"));
     h->deadline_ns = json_integer_value(json_object_get(p, "deadline_ns"));
     h->t.incident = inc;
+    gh_decision_read(&h->t.d, inc);
     return h->n > 0 && h->deadline_ns > 0;
 }
 

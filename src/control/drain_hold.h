@@ -29,7 +29,7 @@
 #include "audit/audit.h"
 #include "common/err.h"
 #include "control/drain_wait.h"
-#include "control/executor.h"
+#include "control/task-t.h"
 
 #define GH_PHASE_HELD "HeldForCheckpoint"
 

@@ -14,6 +14,7 @@
 
 #include "audit/audit.h"
 #include "common/json.h"
+#include "control/decision.h"
 #include "control/drain_hold.h"
 #include "control/job_kinds.h"
 #include "kube/api.h"
@@ -24,7 +25,6 @@
 #define QUEUE_DEFAULT 4096
 #define REPORTS_MAX 4096
 #define EVIDENCE_CR_MAX 100
-#define PODS_MAX 16
 
 #define WORKERS_DEFAULT 8
 #define WORKERS_MAX 64
@@ -128,9 +128,9 @@ static void split_job(const char *job, char *ns, size_t nscap, char *name, size_
     }
 }
 
-static void target_of(const json_t *inc, enum gh_action a, char *buf, size_t cap)
+static void target_of(const struct gh_decision *d, enum gh_action a, char *buf, size_t cap)
 {
-    const char *node = gh_json_str(inc, "node"), *job = gh_json_str(inc, "job");
+    const char *node = d->node, *job = d->job;
     if (node_action(a) && node)
         snprintf(buf, cap, "node/%s", node);
     else if (job) {
@@ -303,10 +303,10 @@ static void event(struct worker *w, const struct gh_kube_res *res, const char *n
 /* Events about a decision on the node, the job and the pods in the
  * evidence, and on the Incident object itself. A dry-run decision says so
  * first: nothing was done, whatever the reason sentence reads like. */
-static void decision_events(struct worker *w, const json_t *inc, const char *mode,
+static void decision_events(struct worker *w, const struct gh_decision *d, const char *mode,
                             const char *summary)
 {
-    const char *id = gh_json_str(inc, "id"), *node = gh_json_str(inc, "node"), *job = gh_json_str(inc, "job");
+    const char *id = d->id, *node = d->node, *job = d->job;
     bool dry = mode && !strcmp(mode, "dry_run");
     char note[1024];
     snprintf(note, sizeof note, "%s: %s%s", id ? id : "?",
@@ -321,20 +321,16 @@ static void decision_events(struct worker *w, const json_t *inc, const char *mod
         split_job(job, ns, sizeof ns, name, sizeof name);
         event(w, &gh_kube_res_jobs, ns, name, "Warning", "GPUFault", "Decide", note);
     }
-    size_t i;
-    json_t *e;
-    int pods = 0;
-    json_array_foreach(json_object_get(inc, "evidence"), i, e) {
-        const char *pns = gh_json_str(e, "namespace"), *pod = gh_json_str(e, "pod");
-        if (pns && pod && pods++ < PODS_MAX)
-            event(w, &gh_kube_res_pods, pns, pod, "Warning", "GPUFaultDiagnosed", "Decide", note);
-    }
+    for (int i = 0; i < d->n_pods; i++)
+        event(w, &gh_kube_res_pods, d->pods[i].ns, d->pods[i].name, "Warning",
+              "GPUFaultDiagnosed", "Decide", note);
 }
 
 /* ---- actions */
 
 struct run_ctx {
-    const json_t *inc;
+    const json_t *inc;           /* its object: what is recorded (the reason) */
+    const struct gh_decision *d; /* read from inc */
     const char *id;
     int64_t first_issue;
 };
@@ -379,9 +375,8 @@ static void act_once(struct worker *w, struct run_ctx *rc, struct gh_audit_inten
 static void run_intent(struct worker *w, struct run_ctx *rc, struct gh_audit_intent *it,
                        struct gh_act_result *res)
 {
-    const json_t *inc = rc->inc;
     enum gh_action a = (enum gh_action)gh_action_from_name(it->action);
-    const char *node = gh_json_str(inc, "node"), *job = gh_json_str(inc, "job");
+    const char *node = rc->d->node, *job = rc->d->job;
     char ns[64], name[254];
     split_job(job, ns, sizeof ns, name, sizeof name);
     int64_t t0 = now(w);
@@ -437,16 +432,15 @@ static void run_intent(struct worker *w, struct run_ctx *rc, struct gh_audit_int
 static void act_once(struct worker *w, struct run_ctx *rc, struct gh_audit_intent *it,
                      struct gh_act_result *res)
 {
-    const json_t *inc = rc->inc;
+    const struct gh_decision *d = rc->d;
     enum gh_action a = (enum gh_action)gh_action_from_name(it->action);
     struct gh_act_ctx x = {w->c, w->ex->clock, rc->id, w->ex->o.taint_key};
     struct gh_err err = {{0}};
-    const char *node = gh_json_str(inc, "node"), *job = gh_json_str(inc, "job");
+    const char *node = d->node, *job = d->job;
     char ns[64], name[254];
     split_job(job, ns, sizeof ns, name, sizeof name);
     memset(res, 0, sizeof *res);
-    json_t *gpu = json_object_get(inc, "gpu");
-    int g = json_is_integer(gpu) ? (int)json_integer_value(gpu) : -1;
+    int g = d->gpu;
     switch (a) {
     case GH_ACT_ISOLATE_NODE:
         gh_act_isolate_node(&x, node, w->ex->o.no_execute_taint, res, &err);
@@ -457,20 +451,16 @@ static void act_once(struct worker *w, struct run_ctx *rc, struct gh_audit_inten
     case GH_ACT_RUN_DIAGNOSTICS:
         gh_act_request_node_op(&x, node, it->action, a == GH_ACT_RESET_GPU ? g : -1, res, &err);
         break;
-    case GH_ACT_REPLACE_NODE: gh_act_replace_node(&x, node, gh_json_str(inc, "reason"), res, &err); break;
+    case GH_ACT_REPLACE_NODE:
+        gh_act_replace_node(&x, node, gh_json_str(rc->inc, "reason"), res, &err);
+        break;
     case GH_ACT_RETRY_IN_PLACE: {
-        char buf[PODS_MAX][320];
-        const char *pods[PODS_MAX];
+        char buf[GH_DECISION_PODS_MAX][320];
+        const char *pods[GH_DECISION_PODS_MAX];
         int np = 0;
-        size_t i;
-        json_t *e;
-        json_array_foreach(json_object_get(inc, "evidence"), i, e) {
-            const char *pns = gh_json_str(e, "namespace"), *pod = gh_json_str(e, "pod");
-            if (pns && pod && np < PODS_MAX) {
-                snprintf(buf[np], sizeof buf[np], "%s/%s", pns, pod);
-                pods[np] = buf[np];
-                np++;
-            }
+        for (; np < d->n_pods; np++) {
+            snprintf(buf[np], sizeof buf[np], "%s/%s", d->pods[np].ns, d->pods[np].name);
+            pods[np] = buf[np];
         }
         gh_act_retry_in_place(&x, job ? ns : NULL, job ? name : NULL, pods, np, res, &err);
         break;
@@ -483,11 +473,8 @@ static void act_once(struct worker *w, struct run_ctx *rc, struct gh_audit_inten
         json_t *pl = it->payload ? json_loads(it->payload, 0, NULL) : NULL;
         if (!pl) {
             const char *avoid[1] = {node};
-            json_t *ck = json_object_get(inc, "checkpoint");
-            json_t *step = json_object_get(ck, "step");
-            if (gh_act_restart_prepare(&x, ns, name, avoid, node ? 1 : 0,
-                                       json_is_integer(step) ? json_integer_value(step) : -1,
-                                       gh_json_str(ck, "path"), &pl, res, &err) != GH_OK)
+            if (gh_act_restart_prepare(&x, ns, name, avoid, node ? 1 : 0, d->checkpoint_step,
+                                       d->checkpoint_path, &pl, res, &err) != GH_OK)
                 break;
             /* durable before anything changes: a crash from here on
              * resumes with the same replacement */
@@ -565,10 +552,10 @@ static bool answered(const struct gh_audit_incident_rec *r, size_t i)
 }
 
 /* The whole recorded history of one incident: phase from its actions. */
-static void finish_incident(struct worker *w, const json_t *inc, const char *mode,
-                            struct gh_exec_report *rep)
+static void finish_incident(struct worker *w, const json_t *inc, const struct gh_decision *d,
+                            const char *mode, struct gh_exec_report *rep)
 {
-    const char *id = gh_json_str(inc, "id");
+    const char *id = d->id;
     struct gh_audit_subject s = {GH_AUDIT_INCIDENT, ""};
     snprintf(s.name, sizeof s.name, "%s", id);
     struct gh_audit_incident_rec *recs = NULL;
@@ -633,12 +620,8 @@ static void finish_incident(struct worker *w, const json_t *inc, const char *mod
     free_list(&l);
     if (!any && strcmp(phase, "Acting") != 0) {
         bool nothing = true;
-        size_t i;
-        json_t *a;
-        json_array_foreach(json_object_get(inc, "actions"), i, a) {
-            if (json_string_value(a) && strcmp(json_string_value(a), "none") != 0)
-                nothing = false;
-        }
+        for (int i = 0; i < d->n_actions; i++)
+            nothing = nothing && d->actions[i] == GH_ACT_NONE;
         phase = pending ? "AwaitingApproval" : nothing ? "Succeeded" : "Skipped";
         if (!used)
             snprintf(msg, sizeof msg, "%s", pending ? "waiting for approval (gpuheal approve ID)"
@@ -656,13 +639,13 @@ static void finish_incident(struct worker *w, const json_t *inc, const char *mod
  * the first of them isolates the node, only the leading isolations run and
  * true is returned while others remain (stage 2 runs them), so that a
  * burst of incidents gets its nodes isolated before anything slower. */
-static bool run_pending(struct worker *w, const json_t *inc, const char *id,
-                        struct gh_exec_report *rep, bool isolate_first)
+static bool run_pending(struct worker *w, const json_t *inc, const struct gh_decision *d,
+                        const char *id, struct gh_exec_report *rep, bool isolate_first)
 {
     struct pending_list l = {.only = id};
     struct gh_err err;
     (void)gh_audit_intents_pending(w->a, collect_intent, &l, &err);
-    struct run_ctx rc = {inc, id, 0};
+    struct run_ctx rc = {inc, d, id, 0};
     bool split = isolate_first && l.n > 0 &&
                  gh_action_from_name(l.v[0].action) == (int)GH_ACT_ISOLATE_NODE;
     bool rest = false;
@@ -697,10 +680,10 @@ static bool run_pending(struct worker *w, const json_t *inc, const char *id,
 
 /* Records guards and intents of the allowed actions in the current
  * transaction. */
-static int record_verdicts(struct worker *w, const json_t *inc, const struct gh_task *t,
-                           int64_t ts, struct gh_err *err)
+static int record_verdicts(struct worker *w, const struct gh_decision *d,
+                           const struct gh_task *t, int64_t ts, struct gh_err *err)
 {
-    const char *id = gh_json_str(inc, "id");
+    const char *id = d->id;
     int rc = GH_OK;
     if (t->kind == GH_TASK_APPROVED) {
         struct gh_audit_guard g = {id, ts, NULL, NULL, "approval", "approved",
@@ -709,7 +692,7 @@ static int record_verdicts(struct worker *w, const json_t *inc, const struct gh_
     }
     for (int i = 0; i < t->n && !rc; i++) {
         char target[GH_AUDIT_ID_MAX];
-        target_of(inc, t->v[i].action, target, sizeof target);
+        target_of(d, t->v[i].action, target, sizeof target);
         struct gh_audit_guard g = {id,
                                    ts,
                                    gh_action_name(t->v[i].action),
@@ -755,11 +738,12 @@ static json_t *load_incident_json(struct worker *w, const char *id, char *mode, 
 static void do_decision_rest(struct worker *w, struct gh_task *t, struct gh_exec_report *rep)
 {
     json_t *inc = t->incident;
-    const char *id = gh_json_str(inc, "id");
-    (void)run_pending(w, inc, id, rep, false);
+    const char *id = t->d.id;
+    (void)run_pending(w, inc, &t->d, id, rep, false);
     /* the Incident object first: its Event names it by uid */
-    finish_incident(w, inc, t->mode, rep);
-    decision_events(w, inc, t->mode, gh_json_str(inc, "reason") ? gh_json_str(inc, "reason") : "");
+    finish_incident(w, inc, &t->d, t->mode, rep);
+    decision_events(w, &t->d, t->mode,
+                    gh_json_str(inc, "reason") ? gh_json_str(inc, "reason") : "");
 }
 
 /* Pending intents of incident id in the store (0 when unreadable). */
@@ -800,7 +784,7 @@ static int record_decision(struct worker *w, struct gh_task *t, bool *dup, struc
         return GH_OK;
     }
     if (!rc)
-        rc = record_verdicts(w, inc, t, ts, err);
+        rc = record_verdicts(w, &t->d, t, ts, err);
     if (!rc)
         rc = gh_audit_commit(w->a, err);
     else
@@ -820,9 +804,9 @@ static bool do_decision(struct worker *w, struct gh_task *t, bool split,
                         struct gh_exec_report *rep)
 {
     json_t *inc = t->incident;
-    const char *id = gh_json_str(inc, "id");
+    const char *id = t->d.id;
     snprintf(rep->id, sizeof rep->id, "%s", id ? id : "");
-    snprintf(rep->node, sizeof rep->node, "%s", gh_json_str(inc, "node") ? gh_json_str(inc, "node") : "");
+    snprintf(rep->node, sizeof rep->node, "%s", t->d.node ? t->d.node : "");
     struct gh_err err = {{0}};
     bool dup = false;
     long backoff_ms = COMMIT_RETRY_FIRST_MS;
@@ -863,11 +847,12 @@ static bool do_decision(struct worker *w, struct gh_task *t, bool split,
         snprintf(rep->phase, sizeof rep->phase, "Duplicate");
         return false;
     }
-    if (run_pending(w, inc, id, rep, split))
+    if (run_pending(w, inc, &t->d, id, rep, split))
         return true;
     /* the Incident object first: its Event names it by uid */
-    finish_incident(w, inc, t->mode, rep);
-    decision_events(w, inc, t->mode, gh_json_str(inc, "reason") ? gh_json_str(inc, "reason") : "");
+    finish_incident(w, inc, &t->d, t->mode, rep);
+    decision_events(w, &t->d, t->mode,
+                    gh_json_str(inc, "reason") ? gh_json_str(inc, "reason") : "");
     return false;
 }
 
@@ -880,7 +865,9 @@ static void do_approved(struct worker *w, struct gh_task *t, struct gh_exec_repo
         snprintf(rep->phase, sizeof rep->phase, "Unknown");
         return;
     }
-    snprintf(rep->node, sizeof rep->node, "%s", gh_json_str(inc, "node") ? gh_json_str(inc, "node") : "");
+    struct gh_decision d; /* the stored record's (borrowed from inc) */
+    gh_decision_read(&d, inc);
+    snprintf(rep->node, sizeof rep->node, "%s", d.node ? d.node : "");
     struct gh_err err = {{0}};
     int rc = gh_audit_begin(w->a, &err);
     bool released = false;
@@ -896,10 +883,11 @@ static void do_approved(struct worker *w, struct gh_task *t, struct gh_exec_repo
         if (released) { /* the stored object now tells the wait */
             json_decref(inc);
             inc = json_incref(t->incident);
+            d = t->d;
         }
     }
     if (!rc)
-        rc = record_verdicts(w, inc, t, now(w), &err);
+        rc = record_verdicts(w, &d, t, now(w), &err);
     if (!rc)
         rc = gh_audit_set_phase(w->a, t->id, "Acting", &err);
     if (!rc)
@@ -911,8 +899,8 @@ static void do_approved(struct worker *w, struct gh_task *t, struct gh_exec_repo
         json_decref(inc);
         return;
     }
-    (void)run_pending(w, inc, t->id, rep, false);
-    finish_incident(w, inc, mode, rep);
+    (void)run_pending(w, inc, &d, t->id, rep, false);
+    finish_incident(w, inc, &d, mode, rep);
     json_decref(inc);
 }
 
@@ -921,9 +909,9 @@ static void do_approved(struct worker *w, struct gh_task *t, struct gh_exec_repo
 static void do_hold(struct worker *w, struct gh_task *t, struct gh_exec_report *rep)
 {
     json_t *inc = t->incident;
-    const char *id = gh_json_str(inc, "id");
+    const char *id = t->d.id;
     snprintf(rep->id, sizeof rep->id, "%s", id ? id : t->id);
-    snprintf(rep->node, sizeof rep->node, "%s", gh_json_str(inc, "node") ? gh_json_str(inc, "node") : "");
+    snprintf(rep->node, sizeof rep->node, "%s", t->d.node ? t->d.node : "");
     bool decision = gh_json_str(t->hold, "task") && !strcmp(gh_json_str(t->hold, "task"), "decision");
     const char *mode = decision ? t->mode : "approval";
     struct gh_err err = {{0}};
@@ -1041,7 +1029,9 @@ static void do_outcome(struct worker *w, struct gh_task *t, struct gh_exec_repor
     snprintf(note, sizeof note, "%s %s: %s (%s)", action, t->req_result, t->req_detail, t->id);
     event(w, &gh_kube_res_nodes, NULL, t->node, ok ? "Normal" : "Warning",
           ok ? "GPUHealAction" : "GPUHealActionFailed", action, note);
-    finish_incident(w, inc, mode, rep);
+    struct gh_decision d; /* the stored record's (borrowed from inc) */
+    gh_decision_read(&d, inc);
+    finish_incident(w, inc, &d, mode, rep);
     json_decref(inc);
 }
 
@@ -1063,13 +1053,15 @@ static void do_replay(struct worker *w, struct gh_exec_report *rep)
             (void)gh_audit_intent_finish(w->a, l.v[i].id, "cancelled", now(w), &err);
             continue;
         }
+        struct gh_decision d; /* the stored record's (borrowed from inc) */
+        gh_decision_read(&d, inc);
         struct gh_exec_report r;
         memset(&r, 0, sizeof r);
         r.kind = GH_TASK_REPLAY;
         snprintf(r.id, sizeof r.id, "%s", l.v[i].incident_id);
-        snprintf(r.node, sizeof r.node, "%s", gh_json_str(inc, "node") ? gh_json_str(inc, "node") : "");
-        (void)run_pending(w, inc, l.v[i].incident_id, &r, false);
-        finish_incident(w, inc, mode, &r);
+        snprintf(r.node, sizeof r.node, "%s", d.node ? d.node : "");
+        (void)run_pending(w, inc, &d, l.v[i].incident_id, &r, false);
+        finish_incident(w, inc, &d, mode, &r);
         json_decref(inc);
         report(w, &r);
         rep->n++;
@@ -1360,8 +1352,7 @@ static void job_keys(struct job *j)
         snprintf(j->keys[j->nkeys++], KEY_MAX, "node/%.300s", t->node);
     }
     if (t->kind == GH_TASK_DECISION) {
-        const char *id = gh_json_str(t->incident, "id"), *node = gh_json_str(t->incident, "node"),
-                   *jb = gh_json_str(t->incident, "job");
+        const char *id = t->d.id, *node = t->d.node, *jb = t->d.job;
         snprintf(j->keys[j->nkeys++], KEY_MAX, "inc/%.300s", id ? id : t->id);
         if (node)
             snprintf(j->keys[j->nkeys++], KEY_MAX, "node/%.300s", node);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "audit/audit.h"
+#include "control/decision.h"
 #include "control/drain_hold.h"
 #include "control/drain_wait.h"
 #include "store_fixture.h"
@@ -42,6 +43,7 @@ static struct gh_task task(const char *id, enum gh_task_kind kind)
     t.v[0] = (struct gh_guard_verdict){GH_ACT_DRAIN_NODE, GH_GUARD_ALLOW, "budget", "1 of 10"};
     t.v[1] = (struct gh_guard_verdict){GH_ACT_RUN_DIAGNOSTICS, GH_GUARD_ALLOW, "none", "ok"};
     t.incident = incident(id);
+    gh_decision_read(&t.d, t.incident); /* as the controller fills it */
     return t;
 }
 
