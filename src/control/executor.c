@@ -1,6 +1,7 @@
 /* executor.c - the controller's worker pool: record, intend, act, record,
  * publish; and the replay of intents a killed process left pending. Tasks
- * sharing a target are serialized; isolations go before slower actions. */
+ * sharing a target are serialized; isolations go before slower actions.
+ * The Incident object and the Events are published by executor_publish.c. */
 #include "control/executor.h"
 
 #include <errno.h>
@@ -15,16 +16,15 @@
 #include "audit/audit.h"
 #include "common/json.h"
 #include "control/decision.h"
+#include "control/executor_publish.h"
 #include "control/drain_hold.h"
 #include "control/job_kinds.h"
 #include "kube/api.h"
 #include "kube/client.h"
-#include "kube/events.h"
 #include "kube/ratelimit.h"
 
 #define QUEUE_DEFAULT 4096
 #define REPORTS_MAX 4096
-#define EVIDENCE_CR_MAX 100
 
 #define WORKERS_DEFAULT 8
 #define WORKERS_MAX 64
@@ -58,6 +58,7 @@ struct job {
 struct worker {
     struct gh_executor *ex; /* borrowed */
     struct gh_kube_client *c;
+    struct gh_exec_pub pub; /* c, the clock, the identity: for publishing */
     struct gh_audit *a;
     pthread_t thread;
     bool started;
@@ -115,19 +116,6 @@ static bool node_action(enum gh_action a)
            a == GH_ACT_REBOOT_NODE || a == GH_ACT_REPLACE_NODE || a == GH_ACT_RUN_DIAGNOSTICS;
 }
 
-/* Splits "ns/name" (a job without a namespace is in "default"). */
-static void split_job(const char *job, char *ns, size_t nscap, char *name, size_t namecap)
-{
-    const char *slash = job ? strchr(job, '/') : NULL;
-    if (slash) {
-        snprintf(ns, nscap, "%.*s", (int)(slash - job), job);
-        snprintf(name, namecap, "%s", slash + 1);
-    } else {
-        snprintf(ns, nscap, "default");
-        snprintf(name, namecap, "%s", job ? job : "");
-    }
-}
-
 static void target_of(const struct gh_decision *d, enum gh_action a, char *buf, size_t cap)
 {
     const char *node = d->node, *job = d->job;
@@ -135,7 +123,7 @@ static void target_of(const struct gh_decision *d, enum gh_action a, char *buf, 
         snprintf(buf, cap, "node/%s", node);
     else if (job) {
         char ns[64], name[254];
-        split_job(job, ns, sizeof ns, name, sizeof name);
+        gh_exec_split_job(job, ns, sizeof ns, name, sizeof name);
         snprintf(buf, cap, "job/%.63s/%.180s", ns, name);
     } else if (node)
         snprintf(buf, cap, "node/%s", node);
@@ -164,166 +152,6 @@ static void report(struct worker *w, const struct gh_exec_report *r)
     uint64_t one = 1;
     ssize_t wr = write(w->ex->efd, &one, sizeof one);
     (void)wr;
-}
-
-/* ---- publishing: the Incident object and Events */
-
-static const char *cr_result(const char *r)
-{
-    if (!r)
-        return "Pending";
-    if (!strcmp(r, "succeeded") || !strcmp(r, "noop"))
-        return "Succeeded";
-    if (!strcmp(r, "failed") || !strcmp(r, "not_configured") || !strcmp(r, "interrupted") ||
-        !strcmp(r, "timed_out"))
-        return "Failed";
-    if (!strcmp(r, "requested"))
-        return "Running"; /* the node agent has it; its outcome is recorded when it answers */
-    if (!strcmp(r, "denied"))
-        return "Blocked";
-    if (!strcmp(r, "awaiting_approval") || !strcmp(r, "pending"))
-        return "Pending";
-    return "Skipped";
-}
-
-static json_t *incident_spec(const json_t *inc, const char *mode)
-{
-    json_t *spec = json_object();
-    if (!spec)
-        return NULL;
-    const char *keys[][2] = {{"id", "id"},        {"class", "class"},    {"node", "node"},
-                             {"job", "job"},      {"rule", "rule"},      {"first_ts", "firstTime"},
-                             {"decided_ts", "decidedTime"}};
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        const char *v = gh_json_str(inc, keys[i][0]);
-        if (v)
-            json_object_set_new(spec, keys[i][1], json_string(v));
-    }
-    char reason[2048];
-    snprintf(reason, sizeof reason, "%s", gh_json_str(inc, "reason") ? gh_json_str(inc, "reason") : "");
-    json_object_set_new(spec, "reason", json_string(reason));
-    json_t *gpu = json_object_get(inc, "gpu");
-    if (json_is_integer(gpu))
-        json_object_set(spec, "gpu", gpu);
-    json_t *acts = json_object_get(inc, "actions");
-    json_object_set_new(spec, "actions", json_is_array(acts) && json_array_size(acts)
-                                             ? json_deep_copy(acts)
-                                             : json_pack("[s]", "none"));
-    json_t *ck = json_object_get(inc, "checkpoint");
-    if (json_is_object(ck))
-        json_object_set_new(spec, "checkpoint", json_deep_copy(ck));
-    json_t *ev = json_array();
-    size_t i;
-    json_t *e;
-    json_array_foreach(json_object_get(inc, "evidence"), i, e) {
-        if (i >= EVIDENCE_CR_MAX)
-            break;
-        json_t *c = json_deep_copy(e);
-        const char *msg = gh_json_str(c, "msg");
-        if (msg && strlen(msg) > 4000) {
-            size_t cut = 4000; /* not inside a UTF-8 sequence */
-            while (cut > 0 && ((unsigned char)msg[cut] & 0xC0) == 0x80)
-                cut--;
-            json_object_set_new(c, "msg", json_stringn(msg, cut));
-        }
-        json_array_append_new(ev, c);
-    }
-    json_object_set_new(spec, "evidence", ev);
-    json_object_set_new(spec, "dryRun", json_boolean(mode && !strcmp(mode, "dry_run")));
-    return spec;
-}
-
-static void rfc_now(const struct worker *w, char *buf)
-{
-    int64_t t = now(w);
-    gh_time_format_rfc3339(t - t % GH_NS_PER_S, buf, GH_RFC3339_MAX);
-    char *dot = strchr(buf, '.');
-    if (dot)
-        memcpy(dot, "Z", 2);
-}
-
-/* Creates or updates the Incident object (server-side apply) and its
- * status. Failures are reported in the audit trail's detail, never fatal:
- * the store is the record, the object its view. */
-static void publish_incident(struct worker *w, const json_t *inc, const char *mode,
-                             const char *phase, const json_t *status_actions, const char *message,
-                             struct gh_exec_report *rep)
-{
-    const char *id = gh_json_str(inc, "id");
-    if (!id)
-        return;
-    struct gh_err err = {{0}};
-    int rc = GH_OK;
-    json_t *labels = json_pack("{s:s}", "gpuheal.io/class", gh_json_str(inc, "class") ? gh_json_str(inc, "class") : "unknown");
-    const char *node = gh_json_str(inc, "node");
-    if (labels && node && strlen(node) <= 63)
-        json_object_set_new(labels, "gpuheal.io/node", json_string(node));
-    json_t *obj = json_pack("{s:s, s:s, s:{s:s, s:o}, s:o}", "apiVersion", "gpuheal.io/v1alpha1",
-                            "kind", "Incident", "metadata", "name", id, "labels", labels, "spec",
-                            incident_spec(inc, mode));
-    struct gh_kube_ref ref = {&gh_kube_res_incidents, NULL, id};
-    rc = obj ? gh_kube_patch(w->c, &ref, NULL, GH_KUBE_PATCH_APPLY, obj, NULL, NULL, &err)
-             : gh_err_set(&err, GH_ENOMEM, "out of memory");
-    json_decref(obj);
-    char ts[GH_RFC3339_MAX];
-    rfc_now(w, ts);
-    json_t *st = json_pack("{s:{s:s, s:s}}", "status", "phase", phase, "message",
-                           message ? message : "");
-    json_t *s = json_object_get(st, "status");
-    if (status_actions)
-        json_object_set(s, "actions", (json_t *)status_actions);
-    if (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed") || !strcmp(phase, "Skipped"))
-        json_object_set_new(s, "completionTime", json_string(ts));
-    if (!rc)
-        rc = st ? gh_kube_patch(w->c, &ref, "status", GH_KUBE_PATCH_MERGE, st, NULL, NULL, &err)
-                : gh_err_set(&err, GH_ENOMEM, "out of memory");
-    json_decref(st);
-    if (rc && rep && !rep->warning[0])
-        snprintf(rep->warning, sizeof rep->warning, "Incident %s: %.250s", id, err.msg);
-}
-
-/* An Event about the object of type res named ns/name (ns NULL for a
- * cluster-scoped one), with its uid so that `kubectl describe` shows it. */
-static void event(struct worker *w, const struct gh_kube_res *res, const char *ns,
-                  const char *name, const char *type, const char *reason, const char *action,
-                  const char *note)
-{
-    struct gh_kube_event_spec s = {
-        .regarding_name = name,
-        .regarding_ns = ns,
-        .type = type,
-        .reason = reason,
-        .action = action,
-        .note = note,
-        .reporting_instance = w->ex->identity,
-    };
-    (void)gh_kube_event_post_about(w->c, res, &s, NULL, NULL, NULL);
-}
-
-/* Events about a decision on the node, the job and the pods in the
- * evidence, and on the Incident object itself. A dry-run decision says so
- * first: nothing was done, whatever the reason sentence reads like. */
-static void decision_events(struct worker *w, const struct gh_decision *d, const char *mode,
-                            const char *summary)
-{
-    const char *id = d->id, *node = d->node, *job = d->job;
-    bool dry = mode && !strcmp(mode, "dry_run");
-    char note[1024];
-    snprintf(note, sizeof note, "%s: %s%s", id ? id : "?",
-             dry ? "dry run, no action taken: " : "", summary);
-    if (id)
-        event(w, &gh_kube_res_incidents, NULL, id, "Warning", "IncidentDecided",
-              "Decide", note);
-    if (node)
-        event(w, &gh_kube_res_nodes, NULL, node, "Warning", "GPUFault", "Decide", note);
-    if (job) {
-        char ns[64], name[254];
-        split_job(job, ns, sizeof ns, name, sizeof name);
-        event(w, &gh_kube_res_jobs, ns, name, "Warning", "GPUFault", "Decide", note);
-    }
-    for (int i = 0; i < d->n_pods; i++)
-        event(w, &gh_kube_res_pods, d->pods[i].ns, d->pods[i].name, "Warning",
-              "GPUFaultDiagnosed", "Decide", note);
 }
 
 /* ---- actions */
@@ -378,7 +206,7 @@ static void run_intent(struct worker *w, struct run_ctx *rc, struct gh_audit_int
     enum gh_action a = (enum gh_action)gh_action_from_name(it->action);
     const char *node = rc->d->node, *job = rc->d->job;
     char ns[64], name[254];
-    split_job(job, ns, sizeof ns, name, sizeof name);
+    gh_exec_split_job(job, ns, sizeof ns, name, sizeof name);
     int64_t t0 = now(w);
     if (!rc->first_issue)
         rc->first_issue = t0;
@@ -404,7 +232,7 @@ static void run_intent(struct worker *w, struct run_ctx *rc, struct gh_audit_int
     snprintf(note, sizeof note, "%s %s: %s (%s)", it->action, res->result, res->detail, rc->id);
     bool ok = strcmp(res->result, "failed") != 0;
     if (node && node_action(a))
-        event(w, &gh_kube_res_nodes, NULL, node, ok ? "Normal" : "Warning",
+        gh_exec_event(&w->pub, &gh_kube_res_nodes, NULL, node, ok ? "Normal" : "Warning",
               ok ? "GPUHealAction" : "GPUHealActionFailed", it->action, note);
     if (job && (a == GH_ACT_RESTART_FROM_CHECKPOINT || a == GH_ACT_RETRY_IN_PLACE)) {
         /* the restart plan names what was restarted: a Job, a JobSet (also
@@ -423,7 +251,7 @@ static void run_intent(struct worker *w, struct run_ctx *rc, struct gh_audit_int
             snprintf(pname, sizeof pname, "%s", gh_json_str(pl, "name"));
         }
         json_decref(pl);
-        event(w, res_of, pns, pname, ok ? "Normal" : "Warning",
+        gh_exec_event(&w->pub, res_of, pns, pname, ok ? "Normal" : "Warning",
               ok ? "GPUHealAction" : "GPUHealActionFailed", it->action, note);
     }
 }
@@ -438,7 +266,7 @@ static void act_once(struct worker *w, struct run_ctx *rc, struct gh_audit_inten
     struct gh_err err = {{0}};
     const char *node = d->node, *job = d->job;
     char ns[64], name[254];
-    split_job(job, ns, sizeof ns, name, sizeof name);
+    gh_exec_split_job(job, ns, sizeof ns, name, sizeof name);
     memset(res, 0, sizeof *res);
     int g = d->gpu;
     switch (a) {
@@ -581,7 +409,7 @@ static void finish_incident(struct worker *w, const json_t *inc, const struct gh
             if (later)
                 continue;
             json_array_append_new(acts, json_pack("{s:s, s:s, s:s}", "action", g->action,
-                                                  "result", cr_result(g->verdict), "message",
+                                                  "result", gh_exec_cr_result(g->verdict), "message",
                                                   g->detail ? g->detail : ""));
             if (!strcmp(g->verdict, "awaiting_approval"))
                 pending = true;
@@ -596,11 +424,11 @@ static void finish_incident(struct worker *w, const json_t *inc, const struct gh
             char m[1024];
             snprintf(m, sizeof m, "%s", x->detail ? x->detail : "");
             json_array_append_new(acts, json_pack("{s:s, s:s, s:s, s:s, s:s}", "action",
-                                                  x->action, "result", cr_result(x->result),
+                                                  x->action, "result", gh_exec_cr_result(x->result),
                                                   "startTime", t1, "completionTime", t2,
                                                   "message", m));
             any = true;
-            if (x->result && !strcmp(cr_result(x->result), "Failed"))
+            if (x->result && !strcmp(gh_exec_cr_result(x->result), "Failed"))
                 phase = "Failed";
             if (x->result && !strcmp(x->result, "requested"))
                 requested = true;
@@ -629,7 +457,7 @@ static void finish_incident(struct worker *w, const json_t *inc, const struct gh
                                                    : "not acted: see the guards' verdicts");
     }
     (void)gh_audit_set_phase(w->a, id, phase, &err);
-    publish_incident(w, inc, mode, phase, acts, msg, rep);
+    gh_exec_publish_incident(&w->pub, inc, mode, phase, acts, msg, rep);
     json_decref(acts);
     if (rep)
         snprintf(rep->phase, sizeof rep->phase, "%s", phase);
@@ -742,7 +570,7 @@ static void do_decision_rest(struct worker *w, struct gh_task *t, struct gh_exec
     (void)run_pending(w, inc, &t->d, id, rep, false);
     /* the Incident object first: its Event names it by uid */
     finish_incident(w, inc, &t->d, t->mode, rep);
-    decision_events(w, &t->d, t->mode,
+    gh_exec_decision_events(&w->pub, &t->d, t->mode,
                     gh_json_str(inc, "reason") ? gh_json_str(inc, "reason") : "");
 }
 
@@ -851,7 +679,7 @@ static bool do_decision(struct worker *w, struct gh_task *t, bool split,
         return true;
     /* the Incident object first: its Event names it by uid */
     finish_incident(w, inc, &t->d, t->mode, rep);
-    decision_events(w, &t->d, t->mode,
+    gh_exec_decision_events(&w->pub, &t->d, t->mode,
                     gh_json_str(inc, "reason") ? gh_json_str(inc, "reason") : "");
     return false;
 }
@@ -941,7 +769,7 @@ static void do_hold(struct worker *w, struct gh_task *t, struct gh_exec_report *
         return;
     }
     /* the Incident object's phases have no "held": Pending, and why */
-    publish_incident(w, inc, mode, "Pending", NULL, detail, rep);
+    gh_exec_publish_incident(&w->pub, inc, mode, "Pending", NULL, detail, rep);
     snprintf(rep->phase, sizeof rep->phase, "%s", GH_PHASE_HELD);
 }
 
@@ -972,7 +800,7 @@ static void do_release(struct worker *w, struct gh_task *t, struct gh_exec_repor
     }
     char note[1024];
     snprintf(note, sizeof note, "validation passed: %s", res.detail);
-    event(w, &gh_kube_res_nodes, NULL, t->node, "Normal", "NodeReturnedToService", "Uncordon", note);
+    gh_exec_event(&w->pub, &gh_kube_res_nodes, NULL, t->node, "Normal", "NodeReturnedToService", "Uncordon", note);
 }
 
 /* What the node agent answered to a request (or its silence past the
@@ -1027,7 +855,7 @@ static void do_outcome(struct worker *w, struct gh_task *t, struct gh_exec_repor
     bool ok = !strcmp(t->req_result, "succeeded");
     char note[1024];
     snprintf(note, sizeof note, "%s %s: %s (%s)", action, t->req_result, t->req_detail, t->id);
-    event(w, &gh_kube_res_nodes, NULL, t->node, ok ? "Normal" : "Warning",
+    gh_exec_event(&w->pub, &gh_kube_res_nodes, NULL, t->node, ok ? "Normal" : "Warning",
           ok ? "GPUHealAction" : "GPUHealActionFailed", action, note);
     struct gh_decision d; /* the stored record's (borrowed from inc) */
     gh_decision_read(&d, inc);
@@ -1272,6 +1100,7 @@ int gh_executor_new(const struct gh_executor_opts *o, struct gh_executor **out,
             goto fail;
         if ((rc = gh_kube_client_new(o->kube, &co, &ex->w[i].c, err)))
             goto fail;
+        ex->w[i].pub = (struct gh_exec_pub){ex->w[i].c, ex->clock, ex->identity};
     }
     for (size_t i = 0; i < ex->nw; i++) {
         if (pthread_create(&ex->w[i].thread, NULL, worker, &ex->w[i]) != 0) {
@@ -1359,7 +1188,7 @@ static void job_keys(struct job *j)
         j->nkeys1 = j->nkeys;
         if (jb) {
             char ns[64], name[254];
-            split_job(jb, ns, sizeof ns, name, sizeof name);
+            gh_exec_split_job(jb, ns, sizeof ns, name, sizeof name);
             snprintf(j->keys[j->nkeys++], KEY_MAX, "job/%.63s/%.250s", ns, name);
         }
         for (int i = 0; i < t->n; i++) {
