@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "common/json.h"
-#include "common/log.h"
 #include "common/timeutil.h"
+#include "control/decision.h"
 
 #define HOLD_IDS_MAX 4096 /* holds resumed at one leadership */
 
@@ -231,6 +231,7 @@ static bool hold_from(struct gh_drain_hold *h, const char *id, const char *mode,
     h->since_ns = json_integer_value(json_object_get(p, "since_ns"));
     h->deadline_ns = json_integer_value(json_object_get(p, "deadline_ns"));
     h->t.incident = inc;
+    gh_decision_read(&h->t.d, inc);
     return h->n > 0 && h->deadline_ns > 0;
 }
 
@@ -305,7 +306,8 @@ static int resume_one(struct gh_audit *a, const char *id, int64_t now_ns, const 
 }
 
 int gh_drain_holds_resume(struct gh_audit *a, int64_t since_ns, int64_t now_ns, const char *who,
-                          gh_drain_hold_fn fn, void *ud, struct gh_err *err)
+                          gh_drain_hold_fn fn, gh_drain_hold_skip_fn skipped, void *ud,
+                          struct gh_err *err)
 {
     struct held_ids ids = {calloc(HOLD_IDS_MAX, sizeof *ids.id), 0};
     if (!ids.id)
@@ -316,8 +318,8 @@ int gh_drain_holds_resume(struct gh_audit *a, int64_t since_ns, int64_t now_ns, 
         struct gh_err e;
         memset(&h, 0, sizeof h);
         if (resume_one(a, ids.id[i], now_ns, who, &h, &e) != GH_OK) {
-            GH_LOG(GH_LOG_WARN, "event=drain_hold_unreadable id=%s error=\"%s\"", ids.id[i],
-                   e.msg);
+            if (skipped)
+                skipped(ud, ids.id[i], &e);
             continue;
         }
         fn(ud, &h);

@@ -29,7 +29,7 @@
 #include "audit/audit.h"
 #include "common/err.h"
 #include "control/drain_wait.h"
-#include "control/executor.h"
+#include "control/task-t.h"
 
 #define GH_PHASE_HELD "HeldForCheckpoint"
 
@@ -64,12 +64,17 @@ struct gh_drain_hold {
 
 /* fn takes h->t.incident (it must free it or hand it on). */
 typedef void (*gh_drain_hold_fn)(void *ud, struct gh_drain_hold *h);
+/* A hold of incident id (borrowed for the call) that could not be read
+ * back or resumed, and why (err, borrowed): skipped. */
+typedef void (*gh_drain_hold_skip_fn)(void *ud, const char *id, const struct gh_err *err);
 
 /* Calls fn for each hold recorded for an incident decided at or after
  * since_ns, after writing its "hold_resumed" guard row (by who, at now_ns:
  * the time left, or that the deadline passed). A hold whose record cannot
- * be read is logged and skipped. */
+ * be read is skipped and told to skipped (NULL: not told); this module
+ * does not log (common/log.h), its caller does. */
 int gh_drain_holds_resume(struct gh_audit *a, int64_t since_ns, int64_t now_ns, const char *who,
-                          gh_drain_hold_fn fn, void *ud, struct gh_err *err);
+                          gh_drain_hold_fn fn, gh_drain_hold_skip_fn skipped, void *ud,
+                          struct gh_err *err);
 
 #endif

@@ -26,7 +26,8 @@
 #include <stdint.h>
 
 #include "common/err.h"
-#include "control/executor.h"
+#include "common/timeutil.h"
+#include "control/task-t.h"
 
 #define GH_ANN_DRAIN_MODE "gpuheal.io/drain-mode"
 #define GH_ANN_DRAIN_CKPT_TIMEOUT "gpuheal.io/drain-checkpoint-timeout"

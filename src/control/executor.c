@@ -1,6 +1,7 @@
 /* executor.c - the controller's worker pool: record, intend, act, record,
  * publish; and the replay of intents a killed process left pending. Tasks
- * sharing a target are serialized; isolations go before slower actions. */
+ * sharing a target are serialized; isolations go before slower actions.
+ * The Incident object and the Events are published by executor_publish.c. */
 #include "control/executor.h"
 
 #include <errno.h>
@@ -14,17 +15,16 @@
 
 #include "audit/audit.h"
 #include "common/json.h"
+#include "control/decision.h"
+#include "control/executor_publish.h"
 #include "control/drain_hold.h"
 #include "control/job_kinds.h"
 #include "kube/api.h"
 #include "kube/client.h"
-#include "kube/events.h"
 #include "kube/ratelimit.h"
 
 #define QUEUE_DEFAULT 4096
 #define REPORTS_MAX 4096
-#define EVIDENCE_CR_MAX 100
-#define PODS_MAX 16
 
 #define WORKERS_DEFAULT 8
 #define WORKERS_MAX 64
@@ -58,6 +58,7 @@ struct job {
 struct worker {
     struct gh_executor *ex; /* borrowed */
     struct gh_kube_client *c;
+    struct gh_exec_pub pub; /* c, the clock, the identity: for publishing */
     struct gh_audit *a;
     pthread_t thread;
     bool started;
@@ -115,27 +116,14 @@ static bool node_action(enum gh_action a)
            a == GH_ACT_REBOOT_NODE || a == GH_ACT_REPLACE_NODE || a == GH_ACT_RUN_DIAGNOSTICS;
 }
 
-/* Splits "ns/name" (a job without a namespace is in "default"). */
-static void split_job(const char *job, char *ns, size_t nscap, char *name, size_t namecap)
+static void target_of(const struct gh_decision *d, enum gh_action a, char *buf, size_t cap)
 {
-    const char *slash = job ? strchr(job, '/') : NULL;
-    if (slash) {
-        snprintf(ns, nscap, "%.*s", (int)(slash - job), job);
-        snprintf(name, namecap, "%s", slash + 1);
-    } else {
-        snprintf(ns, nscap, "default");
-        snprintf(name, namecap, "%s", job ? job : "");
-    }
-}
-
-static void target_of(const json_t *inc, enum gh_action a, char *buf, size_t cap)
-{
-    const char *node = gh_json_str(inc, "node"), *job = gh_json_str(inc, "job");
+    const char *node = d->node, *job = d->job;
     if (node_action(a) && node)
         snprintf(buf, cap, "node/%s", node);
     else if (job) {
         char ns[64], name[254];
-        split_job(job, ns, sizeof ns, name, sizeof name);
+        gh_exec_split_job(job, ns, sizeof ns, name, sizeof name);
         snprintf(buf, cap, "job/%.63s/%.180s", ns, name);
     } else if (node)
         snprintf(buf, cap, "node/%s", node);
@@ -166,175 +154,11 @@ static void report(struct worker *w, const struct gh_exec_report *r)
     (void)wr;
 }
 
-/* ---- publishing: the Incident object and Events */
-
-static const char *cr_result(const char *r)
-{
-    if (!r)
-        return "Pending";
-    if (!strcmp(r, "succeeded") || !strcmp(r, "noop"))
-        return "Succeeded";
-    if (!strcmp(r, "failed") || !strcmp(r, "not_configured") || !strcmp(r, "interrupted") ||
-        !strcmp(r, "timed_out"))
-        return "Failed";
-    if (!strcmp(r, "requested"))
-        return "Running"; /* the node agent has it; its outcome is recorded when it answers */
-    if (!strcmp(r, "denied"))
-        return "Blocked";
-    if (!strcmp(r, "awaiting_approval") || !strcmp(r, "pending"))
-        return "Pending";
-    return "Skipped";
-}
-
-static json_t *incident_spec(const json_t *inc, const char *mode)
-{
-    json_t *spec = json_object();
-    if (!spec)
-        return NULL;
-    const char *keys[][2] = {{"id", "id"},        {"class", "class"},    {"node", "node"},
-                             {"job", "job"},      {"rule", "rule"},      {"first_ts", "firstTime"},
-                             {"decided_ts", "decidedTime"}};
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        const char *v = gh_json_str(inc, keys[i][0]);
-        if (v)
-            json_object_set_new(spec, keys[i][1], json_string(v));
-    }
-    char reason[2048];
-    snprintf(reason, sizeof reason, "%s", gh_json_str(inc, "reason") ? gh_json_str(inc, "reason") : "");
-    json_object_set_new(spec, "reason", json_string(reason));
-    json_t *gpu = json_object_get(inc, "gpu");
-    if (json_is_integer(gpu))
-        json_object_set(spec, "gpu", gpu);
-    json_t *acts = json_object_get(inc, "actions");
-    json_object_set_new(spec, "actions", json_is_array(acts) && json_array_size(acts)
-                                             ? json_deep_copy(acts)
-                                             : json_pack("[s]", "none"));
-    json_t *ck = json_object_get(inc, "checkpoint");
-    if (json_is_object(ck))
-        json_object_set_new(spec, "checkpoint", json_deep_copy(ck));
-    json_t *ev = json_array();
-    size_t i;
-    json_t *e;
-    json_array_foreach(json_object_get(inc, "evidence"), i, e) {
-        if (i >= EVIDENCE_CR_MAX)
-            break;
-        json_t *c = json_deep_copy(e);
-        const char *msg = gh_json_str(c, "msg");
-        if (msg && strlen(msg) > 4000) {
-            size_t cut = 4000; /* not inside a UTF-8 sequence */
-            while (cut > 0 && ((unsigned char)msg[cut] & 0xC0) == 0x80)
-                cut--;
-            json_object_set_new(c, "msg", json_stringn(msg, cut));
-        }
-        json_array_append_new(ev, c);
-    }
-    json_object_set_new(spec, "evidence", ev);
-    json_object_set_new(spec, "dryRun", json_boolean(mode && !strcmp(mode, "dry_run")));
-    return spec;
-}
-
-static void rfc_now(const struct worker *w, char *buf)
-{
-    int64_t t = now(w);
-    gh_time_format_rfc3339(t - t % GH_NS_PER_S, buf, GH_RFC3339_MAX);
-    char *dot = strchr(buf, '.');
-    if (dot)
-        memcpy(dot, "Z", 2);
-}
-
-/* Creates or updates the Incident object (server-side apply) and its
- * status. Failures are reported in the audit trail's detail, never fatal:
- * the store is the record, the object its view. */
-static void publish_incident(struct worker *w, const json_t *inc, const char *mode,
-                             const char *phase, const json_t *status_actions, const char *message,
-                             struct gh_exec_report *rep)
-{
-    const char *id = gh_json_str(inc, "id");
-    if (!id)
-        return;
-    struct gh_err err = {{0}};
-    int rc = GH_OK;
-    json_t *labels = json_pack("{s:s}", "gpuheal.io/class", gh_json_str(inc, "class") ? gh_json_str(inc, "class") : "unknown");
-    const char *node = gh_json_str(inc, "node");
-    if (labels && node && strlen(node) <= 63)
-        json_object_set_new(labels, "gpuheal.io/node", json_string(node));
-    json_t *obj = json_pack("{s:s, s:s, s:{s:s, s:o}, s:o}", "apiVersion", "gpuheal.io/v1alpha1",
-                            "kind", "Incident", "metadata", "name", id, "labels", labels, "spec",
-                            incident_spec(inc, mode));
-    struct gh_kube_ref ref = {&gh_kube_res_incidents, NULL, id};
-    rc = obj ? gh_kube_patch(w->c, &ref, NULL, GH_KUBE_PATCH_APPLY, obj, NULL, NULL, &err)
-             : gh_err_set(&err, GH_ENOMEM, "out of memory");
-    json_decref(obj);
-    char ts[GH_RFC3339_MAX];
-    rfc_now(w, ts);
-    json_t *st = json_pack("{s:{s:s, s:s}}", "status", "phase", phase, "message",
-                           message ? message : "");
-    json_t *s = json_object_get(st, "status");
-    if (status_actions)
-        json_object_set(s, "actions", (json_t *)status_actions);
-    if (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed") || !strcmp(phase, "Skipped"))
-        json_object_set_new(s, "completionTime", json_string(ts));
-    if (!rc)
-        rc = st ? gh_kube_patch(w->c, &ref, "status", GH_KUBE_PATCH_MERGE, st, NULL, NULL, &err)
-                : gh_err_set(&err, GH_ENOMEM, "out of memory");
-    json_decref(st);
-    if (rc && rep && !rep->warning[0])
-        snprintf(rep->warning, sizeof rep->warning, "Incident %s: %.250s", id, err.msg);
-}
-
-/* An Event about the object of type res named ns/name (ns NULL for a
- * cluster-scoped one), with its uid so that `kubectl describe` shows it. */
-static void event(struct worker *w, const struct gh_kube_res *res, const char *ns,
-                  const char *name, const char *type, const char *reason, const char *action,
-                  const char *note)
-{
-    struct gh_kube_event_spec s = {
-        .regarding_name = name,
-        .regarding_ns = ns,
-        .type = type,
-        .reason = reason,
-        .action = action,
-        .note = note,
-        .reporting_instance = w->ex->identity,
-    };
-    (void)gh_kube_event_post_about(w->c, res, &s, NULL, NULL, NULL);
-}
-
-/* Events about a decision on the node, the job and the pods in the
- * evidence, and on the Incident object itself. A dry-run decision says so
- * first: nothing was done, whatever the reason sentence reads like. */
-static void decision_events(struct worker *w, const json_t *inc, const char *mode,
-                            const char *summary)
-{
-    const char *id = gh_json_str(inc, "id"), *node = gh_json_str(inc, "node"), *job = gh_json_str(inc, "job");
-    bool dry = mode && !strcmp(mode, "dry_run");
-    char note[1024];
-    snprintf(note, sizeof note, "%s: %s%s", id ? id : "?",
-             dry ? "dry run, no action taken: " : "", summary);
-    if (id)
-        event(w, &gh_kube_res_incidents, NULL, id, "Warning", "IncidentDecided",
-              "Decide", note);
-    if (node)
-        event(w, &gh_kube_res_nodes, NULL, node, "Warning", "GPUFault", "Decide", note);
-    if (job) {
-        char ns[64], name[254];
-        split_job(job, ns, sizeof ns, name, sizeof name);
-        event(w, &gh_kube_res_jobs, ns, name, "Warning", "GPUFault", "Decide", note);
-    }
-    size_t i;
-    json_t *e;
-    int pods = 0;
-    json_array_foreach(json_object_get(inc, "evidence"), i, e) {
-        const char *pns = gh_json_str(e, "namespace"), *pod = gh_json_str(e, "pod");
-        if (pns && pod && pods++ < PODS_MAX)
-            event(w, &gh_kube_res_pods, pns, pod, "Warning", "GPUFaultDiagnosed", "Decide", note);
-    }
-}
-
 /* ---- actions */
 
 struct run_ctx {
-    const json_t *inc;
+    const json_t *inc;           /* its object: what is recorded (the reason) */
+    const struct gh_decision *d; /* read from inc */
     const char *id;
     int64_t first_issue;
 };
@@ -379,11 +203,10 @@ static void act_once(struct worker *w, struct run_ctx *rc, struct gh_audit_inten
 static void run_intent(struct worker *w, struct run_ctx *rc, struct gh_audit_intent *it,
                        struct gh_act_result *res)
 {
-    const json_t *inc = rc->inc;
     enum gh_action a = (enum gh_action)gh_action_from_name(it->action);
-    const char *node = gh_json_str(inc, "node"), *job = gh_json_str(inc, "job");
+    const char *node = rc->d->node, *job = rc->d->job;
     char ns[64], name[254];
-    split_job(job, ns, sizeof ns, name, sizeof name);
+    gh_exec_split_job(job, ns, sizeof ns, name, sizeof name);
     int64_t t0 = now(w);
     if (!rc->first_issue)
         rc->first_issue = t0;
@@ -409,7 +232,7 @@ static void run_intent(struct worker *w, struct run_ctx *rc, struct gh_audit_int
     snprintf(note, sizeof note, "%s %s: %s (%s)", it->action, res->result, res->detail, rc->id);
     bool ok = strcmp(res->result, "failed") != 0;
     if (node && node_action(a))
-        event(w, &gh_kube_res_nodes, NULL, node, ok ? "Normal" : "Warning",
+        gh_exec_event(&w->pub, &gh_kube_res_nodes, NULL, node, ok ? "Normal" : "Warning",
               ok ? "GPUHealAction" : "GPUHealActionFailed", it->action, note);
     if (job && (a == GH_ACT_RESTART_FROM_CHECKPOINT || a == GH_ACT_RETRY_IN_PLACE)) {
         /* the restart plan names what was restarted: a Job, a JobSet (also
@@ -428,7 +251,7 @@ static void run_intent(struct worker *w, struct run_ctx *rc, struct gh_audit_int
             snprintf(pname, sizeof pname, "%s", gh_json_str(pl, "name"));
         }
         json_decref(pl);
-        event(w, res_of, pns, pname, ok ? "Normal" : "Warning",
+        gh_exec_event(&w->pub, res_of, pns, pname, ok ? "Normal" : "Warning",
               ok ? "GPUHealAction" : "GPUHealActionFailed", it->action, note);
     }
 }
@@ -437,16 +260,15 @@ static void run_intent(struct worker *w, struct run_ctx *rc, struct gh_audit_int
 static void act_once(struct worker *w, struct run_ctx *rc, struct gh_audit_intent *it,
                      struct gh_act_result *res)
 {
-    const json_t *inc = rc->inc;
+    const struct gh_decision *d = rc->d;
     enum gh_action a = (enum gh_action)gh_action_from_name(it->action);
     struct gh_act_ctx x = {w->c, w->ex->clock, rc->id, w->ex->o.taint_key};
     struct gh_err err = {{0}};
-    const char *node = gh_json_str(inc, "node"), *job = gh_json_str(inc, "job");
+    const char *node = d->node, *job = d->job;
     char ns[64], name[254];
-    split_job(job, ns, sizeof ns, name, sizeof name);
+    gh_exec_split_job(job, ns, sizeof ns, name, sizeof name);
     memset(res, 0, sizeof *res);
-    json_t *gpu = json_object_get(inc, "gpu");
-    int g = json_is_integer(gpu) ? (int)json_integer_value(gpu) : -1;
+    int g = d->gpu;
     switch (a) {
     case GH_ACT_ISOLATE_NODE:
         gh_act_isolate_node(&x, node, w->ex->o.no_execute_taint, res, &err);
@@ -457,20 +279,16 @@ static void act_once(struct worker *w, struct run_ctx *rc, struct gh_audit_inten
     case GH_ACT_RUN_DIAGNOSTICS:
         gh_act_request_node_op(&x, node, it->action, a == GH_ACT_RESET_GPU ? g : -1, res, &err);
         break;
-    case GH_ACT_REPLACE_NODE: gh_act_replace_node(&x, node, gh_json_str(inc, "reason"), res, &err); break;
+    case GH_ACT_REPLACE_NODE:
+        gh_act_replace_node(&x, node, gh_json_str(rc->inc, "reason"), res, &err);
+        break;
     case GH_ACT_RETRY_IN_PLACE: {
-        char buf[PODS_MAX][320];
-        const char *pods[PODS_MAX];
+        char buf[GH_DECISION_PODS_MAX][320];
+        const char *pods[GH_DECISION_PODS_MAX];
         int np = 0;
-        size_t i;
-        json_t *e;
-        json_array_foreach(json_object_get(inc, "evidence"), i, e) {
-            const char *pns = gh_json_str(e, "namespace"), *pod = gh_json_str(e, "pod");
-            if (pns && pod && np < PODS_MAX) {
-                snprintf(buf[np], sizeof buf[np], "%s/%s", pns, pod);
-                pods[np] = buf[np];
-                np++;
-            }
+        for (; np < d->n_pods; np++) {
+            snprintf(buf[np], sizeof buf[np], "%s/%s", d->pods[np].ns, d->pods[np].name);
+            pods[np] = buf[np];
         }
         gh_act_retry_in_place(&x, job ? ns : NULL, job ? name : NULL, pods, np, res, &err);
         break;
@@ -483,11 +301,8 @@ static void act_once(struct worker *w, struct run_ctx *rc, struct gh_audit_inten
         json_t *pl = it->payload ? json_loads(it->payload, 0, NULL) : NULL;
         if (!pl) {
             const char *avoid[1] = {node};
-            json_t *ck = json_object_get(inc, "checkpoint");
-            json_t *step = json_object_get(ck, "step");
-            if (gh_act_restart_prepare(&x, ns, name, avoid, node ? 1 : 0,
-                                       json_is_integer(step) ? json_integer_value(step) : -1,
-                                       gh_json_str(ck, "path"), &pl, res, &err) != GH_OK)
+            if (gh_act_restart_prepare(&x, ns, name, avoid, node ? 1 : 0, d->checkpoint_step,
+                                       d->checkpoint_path, &pl, res, &err) != GH_OK)
                 break;
             /* durable before anything changes: a crash from here on
              * resumes with the same replacement */
@@ -565,10 +380,10 @@ static bool answered(const struct gh_audit_incident_rec *r, size_t i)
 }
 
 /* The whole recorded history of one incident: phase from its actions. */
-static void finish_incident(struct worker *w, const json_t *inc, const char *mode,
-                            struct gh_exec_report *rep)
+static void finish_incident(struct worker *w, const json_t *inc, const struct gh_decision *d,
+                            const char *mode, struct gh_exec_report *rep)
 {
-    const char *id = gh_json_str(inc, "id");
+    const char *id = d->id;
     struct gh_audit_subject s = {GH_AUDIT_INCIDENT, ""};
     snprintf(s.name, sizeof s.name, "%s", id);
     struct gh_audit_incident_rec *recs = NULL;
@@ -594,7 +409,7 @@ static void finish_incident(struct worker *w, const json_t *inc, const char *mod
             if (later)
                 continue;
             json_array_append_new(acts, json_pack("{s:s, s:s, s:s}", "action", g->action,
-                                                  "result", cr_result(g->verdict), "message",
+                                                  "result", gh_exec_cr_result(g->verdict), "message",
                                                   g->detail ? g->detail : ""));
             if (!strcmp(g->verdict, "awaiting_approval"))
                 pending = true;
@@ -609,11 +424,11 @@ static void finish_incident(struct worker *w, const json_t *inc, const char *mod
             char m[1024];
             snprintf(m, sizeof m, "%s", x->detail ? x->detail : "");
             json_array_append_new(acts, json_pack("{s:s, s:s, s:s, s:s, s:s}", "action",
-                                                  x->action, "result", cr_result(x->result),
+                                                  x->action, "result", gh_exec_cr_result(x->result),
                                                   "startTime", t1, "completionTime", t2,
                                                   "message", m));
             any = true;
-            if (x->result && !strcmp(cr_result(x->result), "Failed"))
+            if (x->result && !strcmp(gh_exec_cr_result(x->result), "Failed"))
                 phase = "Failed";
             if (x->result && !strcmp(x->result, "requested"))
                 requested = true;
@@ -633,12 +448,8 @@ static void finish_incident(struct worker *w, const json_t *inc, const char *mod
     free_list(&l);
     if (!any && strcmp(phase, "Acting") != 0) {
         bool nothing = true;
-        size_t i;
-        json_t *a;
-        json_array_foreach(json_object_get(inc, "actions"), i, a) {
-            if (json_string_value(a) && strcmp(json_string_value(a), "none") != 0)
-                nothing = false;
-        }
+        for (int i = 0; i < d->n_actions; i++)
+            nothing = nothing && d->actions[i] == GH_ACT_NONE;
         phase = pending ? "AwaitingApproval" : nothing ? "Succeeded" : "Skipped";
         if (!used)
             snprintf(msg, sizeof msg, "%s", pending ? "waiting for approval (gpuheal approve ID)"
@@ -646,7 +457,7 @@ static void finish_incident(struct worker *w, const json_t *inc, const char *mod
                                                    : "not acted: see the guards' verdicts");
     }
     (void)gh_audit_set_phase(w->a, id, phase, &err);
-    publish_incident(w, inc, mode, phase, acts, msg, rep);
+    gh_exec_publish_incident(&w->pub, inc, mode, phase, acts, msg, rep);
     json_decref(acts);
     if (rep)
         snprintf(rep->phase, sizeof rep->phase, "%s", phase);
@@ -656,13 +467,13 @@ static void finish_incident(struct worker *w, const json_t *inc, const char *mod
  * the first of them isolates the node, only the leading isolations run and
  * true is returned while others remain (stage 2 runs them), so that a
  * burst of incidents gets its nodes isolated before anything slower. */
-static bool run_pending(struct worker *w, const json_t *inc, const char *id,
-                        struct gh_exec_report *rep, bool isolate_first)
+static bool run_pending(struct worker *w, const json_t *inc, const struct gh_decision *d,
+                        const char *id, struct gh_exec_report *rep, bool isolate_first)
 {
     struct pending_list l = {.only = id};
     struct gh_err err;
     (void)gh_audit_intents_pending(w->a, collect_intent, &l, &err);
-    struct run_ctx rc = {inc, id, 0};
+    struct run_ctx rc = {inc, d, id, 0};
     bool split = isolate_first && l.n > 0 &&
                  gh_action_from_name(l.v[0].action) == (int)GH_ACT_ISOLATE_NODE;
     bool rest = false;
@@ -697,10 +508,10 @@ static bool run_pending(struct worker *w, const json_t *inc, const char *id,
 
 /* Records guards and intents of the allowed actions in the current
  * transaction. */
-static int record_verdicts(struct worker *w, const json_t *inc, const struct gh_task *t,
-                           int64_t ts, struct gh_err *err)
+static int record_verdicts(struct worker *w, const struct gh_decision *d,
+                           const struct gh_task *t, int64_t ts, struct gh_err *err)
 {
-    const char *id = gh_json_str(inc, "id");
+    const char *id = d->id;
     int rc = GH_OK;
     if (t->kind == GH_TASK_APPROVED) {
         struct gh_audit_guard g = {id, ts, NULL, NULL, "approval", "approved",
@@ -709,7 +520,7 @@ static int record_verdicts(struct worker *w, const json_t *inc, const struct gh_
     }
     for (int i = 0; i < t->n && !rc; i++) {
         char target[GH_AUDIT_ID_MAX];
-        target_of(inc, t->v[i].action, target, sizeof target);
+        target_of(d, t->v[i].action, target, sizeof target);
         struct gh_audit_guard g = {id,
                                    ts,
                                    gh_action_name(t->v[i].action),
@@ -755,11 +566,12 @@ static json_t *load_incident_json(struct worker *w, const char *id, char *mode, 
 static void do_decision_rest(struct worker *w, struct gh_task *t, struct gh_exec_report *rep)
 {
     json_t *inc = t->incident;
-    const char *id = gh_json_str(inc, "id");
-    (void)run_pending(w, inc, id, rep, false);
+    const char *id = t->d.id;
+    (void)run_pending(w, inc, &t->d, id, rep, false);
     /* the Incident object first: its Event names it by uid */
-    finish_incident(w, inc, t->mode, rep);
-    decision_events(w, inc, t->mode, gh_json_str(inc, "reason") ? gh_json_str(inc, "reason") : "");
+    finish_incident(w, inc, &t->d, t->mode, rep);
+    gh_exec_decision_events(&w->pub, &t->d, t->mode,
+                    gh_json_str(inc, "reason") ? gh_json_str(inc, "reason") : "");
 }
 
 /* Pending intents of incident id in the store (0 when unreadable). */
@@ -800,7 +612,7 @@ static int record_decision(struct worker *w, struct gh_task *t, bool *dup, struc
         return GH_OK;
     }
     if (!rc)
-        rc = record_verdicts(w, inc, t, ts, err);
+        rc = record_verdicts(w, &t->d, t, ts, err);
     if (!rc)
         rc = gh_audit_commit(w->a, err);
     else
@@ -820,9 +632,9 @@ static bool do_decision(struct worker *w, struct gh_task *t, bool split,
                         struct gh_exec_report *rep)
 {
     json_t *inc = t->incident;
-    const char *id = gh_json_str(inc, "id");
+    const char *id = t->d.id;
     snprintf(rep->id, sizeof rep->id, "%s", id ? id : "");
-    snprintf(rep->node, sizeof rep->node, "%s", gh_json_str(inc, "node") ? gh_json_str(inc, "node") : "");
+    snprintf(rep->node, sizeof rep->node, "%s", t->d.node ? t->d.node : "");
     struct gh_err err = {{0}};
     bool dup = false;
     long backoff_ms = COMMIT_RETRY_FIRST_MS;
@@ -863,11 +675,12 @@ static bool do_decision(struct worker *w, struct gh_task *t, bool split,
         snprintf(rep->phase, sizeof rep->phase, "Duplicate");
         return false;
     }
-    if (run_pending(w, inc, id, rep, split))
+    if (run_pending(w, inc, &t->d, id, rep, split))
         return true;
     /* the Incident object first: its Event names it by uid */
-    finish_incident(w, inc, t->mode, rep);
-    decision_events(w, inc, t->mode, gh_json_str(inc, "reason") ? gh_json_str(inc, "reason") : "");
+    finish_incident(w, inc, &t->d, t->mode, rep);
+    gh_exec_decision_events(&w->pub, &t->d, t->mode,
+                    gh_json_str(inc, "reason") ? gh_json_str(inc, "reason") : "");
     return false;
 }
 
@@ -880,7 +693,9 @@ static void do_approved(struct worker *w, struct gh_task *t, struct gh_exec_repo
         snprintf(rep->phase, sizeof rep->phase, "Unknown");
         return;
     }
-    snprintf(rep->node, sizeof rep->node, "%s", gh_json_str(inc, "node") ? gh_json_str(inc, "node") : "");
+    struct gh_decision d; /* the stored record's (borrowed from inc) */
+    gh_decision_read(&d, inc);
+    snprintf(rep->node, sizeof rep->node, "%s", d.node ? d.node : "");
     struct gh_err err = {{0}};
     int rc = gh_audit_begin(w->a, &err);
     bool released = false;
@@ -896,10 +711,11 @@ static void do_approved(struct worker *w, struct gh_task *t, struct gh_exec_repo
         if (released) { /* the stored object now tells the wait */
             json_decref(inc);
             inc = json_incref(t->incident);
+            d = t->d;
         }
     }
     if (!rc)
-        rc = record_verdicts(w, inc, t, now(w), &err);
+        rc = record_verdicts(w, &d, t, now(w), &err);
     if (!rc)
         rc = gh_audit_set_phase(w->a, t->id, "Acting", &err);
     if (!rc)
@@ -911,8 +727,8 @@ static void do_approved(struct worker *w, struct gh_task *t, struct gh_exec_repo
         json_decref(inc);
         return;
     }
-    (void)run_pending(w, inc, t->id, rep, false);
-    finish_incident(w, inc, mode, rep);
+    (void)run_pending(w, inc, &d, t->id, rep, false);
+    finish_incident(w, inc, &d, mode, rep);
     json_decref(inc);
 }
 
@@ -921,9 +737,9 @@ static void do_approved(struct worker *w, struct gh_task *t, struct gh_exec_repo
 static void do_hold(struct worker *w, struct gh_task *t, struct gh_exec_report *rep)
 {
     json_t *inc = t->incident;
-    const char *id = gh_json_str(inc, "id");
+    const char *id = t->d.id;
     snprintf(rep->id, sizeof rep->id, "%s", id ? id : t->id);
-    snprintf(rep->node, sizeof rep->node, "%s", gh_json_str(inc, "node") ? gh_json_str(inc, "node") : "");
+    snprintf(rep->node, sizeof rep->node, "%s", t->d.node ? t->d.node : "");
     bool decision = gh_json_str(t->hold, "task") && !strcmp(gh_json_str(t->hold, "task"), "decision");
     const char *mode = decision ? t->mode : "approval";
     struct gh_err err = {{0}};
@@ -953,7 +769,7 @@ static void do_hold(struct worker *w, struct gh_task *t, struct gh_exec_report *
         return;
     }
     /* the Incident object's phases have no "held": Pending, and why */
-    publish_incident(w, inc, mode, "Pending", NULL, detail, rep);
+    gh_exec_publish_incident(&w->pub, inc, mode, "Pending", NULL, detail, rep);
     snprintf(rep->phase, sizeof rep->phase, "%s", GH_PHASE_HELD);
 }
 
@@ -984,7 +800,7 @@ static void do_release(struct worker *w, struct gh_task *t, struct gh_exec_repor
     }
     char note[1024];
     snprintf(note, sizeof note, "validation passed: %s", res.detail);
-    event(w, &gh_kube_res_nodes, NULL, t->node, "Normal", "NodeReturnedToService", "Uncordon", note);
+    gh_exec_event(&w->pub, &gh_kube_res_nodes, NULL, t->node, "Normal", "NodeReturnedToService", "Uncordon", note);
 }
 
 /* What the node agent answered to a request (or its silence past the
@@ -1039,9 +855,11 @@ static void do_outcome(struct worker *w, struct gh_task *t, struct gh_exec_repor
     bool ok = !strcmp(t->req_result, "succeeded");
     char note[1024];
     snprintf(note, sizeof note, "%s %s: %s (%s)", action, t->req_result, t->req_detail, t->id);
-    event(w, &gh_kube_res_nodes, NULL, t->node, ok ? "Normal" : "Warning",
+    gh_exec_event(&w->pub, &gh_kube_res_nodes, NULL, t->node, ok ? "Normal" : "Warning",
           ok ? "GPUHealAction" : "GPUHealActionFailed", action, note);
-    finish_incident(w, inc, mode, rep);
+    struct gh_decision d; /* the stored record's (borrowed from inc) */
+    gh_decision_read(&d, inc);
+    finish_incident(w, inc, &d, mode, rep);
     json_decref(inc);
 }
 
@@ -1063,13 +881,15 @@ static void do_replay(struct worker *w, struct gh_exec_report *rep)
             (void)gh_audit_intent_finish(w->a, l.v[i].id, "cancelled", now(w), &err);
             continue;
         }
+        struct gh_decision d; /* the stored record's (borrowed from inc) */
+        gh_decision_read(&d, inc);
         struct gh_exec_report r;
         memset(&r, 0, sizeof r);
         r.kind = GH_TASK_REPLAY;
         snprintf(r.id, sizeof r.id, "%s", l.v[i].incident_id);
-        snprintf(r.node, sizeof r.node, "%s", gh_json_str(inc, "node") ? gh_json_str(inc, "node") : "");
-        (void)run_pending(w, inc, l.v[i].incident_id, &r, false);
-        finish_incident(w, inc, mode, &r);
+        snprintf(r.node, sizeof r.node, "%s", d.node ? d.node : "");
+        (void)run_pending(w, inc, &d, l.v[i].incident_id, &r, false);
+        finish_incident(w, inc, &d, mode, &r);
         json_decref(inc);
         report(w, &r);
         rep->n++;
@@ -1280,6 +1100,7 @@ int gh_executor_new(const struct gh_executor_opts *o, struct gh_executor **out,
             goto fail;
         if ((rc = gh_kube_client_new(o->kube, &co, &ex->w[i].c, err)))
             goto fail;
+        ex->w[i].pub = (struct gh_exec_pub){ex->w[i].c, ex->clock, ex->identity};
     }
     for (size_t i = 0; i < ex->nw; i++) {
         if (pthread_create(&ex->w[i].thread, NULL, worker, &ex->w[i]) != 0) {
@@ -1360,15 +1181,14 @@ static void job_keys(struct job *j)
         snprintf(j->keys[j->nkeys++], KEY_MAX, "node/%.300s", t->node);
     }
     if (t->kind == GH_TASK_DECISION) {
-        const char *id = gh_json_str(t->incident, "id"), *node = gh_json_str(t->incident, "node"),
-                   *jb = gh_json_str(t->incident, "job");
+        const char *id = t->d.id, *node = t->d.node, *jb = t->d.job;
         snprintf(j->keys[j->nkeys++], KEY_MAX, "inc/%.300s", id ? id : t->id);
         if (node)
             snprintf(j->keys[j->nkeys++], KEY_MAX, "node/%.300s", node);
         j->nkeys1 = j->nkeys;
         if (jb) {
             char ns[64], name[254];
-            split_job(jb, ns, sizeof ns, name, sizeof name);
+            gh_exec_split_job(jb, ns, sizeof ns, name, sizeof name);
             snprintf(j->keys[j->nkeys++], KEY_MAX, "job/%.63s/%.250s", ns, name);
         }
         for (int i = 0; i < t->n; i++) {

@@ -27,42 +27,9 @@
 #include "common/timeutil.h"
 #include "control/actuator.h"
 #include "control/guard.h"
+#include "control/task-t.h"
 #include "engine/incident.h"
 #include "kube/kubeconfig.h"
-
-enum gh_task_kind {
-    GH_TASK_DECISION, /* a new incident with the guards' verdicts */
-    GH_TASK_APPROVED, /* an incident that waited for approval, with new verdicts */
-    GH_TASK_RELEASE,  /* return a validated node to service */
-    GH_TASK_REPLAY,   /* complete the intents left pending (at start / on leadership) */
-    GH_TASK_HOLD,     /* record a drain held for a checkpoint (drain_hold.h) */
-    GH_TASK_OUTCOME,  /* record what the node agent answered to a request (or that it
-                         never answered) and republish the incident */
-};
-
-#define GH_TASK_MAX_ACTIONS GH_INCIDENT_MAX_ACTIONS
-
-/* A value type; incident is owned by the task (stolen by submit). */
-struct gh_task {
-    enum gh_task_kind kind;
-    json_t *incident;          /* DECISION: the incident object (spec section 3) */
-    char id[64];               /* DECISION, APPROVED: the incident id; RELEASE: the one
-                                  that isolated the node ("" when unknown) */
-    char node[254];            /* RELEASE */
-    char mode[16];             /* "act", "dry_run", "approval" */
-    char approver[128];        /* APPROVED */
-    int n;
-    struct gh_guard_verdict v[GH_TASK_MAX_ACTIONS];
-    int64_t first_arrival_ns;  /* when the first evidence reached the controller (0: unknown) */
-    json_t *hold;              /* HOLD: the hold's record (drain_hold.h; owned, stolen by
-                                  submit); incident: a copy of the incident */
-    /* OUTCOME: id is the incident, node the agent's; action its request;
-     * result "succeeded", "failed", "not_configured", "interrupted" or
-     * "timed_out", detail the agent's words */
-    enum gh_action req_action;
-    char req_result[16];
-    char req_detail[600];
-};
 
 /* What a task did (a value type). */
 struct gh_exec_report {

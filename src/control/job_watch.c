@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "common/json.h"
-#include "common/log.h"
 #include "common/timeutil.h"
 #include "control/job_kinds.h"
 #include "control/kube_signals.h"
@@ -31,6 +30,8 @@ struct gh_job_watch {
     void *ud;
     gh_job_signal_fn sig_fn; /* NULL: no signals */
     void *sig_ud;
+    gh_job_watch_note_fn note_fn; /* NULL: not told */
+    void *note_ud;
     struct kind k[NKINDS];
 };
 
@@ -45,6 +46,13 @@ static const char *const keep[] = {"/metadata/labels", "/metadata/ownerReference
                                    "/metadata/annotations/gpuheal.io~1restart-cost"};
 
 static void discover(void *ud);
+
+static void note(const struct kind *k, enum gh_job_watch_what what, int rc, const char *error)
+{
+    struct gh_job_watch_note n = {what, k->res, rc, error ? error : ""};
+    if (k->w->note_fn)
+        k->w->note_fn(k->w->note_ud, &n);
+}
 
 /* The job an object of kind k concerns: a Job a JobSet controls -> the JobSet.
  * A job that became over (not a JobSet's child: its JobSet says for all)
@@ -82,8 +90,7 @@ static void on_error(void *ud, int rc, const struct gh_kube_status *st, const ch
 {
     struct kind *k = ud;
     (void)st;
-    GH_LOG(GH_LOG_WARN, "event=informer_error kind=%s rc=%s error=\"%s\"", k->res->kind,
-           gh_rc_str(rc), msg ? msg : "");
+    note(k, GH_JOB_WATCH_INFORMER_ERROR, rc, msg);
 }
 
 static bool lists(const json_t *body, const char *plural)
@@ -106,14 +113,13 @@ static void start_informer(struct kind *k)
     struct gh_err err;
     if (gh_kube_informer_new(k->w->c, &o, &h, k, &k->inf, &err) ||
         gh_kube_informer_start(k->inf, &err)) {
-        GH_LOG(GH_LOG_ERROR, "event=job_informer kind=%s error=\"%s\"", k->res->kind, err.msg);
+        note(k, GH_JOB_WATCH_INFORMER_FAILED, GH_OK, err.msg);
         gh_kube_informer_free(k->inf);
         k->inf = NULL;
         k->timer = gh_kube_timer_add(k->w->c, REDISCOVER_NS, discover, k);
         return;
     }
-    GH_LOG(GH_LOG_INFO, "event=job_informer kind=%s group=%s version=%s", k->res->kind,
-           *k->res->group ? k->res->group : "core", k->res->version);
+    note(k, GH_JOB_WATCH_INFORMER_STARTED, GH_OK, NULL);
 }
 
 static void discovered(void *ud, int rc, struct gh_kube_resp *resp, const struct gh_err *err)
@@ -125,10 +131,9 @@ static void discovered(void *ud, int rc, struct gh_kube_resp *resp, const struct
         return;
     }
     if (rc != GH_OK && rc != GH_ENOTFOUND)
-        GH_LOG(GH_LOG_WARN, "event=discovery_failed kind=%s error=\"%s\"", k->res->kind,
-               err ? err->msg : "");
+        note(k, GH_JOB_WATCH_DISCOVERY_FAILED, rc, err ? err->msg : "");
     else
-        GH_LOG(GH_LOG_DEBUG, "event=not_served kind=%s", k->res->kind);
+        note(k, GH_JOB_WATCH_NOT_SERVED, rc, NULL);
     k->timer = gh_kube_timer_add(k->w->c, REDISCOVER_NS, discover, k);
 }
 
@@ -177,6 +182,12 @@ void gh_job_watch_on_signal(struct gh_job_watch *w, gh_job_signal_fn fn, void *u
 {
     w->sig_fn = fn;
     w->sig_ud = ud;
+}
+
+void gh_job_watch_on_note(struct gh_job_watch *w, gh_job_watch_note_fn fn, void *ud)
+{
+    w->note_fn = fn;
+    w->note_ud = ud;
 }
 
 int gh_job_watch_start(struct gh_job_watch *w, struct gh_err *err)

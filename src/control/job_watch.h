@@ -31,6 +31,25 @@ int gh_job_watch_new(struct gh_kube_client *c, const char *ns, gh_job_changed_fn
 typedef void (*gh_job_signal_fn)(void *ud, struct gh_signal *s);
 /* Sets the receiver of the watch's signals (NULL: none). */
 void gh_job_watch_on_signal(struct gh_job_watch *w, gh_job_signal_fn fn, void *ud);
+/* What the watch did that its owner may log (this module does not log,
+ * common/log.h): kind is the resource kind ("Job", "JobSet", ...); rc and
+ * error (borrowed for the call, "" when none) say why for the failures. */
+enum gh_job_watch_what {
+    GH_JOB_WATCH_INFORMER_ERROR,   /* an informer's watch or list failed (retried) */
+    GH_JOB_WATCH_INFORMER_FAILED,  /* an informer could not start (discovery again in 30 s) */
+    GH_JOB_WATCH_INFORMER_STARTED, /* the kind is served: its informer runs */
+    GH_JOB_WATCH_DISCOVERY_FAILED, /* discovery failed (again in 30 s) */
+    GH_JOB_WATCH_NOT_SERVED,       /* the API server does not serve the kind (yet) */
+};
+struct gh_job_watch_note {
+    enum gh_job_watch_what what;
+    const struct gh_kube_res *res; /* the kind's resource (static) */
+    int rc;                        /* INFORMER_ERROR: the informer's code */
+    const char *error;
+};
+typedef void (*gh_job_watch_note_fn)(void *ud, const struct gh_job_watch_note *n);
+/* Sets the receiver of the watch's notes (NULL: none). */
+void gh_job_watch_on_note(struct gh_job_watch *w, gh_job_watch_note_fn fn, void *ud);
 /* Starts discovery (asynchronous). */
 int gh_job_watch_start(struct gh_job_watch *w, struct gh_err *err);
 /* Cancels requests, timers and informers, frees. Accepts NULL. */

@@ -507,6 +507,26 @@ void gh_engine_forget_job(struct gh_engine *e, const char *job)
     e->seen_last = NULL;
 }
 
+int gh_engine_declare_pod(struct gh_engine *e, const char *job, const char *node)
+{
+    if (!job || !node)
+        return GH_EINVAL;
+    long ji = gh_topology_find_job(e->topo, job);
+    if (ji >= 0 && gh_topology_job_declared(e->topo, (size_t)ji) &&
+        gh_topology_job_has_node(e->topo, (size_t)ji, node))
+        return GH_OK;
+    const char *nodes[1] = {node};
+    return gh_topology_add_job(e->topo, job, nodes, 1, 0) >= 0 ? GH_OK : GH_ELIMIT;
+}
+
+void gh_engine_set_job_costs(struct gh_engine *e, const char *job, double remaining_s,
+                             double restart_cost_s)
+{
+    long ji = job ? gh_topology_find_job(e->topo, job) : -1;
+    if (ji >= 0)
+        gh_topology_set_job_costs(e->topo, ji, remaining_s, restart_cost_s);
+}
+
 void gh_engine_node_returned(struct gh_engine *e, const char *node, int64_t ts)
 {
     if (node)

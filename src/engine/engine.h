@@ -103,6 +103,21 @@ int64_t gh_engine_next_deadline(const struct gh_engine *e);
  * placement, unless the topology's job table is half full). */
 void gh_engine_forget_job(struct gh_engine *e, const char *job);
 
+/* Declares that job (borrowed) has a running pod on node (borrowed), as a
+ * driver that watches the cluster sees it (the controller's pod informer):
+ * the job's placement is then declared, not only learned from signals, so
+ * a fault on its node is the job's fault. Idempotent: a job already
+ * declared on node is left as it is. GH_ELIMIT when the topology's job
+ * table is full (or out of memory); GH_EINVAL for a NULL name. */
+int gh_engine_declare_pod(struct gh_engine *e, const char *job, const char *node);
+
+/* The remaining run and restart cost (seconds; < 0: unknown, the policy's
+ * assume_remaining / restart_cost then) of job (borrowed), as its
+ * annotations state them (control/job_costs.h). A no-op for a job the
+ * engine does not hold (declare its pods first). */
+void gh_engine_set_job_costs(struct gh_engine *e, const char *job, double remaining_s,
+                             double restart_cost_s);
+
 /* node (borrowed) was returned to service at ts (the stream's clock): the
  * validation gate released it, or an operator did. The incident that took
  * it out of service, decided at or before ts, no longer absorbs evidence

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "common/timeutil.h"
+#include "control/decision.h"
 #include "control/drain_wait.h"
 #include "control/kube_signals.h"
 #include "control/policy_cr.h"
@@ -446,6 +447,7 @@ static struct gh_task drain_task(const char *id)
     t.v[0].action = GH_ACT_DRAIN_NODE;
     t.incident = json_pack("{s:s, s:s, s:s}", "id", id, "node", "gpu-03", "reason",
                            strcmp(id, "inc-a") ? "NVSwitch error" : "NVSwitch error.");
+    gh_decision_read(&t.d, t.incident); /* as the controller fills it */
     return t;
 }
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "audit/audit.h"
+#include "control/decision.h"
 #include "control/drain_hold.h"
 #include "control/drain_wait.h"
 #include "store_fixture.h"
@@ -42,6 +43,7 @@ static struct gh_task task(const char *id, enum gh_task_kind kind)
     t.v[0] = (struct gh_guard_verdict){GH_ACT_DRAIN_NODE, GH_GUARD_ALLOW, "budget", "1 of 10"};
     t.v[1] = (struct gh_guard_verdict){GH_ACT_RUN_DIAGNOSTICS, GH_GUARD_ALLOW, "none", "ok"};
     t.incident = incident(id);
+    gh_decision_read(&t.d, t.incident); /* as the controller fills it */
     return t;
 }
 
@@ -87,6 +89,31 @@ static void collect(void *ud, struct gh_drain_hold *h)
     g->h[g->n++] = *h; /* incident owned by g now */
 }
 
+struct skips {
+    int n;
+    char id[64], msg[sizeof ((struct gh_err *)0)->msg];
+};
+
+static void skipped(void *ud, const char *id, const struct gh_err *err)
+{
+    struct skips *k = ud;
+    k->n++;
+    snprintf(k->id, sizeof k->id, "%s", id);
+    snprintf(k->msg, sizeof k->msg, "%s", err->msg);
+}
+
+/* the skip callback's ud is collect's: both are told through one struct */
+struct resumed {
+    struct got g;
+    struct skips k;
+};
+
+static void collect_r(void *ud, struct gh_drain_hold *h) { collect(&((struct resumed *)ud)->g, h); }
+static void skipped_r(void *ud, const char *id, const struct gh_err *err)
+{
+    skipped(&((struct resumed *)ud)->k, id, err);
+}
+
 static void got_free(struct got *g)
 {
     for (int i = 0; i < g->n; i++)
@@ -125,7 +152,8 @@ static void exercise(const char *url)
 
     /* a restart reads both back, deadlines and verdicts unchanged */
     struct got g = {0};
-    assert_int_equal(gh_drain_holds_resume(a, NOW - S, NOW + 100 * S, "ctl-2", collect, &g, &err),
+    assert_int_equal(gh_drain_holds_resume(a, NOW - S, NOW + 100 * S, "ctl-2", collect, NULL, &g,
+                                           &err),
                      GH_OK);
     assert_int_equal(g.n, 2);
     struct gh_drain_hold *d1 = &g.h[0], *d2 = &g.h[1];
@@ -142,6 +170,11 @@ static void exercise(const char *url)
     assert_string_equal(d1->t.v[0].guard, "budget");
     assert_string_equal(d1->t.v[1].detail, "ok");
     assert_string_equal(json_string_value(json_object_get(d1->t.incident, "node")), "gpu-03");
+    /* its decision is filled from the stored incident (task-t.h) */
+    assert_string_equal(d1->t.d.node, "gpu-03");
+    assert_string_equal(d1->t.d.job, "ml/llm");
+    assert_int_equal(d1->t.d.n_actions, 2);
+    assert_int_equal(d1->t.d.actions[1], GH_ACT_RUN_DIAGNOSTICS);
     assert_int_equal(d2->t.kind, GH_TASK_APPROVED);
     assert_string_equal(d2->t.approver, "approved by ops");
     assert_int_equal(d2->deadline_ns, NOW + 60 * S);
@@ -170,13 +203,29 @@ static void exercise(const char *url)
     json_decref(out.incident);
     gh_drain_waits_free(w);
 
+    /* an incident held without its hold's record: skipped, and told to
+     * the caller (who logs it; drain_hold.c does not) */
+    json_t *bad = incident("inc-00000000000000d3");
+    bool inserted = false;
+    assert_int_equal(gh_audit_begin(a, &err), GH_OK);
+    assert_int_equal(gh_audit_record_incident(a, bad, "act", GH_PHASE_HELD, "test", NOW,
+                                              &inserted, &err),
+                     GH_OK);
+    assert_int_equal(gh_audit_commit(a, &err), GH_OK);
+    json_decref(bad);
+
     /* the next restart resumes only the one still held; its deadline passed */
     got_free(&g);
-    assert_int_equal(gh_drain_holds_resume(a, NOW - S, NOW + 100 * S, "ctl-3", collect, &g, &err),
+    struct resumed r = {0};
+    assert_int_equal(gh_drain_holds_resume(a, NOW - S, NOW + 100 * S, "ctl-3", collect_r,
+                                           skipped_r, &r, &err),
                      GH_OK);
-    assert_int_equal(g.n, 1);
-    assert_string_equal(g.h[0].t.id, "inc-00000000000000d2");
-    got_free(&g);
+    assert_int_equal(r.g.n, 1);
+    assert_string_equal(r.g.h[0].t.id, "inc-00000000000000d2");
+    got_free(&r.g);
+    assert_int_equal(r.k.n, 1);
+    assert_string_equal(r.k.id, "inc-00000000000000d3");
+    assert_non_null(strstr(r.k.msg, "no hold recorded"));
     long guards = 0;
     assert_int_equal(gh_audit_count(a, "guards", &guards, &err), GH_OK);
     assert_int_equal(guards, 2 + 2 + 1 + 1); /* held x2, resumed x2, released, resumed */

@@ -24,6 +24,7 @@
 #include "audit/audit.h"
 #include "audit/db.h"
 #include "common/mono.h"
+#include "control/decision.h"
 #include "control/executor.h"
 
 struct fixture {
@@ -82,6 +83,7 @@ static void decision(struct gh_task *t, const char *id)
                             "gpu_hardware", "node", "n1", "rule", "gpu-fell-off-bus", "reason",
                             "test", "actions", "isolate_node", "evidence");
     assert_non_null(t->incident);
+    gh_decision_read(&t->d, t->incident); /* as the controller fills it */
     snprintf(t->id, sizeof t->id, "%s", id);
     snprintf(t->mode, sizeof t->mode, "dry_run");
     t->n = 1;

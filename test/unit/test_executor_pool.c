@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "audit/audit.h"
+#include "control/decision.h"
 #include "control/executor.h"
 
 #define NODES 5
@@ -76,6 +77,7 @@ static void decision(struct gh_task *t, int i, const char *mode, enum gh_guard_o
                             "gpu_hardware", "node", node, "rule", "gpu-fell-off-bus", "reason",
                             "test", "actions", "isolate_node", "evidence");
     assert_non_null(t->incident);
+    gh_decision_read(&t->d, t->incident); /* as the controller fills it */
     snprintf(t->id, sizeof t->id, "%s", id);
     snprintf(t->mode, sizeof t->mode, "%s", mode);
     t->n = 1;

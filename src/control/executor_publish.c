@@ -1,0 +1,183 @@
+/* executor_publish.c - the Incident object and the Kubernetes Events the
+ * executor's workers publish about an incident (executor_publish.h). */
+#include "control/executor_publish.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/json.h"
+#include "kube/api.h"
+#include "kube/events.h"
+
+#define EVIDENCE_CR_MAX 100
+
+/* Splits "ns/name" (a job without a namespace is in "default"). */
+void gh_exec_split_job(const char *job, char *ns, size_t nscap, char *name, size_t namecap)
+{
+    const char *slash = job ? strchr(job, '/') : NULL;
+    if (slash) {
+        snprintf(ns, nscap, "%.*s", (int)(slash - job), job);
+        snprintf(name, namecap, "%s", slash + 1);
+    } else {
+        snprintf(ns, nscap, "default");
+        snprintf(name, namecap, "%s", job ? job : "");
+    }
+}
+
+const char *gh_exec_cr_result(const char *r)
+{
+    if (!r)
+        return "Pending";
+    if (!strcmp(r, "succeeded") || !strcmp(r, "noop"))
+        return "Succeeded";
+    if (!strcmp(r, "failed") || !strcmp(r, "not_configured") || !strcmp(r, "interrupted") ||
+        !strcmp(r, "timed_out"))
+        return "Failed";
+    if (!strcmp(r, "requested"))
+        return "Running"; /* the node agent has it; its outcome is recorded when it answers */
+    if (!strcmp(r, "denied"))
+        return "Blocked";
+    if (!strcmp(r, "awaiting_approval") || !strcmp(r, "pending"))
+        return "Pending";
+    return "Skipped";
+}
+
+static json_t *incident_spec(const json_t *inc, const char *mode)
+{
+    json_t *spec = json_object();
+    if (!spec)
+        return NULL;
+    const char *keys[][2] = {{"id", "id"},        {"class", "class"},    {"node", "node"},
+                             {"job", "job"},      {"rule", "rule"},      {"first_ts", "firstTime"},
+                             {"decided_ts", "decidedTime"}};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const char *v = gh_json_str(inc, keys[i][0]);
+        if (v)
+            json_object_set_new(spec, keys[i][1], json_string(v));
+    }
+    char reason[2048];
+    snprintf(reason, sizeof reason, "%s", gh_json_str(inc, "reason") ? gh_json_str(inc, "reason") : "");
+    json_object_set_new(spec, "reason", json_string(reason));
+    json_t *gpu = json_object_get(inc, "gpu");
+    if (json_is_integer(gpu))
+        json_object_set(spec, "gpu", gpu);
+    json_t *acts = json_object_get(inc, "actions");
+    json_object_set_new(spec, "actions", json_is_array(acts) && json_array_size(acts)
+                                             ? json_deep_copy(acts)
+                                             : json_pack("[s]", "none"));
+    json_t *ck = json_object_get(inc, "checkpoint");
+    if (json_is_object(ck))
+        json_object_set_new(spec, "checkpoint", json_deep_copy(ck));
+    json_t *ev = json_array();
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(inc, "evidence"), i, e) {
+        if (i >= EVIDENCE_CR_MAX)
+            break;
+        json_t *c = json_deep_copy(e);
+        const char *msg = gh_json_str(c, "msg");
+        if (msg && strlen(msg) > 4000) {
+            size_t cut = 4000; /* not inside a UTF-8 sequence */
+            while (cut > 0 && ((unsigned char)msg[cut] & 0xC0) == 0x80)
+                cut--;
+            json_object_set_new(c, "msg", json_stringn(msg, cut));
+        }
+        json_array_append_new(ev, c);
+    }
+    json_object_set_new(spec, "evidence", ev);
+    json_object_set_new(spec, "dryRun", json_boolean(mode && !strcmp(mode, "dry_run")));
+    return spec;
+}
+
+static void rfc_now(const struct gh_exec_pub *p, char *buf)
+{
+    int64_t t = gh_clock_now(p->clock);
+    gh_time_format_rfc3339(t - t % GH_NS_PER_S, buf, GH_RFC3339_MAX);
+    char *dot = strchr(buf, '.');
+    if (dot)
+        memcpy(dot, "Z", 2);
+}
+
+/* Creates or updates the Incident object (server-side apply) and its
+ * status. Failures are reported in the audit trail's detail, never fatal:
+ * the store is the record, the object its view. */
+void gh_exec_publish_incident(const struct gh_exec_pub *p, const json_t *inc, const char *mode,
+                              const char *phase, const json_t *status_actions,
+                              const char *message, struct gh_exec_report *rep)
+{
+    const char *id = gh_json_str(inc, "id");
+    if (!id)
+        return;
+    struct gh_err err = {{0}};
+    int rc = GH_OK;
+    json_t *labels = json_pack("{s:s}", "gpuheal.io/class", gh_json_str(inc, "class") ? gh_json_str(inc, "class") : "unknown");
+    const char *node = gh_json_str(inc, "node");
+    if (labels && node && strlen(node) <= 63)
+        json_object_set_new(labels, "gpuheal.io/node", json_string(node));
+    json_t *obj = json_pack("{s:s, s:s, s:{s:s, s:o}, s:o}", "apiVersion", "gpuheal.io/v1alpha1",
+                            "kind", "Incident", "metadata", "name", id, "labels", labels, "spec",
+                            incident_spec(inc, mode));
+    struct gh_kube_ref ref = {&gh_kube_res_incidents, NULL, id};
+    rc = obj ? gh_kube_patch(p->c, &ref, NULL, GH_KUBE_PATCH_APPLY, obj, NULL, NULL, &err)
+             : gh_err_set(&err, GH_ENOMEM, "out of memory");
+    json_decref(obj);
+    char ts[GH_RFC3339_MAX];
+    rfc_now(p, ts);
+    json_t *st = json_pack("{s:{s:s, s:s}}", "status", "phase", phase, "message",
+                           message ? message : "");
+    json_t *s = json_object_get(st, "status");
+    if (status_actions)
+        json_object_set(s, "actions", (json_t *)status_actions);
+    if (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed") || !strcmp(phase, "Skipped"))
+        json_object_set_new(s, "completionTime", json_string(ts));
+    if (!rc)
+        rc = st ? gh_kube_patch(p->c, &ref, "status", GH_KUBE_PATCH_MERGE, st, NULL, NULL, &err)
+                : gh_err_set(&err, GH_ENOMEM, "out of memory");
+    json_decref(st);
+    if (rc && rep && !rep->warning[0])
+        snprintf(rep->warning, sizeof rep->warning, "Incident %s: %.250s", id, err.msg);
+}
+
+/* An Event about the object of type res named ns/name (ns NULL for a
+ * cluster-scoped one), with its uid so that `kubectl describe` shows it. */
+void gh_exec_event(const struct gh_exec_pub *p, const struct gh_kube_res *res, const char *ns,
+                   const char *name, const char *type, const char *reason, const char *action,
+                   const char *note)
+{
+    struct gh_kube_event_spec s = {
+        .regarding_name = name,
+        .regarding_ns = ns,
+        .type = type,
+        .reason = reason,
+        .action = action,
+        .note = note,
+        .reporting_instance = p->identity,
+    };
+    (void)gh_kube_event_post_about(p->c, res, &s, NULL, NULL, NULL);
+}
+
+/* Events about a decision on the node, the job and the pods in the
+ * evidence, and on the Incident object itself. A dry-run decision says so
+ * first: nothing was done, whatever the reason sentence reads like. */
+void gh_exec_decision_events(const struct gh_exec_pub *p, const struct gh_decision *d,
+                             const char *mode, const char *summary)
+{
+    const char *id = d->id, *node = d->node, *job = d->job;
+    bool dry = mode && !strcmp(mode, "dry_run");
+    char note[1024];
+    snprintf(note, sizeof note, "%s: %s%s", id ? id : "?",
+             dry ? "dry run, no action taken: " : "", summary);
+    if (id)
+        gh_exec_event(p, &gh_kube_res_incidents, NULL, id, "Warning", "IncidentDecided",
+              "Decide", note);
+    if (node)
+        gh_exec_event(p, &gh_kube_res_nodes, NULL, node, "Warning", "GPUFault", "Decide", note);
+    if (job) {
+        char ns[64], name[254];
+        gh_exec_split_job(job, ns, sizeof ns, name, sizeof name);
+        gh_exec_event(p, &gh_kube_res_jobs, ns, name, "Warning", "GPUFault", "Decide", note);
+    }
+    for (int i = 0; i < d->n_pods; i++)
+        gh_exec_event(p, &gh_kube_res_pods, d->pods[i].ns, d->pods[i].name, "Warning",
+              "GPUFaultDiagnosed", "Decide", note);
+}

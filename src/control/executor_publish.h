@@ -1,0 +1,54 @@
+/* executor_publish.h - what the executor's workers publish about an
+ * incident: the Incident object (spec, then status with the phase and the
+ * per-action results) and Kubernetes Events on the Incident, the node, the
+ * job and the pods in the evidence. Called on a worker thread with that
+ * worker's client. Failures are never fatal: the audit store is the
+ * record, these are its view. */
+#ifndef GH_CONTROL_EXECUTOR_PUBLISH_H
+#define GH_CONTROL_EXECUTOR_PUBLISH_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "common/timeutil.h"
+#include "control/executor.h"
+#include "control/task-t.h"
+#include "kube/api.h"
+#include "kube/client.h"
+
+/* Who publishes: all borrowed (a worker's client, the executor's clock
+ * and identity, the Events' reporting instance). */
+struct gh_exec_pub {
+    struct gh_kube_client *c;
+    const struct gh_clock *clock;
+    const char *identity;
+};
+
+/* The Incident status result for an action result or guard verdict r
+ * (NULL: "Pending"): Succeeded, Failed, Running, Blocked, Pending, Skipped. */
+const char *gh_exec_cr_result(const char *r);
+
+/* Splits job "ns/name" into ns[0..nscap) and name[0..namecap) (a job
+ * without a namespace is in "default"; NULL: "default" and ""). */
+void gh_exec_split_job(const char *job, char *ns, size_t nscap, char *name, size_t namecap);
+
+/* Creates or updates the Incident object of inc (borrowed; server-side
+ * apply) and its status: phase, message, status_actions (borrowed; NULL:
+ * none). The first failure goes to rep->warning (rep may be NULL). */
+void gh_exec_publish_incident(const struct gh_exec_pub *p, const json_t *inc, const char *mode,
+                              const char *phase, const json_t *status_actions,
+                              const char *message, struct gh_exec_report *rep);
+
+/* An Event about the object of type res named ns/name (ns NULL for a
+ * cluster-scoped one), with its uid so that `kubectl describe` shows it. */
+void gh_exec_event(const struct gh_exec_pub *p, const struct gh_kube_res *res, const char *ns,
+                   const char *name, const char *type, const char *reason, const char *action,
+                   const char *note);
+
+/* Events about decision d on the Incident object, the node, the job and
+ * the pods in its evidence; summary is the reason (a dry run says so
+ * first). */
+void gh_exec_decision_events(const struct gh_exec_pub *p, const struct gh_decision *d,
+                             const char *mode, const char *summary);
+
+#endif
