@@ -322,7 +322,13 @@ static struct gh_policy *load_policy(const char *path)
     }
     char *buf = malloc(GH_POLICY_MAX_BYTES + 1);
     size_t len = buf ? fread(buf, 1, GH_POLICY_MAX_BYTES + 1, f) : 0;
+    int read_errno = ferror(f) ? errno : 0;
     fclose(f);
+    if (read_errno) { /* a directory, an I/O error: not a short policy */
+        fprintf(stderr, "gpuheal-controller: --policy %s: %s\n", path, strerror(read_errno));
+        free(buf);
+        return NULL;
+    }
     if (!buf || len > GH_POLICY_MAX_BYTES) {
         fprintf(stderr, "gpuheal-controller: --policy %s: too large\n", path);
         free(buf);

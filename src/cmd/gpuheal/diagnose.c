@@ -1,5 +1,6 @@
 /* diagnose.c - `gpuheal diagnose [--policy FILE] [--stats] FILE|-`: replays a
  * scenario through the engine and writes its incidents as JSON lines. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +29,13 @@ struct gh_policy *gh_cmd_load_policy(const char *path)
     }
     char *buf = malloc(GH_POLICY_MAX_BYTES + 1);
     size_t len = buf ? fread(buf, 1, GH_POLICY_MAX_BYTES + 1, f) : 0;
+    int read_errno = ferror(f) ? errno : 0;
     fclose(f);
+    if (read_errno) { /* a directory, an I/O error: not a short policy */
+        fprintf(stderr, "gpuheal: %s: %s\n", path, strerror(read_errno));
+        free(buf);
+        return NULL;
+    }
     if (!buf || len > GH_POLICY_MAX_BYTES) {
         fprintf(stderr, "gpuheal: %s: larger than %d bytes\n", path, GH_POLICY_MAX_BYTES);
         free(buf);

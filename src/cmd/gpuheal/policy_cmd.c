@@ -3,6 +3,7 @@
  * either gpuheal's policy file (version, settings, rules: --policy) or
  * RecoveryPolicy objects (apiVersion gpuheal.io/v1alpha1, what users
  * kubectl apply), linted as the controller reads them. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,8 +154,14 @@ static int lint_one(const char *path)
     }
     char *buf = malloc(GH_POLICY_MAX_BYTES + 1);
     size_t len = buf ? fread(buf, 1, GH_POLICY_MAX_BYTES + 1, f) : 0;
+    int read_errno = ferror(f) ? errno : 0;
     if (f != stdin)
         fclose(f);
+    if (read_errno) { /* a directory, an I/O error: not a short policy */
+        fprintf(stderr, "%s: %s\n", path, strerror(read_errno));
+        free(buf);
+        return 1;
+    }
     if (!buf) {
         fprintf(stderr, "%s: out of memory\n", path);
         return 1;
