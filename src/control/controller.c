@@ -29,7 +29,7 @@
 #include "control/policy_cr.h"
 #include "engine/detector.h"
 #include "engine/engine.h"
-#include "engine/strmap.h"
+#include "common/strmap.h"
 #include "control/agent_auth.h"
 #include "ingest/queue.h"
 #include "ingest/server.h"

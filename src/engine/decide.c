@@ -9,7 +9,7 @@
 #include "common/timeutil.h"
 #include "engine/classify.h"
 #include "engine/impact.h"
-#include "engine/strmap.h"
+#include "common/strmap.h"
 #include "signal/xid_catalog.h"
 
 #define OCC_MAX 32   /* occurrences (and their evidence) kept per rule and subject */

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/strmap.h"
+#include "common/strmap.h"
 
 #define MAX_GPUS_PER_NODE 1024
 
