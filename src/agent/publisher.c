@@ -15,8 +15,8 @@
 #include <unistd.h>
 
 #include "common/curlbuf.h"
-#include "ingest/token.h"
-#include "ingest/wire.h"
+#include "wire/token.h"
+#include "wire/wire.h"
 
 #define RESP_MAX (256 * 1024)
 #define URL_MAX  2048

@@ -31,7 +31,7 @@
 #include "engine/engine.h"
 #include "common/strmap.h"
 #include "control/agent_auth.h"
-#include "ingest/queue.h"
+#include "signal/sigqueue.h"
 #include "ingest/server.h"
 #include "kube/api.h"
 #include "kube/client.h"

@@ -13,8 +13,8 @@
 
 #include "cmd/gpuheal/commands.h"
 #include "common/curlbuf.h"
-#include "ingest/token.h"
-#include "ingest/wire.h"
+#include "wire/token.h"
+#include "wire/wire.h"
 #include "signal/signal_json.h"
 
 #define URL_MAX      2048
