@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ingest/queue.h"
+#include "signal/sigqueue.h"
 #include "ingest/server.h"
 
 #define MAX_CONNS 4096

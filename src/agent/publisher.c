@@ -14,8 +14,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "ingest/token.h"
-#include "ingest/wire.h"
+#include "common/curlbuf.h"
+#include "wire/token.h"
+#include "wire/wire.h"
 
 #define RESP_MAX (256 * 1024)
 #define URL_MAX  2048
@@ -60,30 +61,6 @@ struct gh_publisher {
 
 /* ---- worker ---- */
 
-struct resp_buf {
-    char *p;
-    size_t len;
-    bool over;
-};
-
-static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
-{
-    struct resp_buf *b = ud;
-    size_t n = size * nmemb;
-    if (b->len + n > RESP_MAX) {
-        b->over = true;
-        return n; /* keep reading, drop the excess: the summary fits well within */
-    }
-    char *np = realloc(b->p, b->len + n + 1);
-    if (!np)
-        return 0;
-    b->p = np;
-    memcpy(b->p + b->len, data, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-    return n;
-}
-
 static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
 {
     int64_t *retry_after = ud;
@@ -111,7 +88,8 @@ static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_
 static void do_request(struct gh_publisher *p, CURL *h, struct result *res)
 {
     struct curl_slist *hdrs = NULL;
-    struct resp_buf rb = {0};
+    /* the summary fits well within RESP_MAX: the excess is dropped, the reply read */
+    struct gh_curlbuf rb = {.max = RESP_MAX, .drop_excess = true};
     char auth[GH_TOKEN_MAX + 32];
     struct gh_err terr;
 
@@ -144,7 +122,7 @@ static void do_request(struct gh_publisher *p, CURL *h, struct result *res)
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(p->timeout / GH_NS_PER_MS));
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(p->timeout / GH_NS_PER_MS));
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, gh_curlbuf_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &rb);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, &res->retry_after_s);

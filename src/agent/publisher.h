@@ -1,5 +1,5 @@
 /* publisher.h - ships the spool's signal lines to the controller's ingest
- * endpoint (POST /v1/signals, ingest/wire.h) without ever blocking the
+ * endpoint (POST /v1/signals, wire/wire.h) without ever blocking the
  * agent's event loop.
  *
  * Model

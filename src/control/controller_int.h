@@ -20,6 +20,7 @@
 #include "audit/store_watch.h"
 #include "common/json.h"
 #include "common/mono.h"
+#include "common/strmap.h"
 #include "control/agent_auth.h"
 #include "control/controller.h"
 #include "control/decision.h"
@@ -32,12 +33,11 @@
 #include "control/metrics.h"
 #include "control/policy_cr.h"
 #include "engine/engine.h"
-#include "engine/strmap.h"
-#include "ingest/queue.h"
 #include "ingest/server.h"
 #include "kube/client.h"
 #include "kube/informer.h"
 #include "kube/leader.h"
+#include "signal/sigqueue.h"
 
 #define KNOWN_MAX (1u << 20)
 #define AWAIT_MAX 65536

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "common/timeutil.h"
-#include "engine/strmap.h"
+#include "common/strmap.h"
 
 #define MAX_NODES 65536
 #define RATE_MAX 100000 /* bound on the remembered dispatch times */

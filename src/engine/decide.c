@@ -9,7 +9,7 @@
 #include "common/timeutil.h"
 #include "engine/classify.h"
 #include "engine/impact.h"
-#include "engine/strmap.h"
+#include "common/strmap.h"
 #include "signal/xid_catalog.h"
 
 #define OCC_MAX 32   /* occurrences (and their evidence) kept per rule and subject */
@@ -261,15 +261,6 @@ static bool targets_node(enum gh_action a)
 {
     return a == GH_ACT_ISOLATE_NODE || a == GH_ACT_DRAIN_NODE || a == GH_ACT_RESET_GPU ||
            a == GH_ACT_REBOOT_NODE || a == GH_ACT_REPLACE_NODE;
-}
-
-static int cmp_entries(const void *a, const void *b)
-{
-    const struct gh_tl_entry *x = *(const struct gh_tl_entry *const *)a;
-    const struct gh_tl_entry *y = *(const struct gh_tl_entry *const *)b;
-    if (x->ts_ns != y->ts_ns)
-        return x->ts_ns < y->ts_ns ? -1 : 1;
-    return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
 /* The latest checkpoint of job saved before `before` (and below step `below`
@@ -655,7 +646,7 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
             ev[n_ev++] = o->ev[i];
     for (size_t i = 0; i < f->n_evidence; i++)
         ev[n_ev++] = f->evidence[i];
-    qsort(ev, n_ev, sizeof ev[0], cmp_entries);
+    qsort(ev, n_ev, sizeof ev[0], gh_tl_entry_cmp);
     for (size_t i = 0; i < n_ev; i++) {
         if (i && ev[i] == ev[i - 1])
             continue;

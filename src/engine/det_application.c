@@ -8,7 +8,7 @@
 
 #include "engine/classify.h"
 #include "engine/detector.h"
-#include "engine/strmap.h"
+#include "common/strmap.h"
 #include "signal/xid_catalog.h"
 
 #define MAX_KEYS (1 << 20)

@@ -10,7 +10,7 @@
 #include "engine/classify.h"
 #include "engine/detector.h"
 #include "engine/stats.h"
-#include "engine/strmap.h"
+#include "common/strmap.h"
 
 #define INV 32            /* involvements remembered per node */
 #define MAX_KEYS (1 << 20)

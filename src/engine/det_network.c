@@ -18,7 +18,7 @@
 #include "engine/classify.h"
 #include "engine/detector.h"
 #include "engine/stats.h"
-#include "engine/strmap.h"
+#include "common/strmap.h"
 
 #define MAX_KEYS (1 << 20)
 #define MAX_WATCH 4096

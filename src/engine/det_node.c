@@ -15,7 +15,7 @@
 
 #include "engine/classify.h"
 #include "engine/detector.h"
-#include "engine/strmap.h"
+#include "common/strmap.h"
 #include "signal/xid_catalog.h"
 
 #define MAX_WATCH 4096

@@ -18,7 +18,7 @@
 #include "engine/classify.h"
 #include "engine/detector.h"
 #include "engine/stats.h"
-#include "engine/strmap.h"
+#include "common/strmap.h"
 #include "signal/xid_catalog.h"
 
 #define NB 4

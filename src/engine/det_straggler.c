@@ -26,7 +26,7 @@
 #include "engine/classify.h"
 #include "engine/detector.h"
 #include "engine/stats.h"
-#include "engine/strmap.h"
+#include "common/strmap.h"
 
 #define NB 4     /* steps in flight per job */
 #define SLOW_EV 3

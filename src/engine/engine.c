@@ -8,7 +8,7 @@
 
 #include "engine/decide.h"
 #include "engine/detector.h"
-#include "engine/strmap.h"
+#include "common/strmap.h"
 
 #define HW_ALERTS 8
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/strmap.h"
+#include "common/strmap.h"
 
 #define MAX_GPUS_PER_NODE 1024
 
@@ -790,7 +790,7 @@ const struct gh_tl_entry *gh_timeline_release(struct gh_timeline *tl, int64_t no
 
 /* ---- query ------------------------------------------------------------ */
 
-static int cmp_entries(const void *a, const void *b)
+int gh_tl_entry_cmp(const void *a, const void *b)
 {
     const struct gh_tl_entry *x = *(const struct gh_tl_entry *const *)a;
     const struct gh_tl_entry *y = *(const struct gh_tl_entry *const *)b;
@@ -846,7 +846,7 @@ size_t gh_timeline_query(struct gh_timeline *tl, enum gh_tl_scope scope, const c
             }
         }
     }
-    qsort(tl->scratch, n, sizeof *tl->scratch, cmp_entries);
+    qsort(tl->scratch, n, sizeof *tl->scratch, gh_tl_entry_cmp);
     size_t first = n > cap && newest ? n - cap : 0, count = n - first > cap ? cap : n - first;
     memcpy(out, tl->scratch + first, count * sizeof *out);
     return count;

@@ -42,6 +42,9 @@ struct gh_tl_entry {
 const struct gh_tl_entry *gh_tl_ref(const struct gh_tl_entry *e);
 /* Drops a reference taken with gh_tl_ref (frees at zero). Accepts NULL. */
 void gh_tl_unref(const struct gh_tl_entry *e);
+/* The one order of entries, the timeline's own: by stream time, then arrival
+ * (seq). A qsort comparator over an array of const struct gh_tl_entry *. */
+int gh_tl_entry_cmp(const void *a, const void *b);
 
 struct gh_timeline_config {
     int64_t window_ns;     /* out-of-order tolerance (default 2 s) */

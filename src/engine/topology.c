@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/strmap.h"
+#include "common/strmap.h"
 
 struct job {
     unsigned *nodes;

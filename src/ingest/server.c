@@ -16,10 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ingest/dedup.h"
-#include "ingest/listen.h"
-#include "ingest/token.h"
+#include "common/listen.h"
 #include "common/timeutil.h"
+#include "ingest/dedup.h"
+#include "wire/token.h"
 
 #define DEFAULT_BODY_MAX (8u * 1024 * 1024)
 #define TLS_FILE_MAX     (1024 * 1024)

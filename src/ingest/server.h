@@ -1,6 +1,6 @@
 /* server.h - the controller's ingest endpoint on libmicrohttpd:
  *
- *   POST /v1/signals   JSON lines in (ingest/wire.h for the protocol),
+ *   POST /v1/signals   JSON lines in (wire/wire.h for the protocol),
  *                      bearer token required, summary out
  *   GET  /healthz      "ok"
  *   GET  /metrics      Prometheus text: requests by status, signals by
@@ -53,9 +53,9 @@
 #include <stdint.h>
 
 #include "common/err.h"
-#include "ingest/queue.h"
-#include "ingest/wire.h"
 #include "signal/signal.h"
+#include "signal/sigqueue.h"
+#include "wire/wire.h"
 
 /* Takes sigs[0..n) (stealing each on GH_OK; the server clears them
  * otherwise). GH_EAGAIN = no room now: the request is answered 503 with

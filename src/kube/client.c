@@ -15,6 +15,7 @@
 
 #include <curl/curl.h>
 
+#include "common/curlbuf.h"
 #include "kube/ratelimit.h"
 
 #define WATCH_ERRBODY_MAX (64u << 10) /* error body of a failed watch */
@@ -28,15 +29,14 @@ struct gh_kube_call {
     CURL *easy;
     struct curl_slist *hdrs;
     char errbuf[CURL_ERROR_SIZE];
-    char *buf; /* reply body (non-2xx of a watch, or any non-watch reply) */
-    size_t len, cap;
+    struct gh_curlbuf body; /* reply body (non-2xx of a watch, or any non-watch reply),
+                               capped at body.max; a chunk over it aborts the call */
     gh_kube_done_fn done;
     gh_kube_data_fn data;
     void *ud;
     int abort_rc;           /* set by the data callback or a local limit */
     struct gh_err abort_err;
     CURLcode result;
-    size_t max_body;        /* cap for buf */
     bool cancelled;
     bool throttled_once;
 };
@@ -258,36 +258,23 @@ static void call_free(struct gh_kube_call *k)
         curl_easy_cleanup(k->easy);
     curl_slist_free_all(k->hdrs);
     gh_kube_req_clear(&k->req);
-    free(k->buf);
+    free(k->body.p);
     free(k);
 }
 
 static size_t body_append(struct gh_kube_call *k, const char *p, size_t len)
 {
-    if (k->len + len > k->max_body) {
+    size_t kept = gh_curlbuf_append(&k->body, p, len);
+    if (kept == len)
+        return len;
+    if (k->body.over) {
         k->abort_rc = GH_ELIMIT;
-        gh_err_set(&k->abort_err, GH_ELIMIT, "reply body larger than %zu bytes", k->max_body);
-        return 0;
+        gh_err_set(&k->abort_err, GH_ELIMIT, "reply body larger than %zu bytes", k->body.max);
+    } else {
+        k->abort_rc = GH_ENOMEM;
+        gh_err_set(&k->abort_err, GH_ENOMEM, "out of memory for the reply body");
     }
-    if (k->len + len + 1 > k->cap) {
-        size_t ncap = k->cap ? k->cap : 16384;
-        while (ncap < k->len + len + 1)
-            ncap *= 2;
-        if (ncap > k->max_body + 1)
-            ncap = k->max_body + 1;
-        char *nb = realloc(k->buf, ncap);
-        if (!nb) {
-            k->abort_rc = GH_ENOMEM;
-            gh_err_set(&k->abort_err, GH_ENOMEM, "out of memory for the reply body");
-            return 0;
-        }
-        k->buf = nb;
-        k->cap = ncap;
-    }
-    memcpy(k->buf + k->len, p, len);
-    k->len += len;
-    k->buf[k->len] = '\0';
-    return len;
+    return 0;
 }
 
 /* curl write callback: a 2xx watch body streams to the data callback; any
@@ -544,7 +531,7 @@ int gh_kube_submit(struct gh_kube_client *c, struct gh_kube_req *req, gh_kube_do
     k->done = done;
     k->data = data;
     k->ud = ud;
-    k->max_body = k->req.watch ? WATCH_ERRBODY_MAX : c->o.max_body;
+    k->body.max = k->req.watch ? WATCH_ERRBODY_MAX : c->o.max_body;
     k->state = CALL_QUEUED;
     list_push(&c->queued, k);
     if (out)
@@ -581,7 +568,7 @@ static void deliver(struct gh_kube_client *c, struct gh_kube_call *k)
         gh_err_prefix(&k->abort_err, rc, "%s", what);
         e = k->abort_err;
         if (!is2xx && resp.http > 0)
-            gh_kube_status_from_reply(&resp.status, resp.http, k->buf, k->len, -1);
+            gh_kube_status_from_reply(&resp.status, resp.http, k->body.p, k->body.len, -1);
     } else if (k->result != CURLE_OK && !(resp.http > 0 && !is2xx)) {
         /* no (complete) reply: a transport failure */
         resp.status.kind = GH_KUBE_R_TRANSPORT;
@@ -590,9 +577,9 @@ static void deliver(struct gh_kube_client *c, struct gh_kube_call *k)
         rc = k->result == CURLE_OPERATION_TIMEDOUT ? GH_ETIMEOUT : GH_EAGAIN;
         gh_err_set(&e, rc, "%s: %s", what, resp.status.message);
     } else if (is2xx) {
-        if (!k->req.watch && k->len > 0) {
+        if (!k->req.watch && k->body.len > 0) {
             json_error_t je;
-            resp.body = json_loadb(k->buf, k->len, 0, &je);
+            resp.body = json_loadb(k->body.p, k->body.len, 0, &je);
             if (!resp.body) {
                 rc = gh_err_set(&e, GH_EINVAL, "%s: malformed JSON reply at line %d column %d: %s",
                                 what, je.line, je.column, je.text);
@@ -601,7 +588,7 @@ static void deliver(struct gh_kube_client *c, struct gh_kube_call *k)
     } else {
         curl_off_t ra = -1;
         curl_easy_getinfo(k->easy, CURLINFO_RETRY_AFTER, &ra);
-        gh_kube_status_from_reply(&resp.status, resp.http, k->buf, k->len,
+        gh_kube_status_from_reply(&resp.status, resp.http, k->body.p, k->body.len,
                                   ra > 0 && ra < 86400 ? (int)ra : -1);
         rc = gh_kube_status_err(&resp.status, what, &e);
         if (resp.http == 401)

@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 
+#include "common/file.h"
 #include "common/json.h"
 #include "kube/yaml_json.h"
 
@@ -93,56 +94,9 @@ int gh_kube_config_copy(struct gh_kube_config *dst, const struct gh_kube_config 
 
 int gh_kube_read_file(const char *path, size_t cap, struct gh_kube_blob *out, struct gh_err *err)
 {
-    out->data = NULL;
-    out->len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return gh_err_set(err, errno == ENOENT ? GH_ENOTFOUND : GH_EIO, "%s: %s", path,
-                          strerror(errno));
-    int rc = GH_OK;
-    size_t len = 0, size = 4096;
-    unsigned char *buf = malloc(size);
-    if (!buf) {
-        rc = gh_err_set(err, GH_ENOMEM, "out of memory");
-        goto out;
-    }
-    for (;;) {
-        if (len + 1 >= size) {
-            if (size > cap) {
-                rc = gh_err_set(err, GH_ELIMIT, "%s: larger than %zu bytes", path, cap);
-                goto out;
-            }
-            size_t nsize = size * 2 > cap + 2 ? cap + 2 : size * 2;
-            unsigned char *nb = realloc(buf, nsize);
-            if (!nb) {
-                rc = gh_err_set(err, GH_ENOMEM, "out of memory");
-                goto out;
-            }
-            buf = nb;
-            size = nsize;
-        }
-        ssize_t n = read(fd, buf + len, size - 1 - len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = gh_err_set(err, GH_EIO, "%s: %s", path, strerror(errno));
-            goto out;
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
-        if (len > cap) {
-            rc = gh_err_set(err, GH_ELIMIT, "%s: larger than %zu bytes", path, cap);
-            goto out;
-        }
-    }
-    buf[len] = '\0';
-    out->data = buf;
-    out->len = len;
-    buf = NULL;
-out:
-    free(buf);
-    close(fd);
+    char *data;
+    int rc = gh_file_read(path, cap, &data, &out->len, err);
+    out->data = (unsigned char *)data;
     return rc;
 }
 

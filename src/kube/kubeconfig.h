@@ -80,8 +80,8 @@ int gh_kube_config_copy(struct gh_kube_config *dst, const struct gh_kube_config 
 /* Frees everything src owns and zeroes it. Accepts NULL. */
 void gh_kube_config_clear(struct gh_kube_config *cfg);
 
-/* Reads a whole file into a NUL-terminated blob of at most cap bytes.
- * GH_ENOTFOUND when absent, GH_ELIMIT when larger than cap. */
+/* Reads a whole file into a NUL-terminated blob of at most cap bytes
+ * (gh_file_read). GH_ENOTFOUND when absent, GH_ELIMIT when larger than cap. */
 int gh_kube_read_file(const char *path, size_t cap, struct gh_kube_blob *out, struct gh_err *err);
 
 /* Decodes standard base64 (whitespace ignored) with OpenSSL into a new blob. */

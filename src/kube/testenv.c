@@ -17,6 +17,7 @@
 
 #include <curl/curl.h>
 
+#include "common/curlbuf.h"
 #include "common/json.h"
 #include "kube/api.h"
 #include "kube/kubeconfig.h"
@@ -332,23 +333,6 @@ void gh_kube_testenv_apiserver_free(struct gh_kube_testenv_apiserver *a)
 
 /* ------------------------------------------------------------------ etcd */
 
-struct membuf {
-    char buf[4096];
-    size_t len;
-};
-
-static size_t mem_write(char *p, size_t sz, size_t n, void *ud)
-{
-    struct membuf *m = ud;
-    size_t len = sz * n;
-    if (m->len + len >= sizeof m->buf)
-        return 0;
-    memcpy(m->buf + m->len, p, len);
-    m->len += len;
-    m->buf[m->len] = '\0';
-    return len;
-}
-
 static int etcd_post(const char *base, const char *path, const char *body, json_t **out,
                      struct gh_err *err)
 {
@@ -357,20 +341,24 @@ static int etcd_post(const char *base, const char *path, const char *body, json_
     CURL *h = curl_easy_init();
     if (!h)
         return gh_err_set(err, GH_ENOMEM, "curl_easy_init");
-    struct membuf m = {{0}, 0};
+    struct gh_curlbuf m = {.max = 4095}; /* an etcd reply of a few hundred bytes */
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, mem_write);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, gh_curlbuf_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &m);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 30000L);
     CURLcode cc = curl_easy_perform(h);
     long code = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
     curl_easy_cleanup(h);
-    if (cc != CURLE_OK || code != 200)
-        return gh_err_set(err, GH_EIO, "etcd %s: %s (HTTP %ld) %s", path, curl_easy_strerror(cc),
-                          code, m.buf);
-    *out = json_loadb(m.buf, m.len, 0, NULL);
+    if (cc != CURLE_OK || code != 200) {
+        int rc = gh_err_set(err, GH_EIO, "etcd %s: %s (HTTP %ld) %s", path, curl_easy_strerror(cc),
+                            code, m.p ? m.p : "");
+        free(m.p);
+        return rc;
+    }
+    *out = m.p ? json_loadb(m.p, m.len, 0, NULL) : NULL;
+    free(m.p);
     return *out ? GH_OK : gh_err_set(err, GH_EINVAL, "etcd %s: bad JSON", path);
 }
 

@@ -69,15 +69,8 @@
 #include <jansson.h>
 #include <stdio.h>
 
+#include "common/utf8.h" /* gh_utf8_valid, gh_utf8_seq: the codec's string rule */
 #include "signal/signal.h"
-
-/* Strict UTF-8 of s[0..len) (RFC 3629: no overlongs, no surrogates,
- * <= U+10FFFF), the rule jansson applies to every string it decodes. */
-bool gh_utf8_valid(const char *s, size_t len);
-
-/* Length of the one strict UTF-8 sequence at s[0..len) (len >= 1; ASCII,
- * NUL included, is 1), 0 when s does not start a valid one. */
-size_t gh_utf8_seq(const char *s, size_t len);
 
 /* True when s[0..n) is a checksum value as replica_checksum carries it: one
  * or more hex digits, optionally after "0x"/"0X". Both decoders use it. */

@@ -1,5 +1,5 @@
 /* fuzz_ingest.c - libFuzzer target for the ingest endpoint's body parsing
- * (ingest/wire.h): arbitrary bytes as a POST /v1/signals body through
+ * (wire/wire.h): arbitrary bytes as a POST /v1/signals body through
  * gh_ingest_parse with the server's duplicate check, and the reply summary
  * through encode -> decode. Aborts when the counts do not add up, an error
  * names a line outside the body or out of order, or the reply does not
@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "ingest/dedup.h"
-#include "ingest/token.h"
-#include "ingest/wire.h"
+#include "wire/token.h"
+#include "wire/wire.h"
 
 struct ctx {
     struct gh_dedup *seen;

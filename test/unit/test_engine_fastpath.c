@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "engine/stats.h"
-#include "engine/strmap.h"
+#include "common/strmap.h"
 #include "engine/timeline.h"
 
 static uint64_t rnd(uint64_t *s)

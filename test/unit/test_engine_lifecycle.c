@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "engine/strmap.h"
+#include "common/strmap.h"
 #include "test_engine_helpers.h"
 
 static void node_signal(struct gh_engine *e, enum gh_kind k, double t, const char *node)

@@ -23,10 +23,10 @@
 #include <openssl/x509v3.h>
 
 #include "ingest/dedup.h"
-#include "ingest/queue.h"
+#include "signal/sigqueue.h"
 #include "ingest/server.h"
-#include "ingest/token.h"
-#include "ingest/wire.h"
+#include "wire/token.h"
+#include "wire/wire.h"
 
 #define TOKEN "s3cr3t-token-abc"
 

@@ -28,9 +28,9 @@
 #include <stdatomic.h>
 #include <sys/socket.h>
 
-#include "ingest/queue.h"
+#include "signal/sigqueue.h"
 #include "ingest/server.h"
-#include "ingest/wire.h"
+#include "wire/wire.h"
 
 #define OP_TOKEN "operator-token-1"
 #define N1_TOKEN "node-n1-token"

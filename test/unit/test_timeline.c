@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "engine/stats.h"
-#include "engine/strmap.h"
+#include "common/strmap.h"
 #include "engine/timeline.h"
 
 #define S(x) ((int64_t)(x) * 1000000000LL)

@@ -24,7 +24,7 @@
 #include "agent/spool.h"
 #include "agent/telemetry.h"
 #include "common/timeutil.h"
-#include "ingest/queue.h"
+#include "signal/sigqueue.h"
 #include "kube/client.h"
 
 /* ---- configuration (config.c) ---- */

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "cmd/gpuheal-agent/agent.h"
-#include "ingest/listen.h"
+#include "common/listen.h"
 
 #define METRICS_CAP (512 * 1024)
 

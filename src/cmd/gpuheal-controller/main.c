@@ -3,6 +3,7 @@
  * Kubernetes configuration (kubeconfig or in-cluster) and the policy, and
  * runs the controller until SIGTERM/SIGINT. */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "common/file.h"
 #include "common/log.h"
 #include "common/timeutil.h"
 #include "common/version.h"
@@ -315,17 +317,22 @@ static bool ingest_limits(const struct values *v, struct gh_controller_opts *o)
 
 static struct gh_policy *load_policy(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
         fprintf(stderr, "gpuheal-controller: --policy %s: cannot open\n", path);
         return NULL;
     }
-    char *buf = malloc(GH_POLICY_MAX_BYTES + 1);
-    size_t len = buf ? fread(buf, 1, GH_POLICY_MAX_BYTES + 1, f) : 0;
-    fclose(f);
-    if (!buf || len > GH_POLICY_MAX_BYTES) {
+    char *buf;
+    size_t len;
+    struct gh_err err = {{0}};
+    int rc = gh_file_read_fd(fd, path, GH_POLICY_MAX_BYTES, &buf, &len, &err);
+    close(fd);
+    if (rc == GH_EIO) { /* a directory, an I/O error: not a short policy */
+        fprintf(stderr, "gpuheal-controller: --policy %s\n", err.msg);
+        return NULL;
+    }
+    if (rc) {
         fprintf(stderr, "gpuheal-controller: --policy %s: too large\n", path);
-        free(buf);
         return NULL;
     }
     struct gh_policy *p = NULL;

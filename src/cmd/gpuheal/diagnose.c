@@ -1,10 +1,13 @@
 /* diagnose.c - `gpuheal diagnose [--policy FILE] [--stats] FILE|-`: replays a
  * scenario through the engine and writes its incidents as JSON lines. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmd/gpuheal/commands.h"
+#include "common/file.h"
 #include "common/timeutil.h"
 
 static void print_incident(void *ctx, const struct gh_incident *inc)
@@ -21,17 +24,22 @@ static void print_incident(void *ctx, const struct gh_incident *inc)
 /* Loads a policy file for --policy; prints its problems. NULL on error. */
 struct gh_policy *gh_cmd_load_policy(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
         fprintf(stderr, "gpuheal: %s: cannot open\n", path);
         return NULL;
     }
-    char *buf = malloc(GH_POLICY_MAX_BYTES + 1);
-    size_t len = buf ? fread(buf, 1, GH_POLICY_MAX_BYTES + 1, f) : 0;
-    fclose(f);
-    if (!buf || len > GH_POLICY_MAX_BYTES) {
+    char *buf;
+    size_t len;
+    struct gh_err err = {{0}};
+    int rc = gh_file_read_fd(fd, path, GH_POLICY_MAX_BYTES, &buf, &len, &err);
+    close(fd);
+    if (rc == GH_EIO) { /* a directory, an I/O error: not a short policy */
+        fprintf(stderr, "gpuheal: %s\n", err.msg);
+        return NULL;
+    }
+    if (rc) {
         fprintf(stderr, "gpuheal: %s: larger than %d bytes\n", path, GH_POLICY_MAX_BYTES);
-        free(buf);
         return NULL;
     }
     struct gh_policy *p = NULL;

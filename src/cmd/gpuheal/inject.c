@@ -12,8 +12,9 @@
 #include <unistd.h>
 
 #include "cmd/gpuheal/commands.h"
-#include "ingest/token.h"
-#include "ingest/wire.h"
+#include "common/curlbuf.h"
+#include "wire/token.h"
+#include "wire/wire.h"
 #include "signal/signal_json.h"
 
 #define URL_MAX      2048
@@ -101,26 +102,9 @@ static int batch_add(struct batch *b, const char *text, size_t len, long line)
 }
 
 struct resp {
-    char *p;
-    size_t len;
+    struct gh_curlbuf body; /* capped at RESP_MAX, the excess dropped */
     long retry_after;
 };
-
-static size_t on_body(char *d, size_t s, size_t n, void *ud)
-{
-    struct resp *r = ud;
-    size_t k = s * n;
-    if (r->len + k > RESP_MAX)
-        return k;
-    char *np = realloc(r->p, r->len + k + 1);
-    if (!np)
-        return 0;
-    r->p = np;
-    memcpy(r->p + r->len, d, k);
-    r->len += k;
-    r->p[r->len] = '\0';
-    return k;
-}
 
 static size_t on_header(char *d, size_t s, size_t n, void *ud)
 {
@@ -169,15 +153,15 @@ static void post(struct run *r, struct batch *b)
     }
     double backoff = 0.5;
     for (int attempt = 0;; attempt++) {
-        struct resp rs = {0};
+        struct resp rs = {.body = {.max = RESP_MAX, .drop_excess = true}};
         char errbuf[CURL_ERROR_SIZE] = "";
         curl_easy_setopt(r->h, CURLOPT_URL, r->url);
         curl_easy_setopt(r->h, CURLOPT_POSTFIELDS, b->body);
         curl_easy_setopt(r->h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)b->len);
         curl_easy_setopt(r->h, CURLOPT_HTTPHEADER, hd);
         curl_easy_setopt(r->h, CURLOPT_TIMEOUT, r->timeout_s);
-        curl_easy_setopt(r->h, CURLOPT_WRITEFUNCTION, on_body);
-        curl_easy_setopt(r->h, CURLOPT_WRITEDATA, &rs);
+        curl_easy_setopt(r->h, CURLOPT_WRITEFUNCTION, gh_curlbuf_write);
+        curl_easy_setopt(r->h, CURLOPT_WRITEDATA, &rs.body);
         curl_easy_setopt(r->h, CURLOPT_HEADERFUNCTION, on_header);
         curl_easy_setopt(r->h, CURLOPT_HEADERDATA, &rs);
         curl_easy_setopt(r->h, CURLOPT_ERRORBUFFER, errbuf);
@@ -191,7 +175,7 @@ static void post(struct run *r, struct batch *b)
         bool retryable = cc != CURLE_OK || status == 429 || status >= 500;
         if (cc == CURLE_OK && (status == 200 || status == 422)) {
             struct gh_ingest_result *res = malloc(sizeof *res);
-            if (!res || gh_ingest_reply_decode(rs.p ? rs.p : "", rs.len, res, &err)) {
+            if (!res || gh_ingest_reply_decode(rs.body.p ? rs.body.p : "", rs.body.len, res, &err)) {
                 fprintf(stderr, "gpuheal inject: HTTP %ld with a bad summary: %s\n", status,
                         res ? err.msg : "out of memory");
                 r->failed = true;
@@ -208,7 +192,7 @@ static void post(struct run *r, struct batch *b)
                     r->truncated = true;
             }
             free(res);
-            free(rs.p);
+            free(rs.body.p);
             break;
         }
         if (!retryable || attempt >= r->retries) {
@@ -217,15 +201,15 @@ static void post(struct run *r, struct batch *b)
                         errbuf[0] ? errbuf : curl_easy_strerror(cc));
             else
                 fprintf(stderr, "gpuheal inject: POST %s: HTTP %ld: %.*s\n", r->url, status,
-                        (int)(rs.len > 300 ? 300 : rs.len), rs.p ? rs.p : "");
+                        (int)(rs.body.len > 300 ? 300 : rs.body.len), rs.body.p ? rs.body.p : "");
             fprintf(stderr, "gpuheal inject: %zu lines (input lines %ld..%ld) not delivered\n",
                     b->n, b->lines[0], b->lines[b->n - 1]);
             r->failed = true;
-            free(rs.p);
+            free(rs.body.p);
             break;
         }
         double wait = rs.retry_after > backoff ? (double)rs.retry_after : backoff;
-        free(rs.p);
+        free(rs.body.p);
         sleep_s(wait);
         backoff *= 2;
         if (backoff > 30)

@@ -3,13 +3,16 @@
  * either gpuheal's policy file (version, settings, rules: --policy) or
  * RecoveryPolicy objects (apiVersion gpuheal.io/v1alpha1, what users
  * kubectl apply), linted as the controller reads them. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
 #include "cmd/gpuheal/commands.h"
+#include "common/file.h"
 #include "common/json.h"
 #include "control/policy_cr.h"
 #include "kube/yaml_json.h"
@@ -146,20 +149,32 @@ static int lint_objects(const char *path, const char *buf, size_t len)
 
 static int lint_one(const char *path)
 {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f) {
+    bool is_stdin = strcmp(path, "-") == 0;
+    int fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
         fprintf(stderr, "%s: cannot open\n", path);
         return 1;
     }
-    char *buf = malloc(GH_POLICY_MAX_BYTES + 1);
-    size_t len = buf ? fread(buf, 1, GH_POLICY_MAX_BYTES + 1, f) : 0;
-    if (f != stdin)
-        fclose(f);
-    if (!buf) {
+    char *buf;
+    size_t len;
+    struct gh_err err = {{0}};
+    int rc = gh_file_read_fd(fd, path, GH_POLICY_MAX_BYTES, &buf, &len, &err);
+    if (!is_stdin)
+        close(fd);
+    if (rc == GH_EIO) { /* a directory, an I/O error: not a short policy */
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    if (rc == GH_ENOMEM) {
         fprintf(stderr, "%s: out of memory\n", path);
         return 1;
     }
-    if (len <= GH_POLICY_MAX_BYTES && object_form(buf, len)) {
+    if (rc == GH_ELIMIT) { /* the policy parser's own words for a file over its bound */
+        printf("%s:0: error: policy larger than %d bytes\n", path, GH_POLICY_MAX_BYTES);
+        printf("%s: 1 error\n", path);
+        return 1;
+    }
+    if (object_form(buf, len)) {
         int orc = lint_objects(path, buf, len);
         free(buf);
         return orc;

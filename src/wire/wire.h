@@ -14,8 +14,8 @@
  * Whole-request refusals carry {"error":"..."}: 401 (no or wrong bearer
  * token), 413 (body or line count over the limit), 503 (the receiver's
  * queue is full: retry after the Retry-After seconds), 400, 404, 405. */
-#ifndef GH_INGEST_WIRE_H
-#define GH_INGEST_WIRE_H
+#ifndef GH_WIRE_WIRE_H
+#define GH_WIRE_WIRE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* queue.h - a bounded, thread-safe FIFO of signals with an eventfd, which
+/* sigqueue.h - a bounded, thread-safe FIFO of signals with an eventfd, which
  * carries signals from producer threads (the ingest server's HTTP thread,
  * an agent source's worker thread) to the one event loop that owns them.
  *
@@ -6,8 +6,8 @@
  * to its epoll set and, when it is readable, calls gh_sigqueue_pop until it
  * returns 0. Capacity is fixed at creation; a push that does not fit is
  * refused whole (the producer decides: reply 503, or count a drop). */
-#ifndef GH_INGEST_QUEUE_H
-#define GH_INGEST_QUEUE_H
+#ifndef GH_SIGNAL_SIGQUEUE_H
+#define GH_SIGNAL_SIGQUEUE_H
 
 #include <stddef.h>
 #include <stdint.h>

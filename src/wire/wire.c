@@ -1,6 +1,6 @@
 /* wire.c - the ingest protocol: a request body of signal lines parsed with
  * per-line errors, and the reply summary encoded and decoded. */
-#include "ingest/wire.h"
+#include "wire/wire.h"
 
 #include <jansson.h>
 #include <stdio.h>

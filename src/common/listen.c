@@ -1,5 +1,5 @@
 /* listen.c - opens a listening TCP socket from a "HOST:PORT" string. */
-#include "ingest/listen.h"
+#include "common/listen.h"
 
 #include <errno.h>
 #include <netdb.h>

@@ -1,5 +1,5 @@
 /* token.c - bearer token files: parse, hash, and compare in constant time. */
-#include "ingest/token.h"
+#include "wire/token.h"
 
 #include <errno.h>
 #include <openssl/crypto.h>

@@ -1,5 +1,5 @@
 /* strmap.c - open-addressing string map with index-ordered entries and free-index reuse. */
-#include "engine/strmap.h"
+#include "common/strmap.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -2,8 +2,8 @@
  * on libmicrohttpd (the ingest endpoint, the agent's /healthz and
  * /metrics), which are handed the socket rather than an address so that
  * port 0 (any free port, for tests) can be read back. */
-#ifndef GH_INGEST_LISTEN_H
-#define GH_INGEST_LISTEN_H
+#ifndef GH_COMMON_LISTEN_H
+#define GH_COMMON_LISTEN_H
 
 #include "common/err.h"
 

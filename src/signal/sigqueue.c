@@ -1,6 +1,6 @@
-/* queue.c - the bounded thread-safe signal FIFO with an eventfd that is
+/* sigqueue.c - the bounded thread-safe signal FIFO with an eventfd that is
  * readable exactly while the queue is non-empty. */
-#include "ingest/queue.h"
+#include "signal/sigqueue.h"
 
 #include <errno.h>
 #include <pthread.h>

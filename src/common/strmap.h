@@ -1,12 +1,13 @@
 /* strmap.h - a bounded string-keyed map with index-ordered iteration, used
- * for the engine's node, job and key tables. Entries are numbered in order
- * of insertion; a removed entry leaves a free index that a later insertion
- * reuses (so memory follows the live entries, not every key ever seen).
- * Iteration is by index, so everything built on it is deterministic.
- * Keys are copied and owned by the map; values are borrowed pointers (or
- * small integers cast by the caller) that the map never frees. */
-#ifndef GH_ENGINE_STRMAP_H
-#define GH_ENGINE_STRMAP_H
+ * for the engine's node, job and key tables and the guards' and the
+ * controller's tables. Entries are numbered in order of insertion; a removed
+ * entry leaves a free index that a later insertion reuses (so memory
+ * follows the live entries, not every key ever seen). Iteration is by
+ * index, so everything built on it is deterministic. Keys are copied and
+ * owned by the map; values are borrowed pointers (or small integers cast by
+ * the caller) that the map never frees. */
+#ifndef GH_COMMON_STRMAP_H
+#define GH_COMMON_STRMAP_H
 
 #include <stdbool.h>
 #include <stddef.h>

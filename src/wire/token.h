@@ -7,8 +7,8 @@
  * ASCII without spaces, 1..GH_TOKEN_MAX bytes. The file itself is at most
  * 64 KiB. A client uses the first token; a server accepts any of the first
  * GH_TOKEN_SET_MAX (so a token can be rotated without downtime). */
-#ifndef GH_INGEST_TOKEN_H
-#define GH_INGEST_TOKEN_H
+#ifndef GH_WIRE_TOKEN_H
+#define GH_WIRE_TOKEN_H
 
 #include <stdbool.h>
 #include <stddef.h>
