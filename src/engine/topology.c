@@ -510,6 +510,19 @@ static int opt_number(const json_t *o, const char *key, double *v, struct gh_err
     return GH_OK;
 }
 
+/* Why adding names[0..n) to t failed (gh_topology_add_node/_add_job say
+ * only -1): an empty name, a full table, or else out of memory. */
+static int add_error(const struct gh_topology *t, const char *const *names, size_t n,
+                     struct gh_err *err)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!names[i][0])
+            return gh_err_set(err, GH_EINVAL, "header: empty node name");
+    if (gh_strmap_count(t->nodes) >= GH_TOPO_MAX_NODES || gh_strmap_count(t->jobs) >= GH_TOPO_MAX_JOBS)
+        return gh_err_set(err, GH_ELIMIT, "header: too many jobs or nodes");
+    return gh_err_set(err, GH_ENOMEM, "header: out of memory");
+}
+
 int gh_topology_from_header(const json_t *hdr, struct gh_topology **out, struct gh_err *err)
 {
     int rc = GH_OK;
@@ -540,7 +553,7 @@ int gh_topology_from_header(const json_t *hdr, struct gh_topology **out, struct 
         goto out;
     for (size_t i = 0; i < n; i++)
         if (gh_topology_add_node(t, names[i]) < 0) {
-            rc = gh_err_set(err, GH_ELIMIT, "header: too many nodes");
+            rc = add_error(t, names + i, 1, err);
             goto out;
         }
     free(names);
@@ -575,12 +588,12 @@ int gh_topology_from_header(const json_t *hdr, struct gh_topology **out, struct 
         if ((rc = str_array(json_object_get(jo, "nodes"), "jobs[].nodes", &names, &n, err)))
             goto out;
         long j = gh_topology_add_job(t, json_string_value(name), names, n, (int)r);
-        free(names);
-        names = NULL;
         if (j < 0) {
-            rc = gh_err_set(err, GH_ELIMIT, "header: too many jobs or nodes");
+            rc = add_error(t, names, n, err);
             goto out;
         }
+        free(names);
+        names = NULL;
         double remaining = -1, cost = -1;
         if ((rc = opt_number(jo, "remaining_s", &remaining, err)) ||
             (rc = opt_number(jo, "restart_cost_s", &cost, err)))

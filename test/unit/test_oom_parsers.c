@@ -1,6 +1,7 @@
 /* test_oom_parsers.c - the parsers outside the signal codec under
  * allocation failure (alloc_fail.h): the Prometheus text parser and the
- * dcgm-exporter scrape on it, and the policy YAML loader. At every failure
+ * dcgm-exporter scrape on it, the policy YAML loader, and the scenario
+ * header (gh_topology_from_header, gh_topology_clone). At every failure
  * point the call returns an error, or its result equals the one without
  * injection; ASan's leak check at exit finds what a failed call left
  * behind. */
@@ -18,6 +19,7 @@
 #include "agent/dcgm.h"
 #include "alloc_fail.h"
 #include "engine/policy.h"
+#include "engine/topology.h"
 #include "signal/signal_json.h"
 
 #define MAX_POINTS 20000
@@ -251,6 +253,78 @@ static void test_policy_default(void **state)
     gh_policy_free(want);
 }
 
+/* ---- the scenario header ---------------------------------------------------------- */
+
+static const char header_text[] =
+    "{\"scenario\":\"oom\",\"nodes\":[\"n0\",\"n1\",\"n2\",\"n3\"],\"gpus_per_node\":8,"
+    "\"jobs\":[{\"name\":\"ml/llm\",\"nodes\":[\"n0\",\"n1\",\"n2\"],\"ranks_per_node\":8,"
+    "\"remaining_s\":3600,\"restart_cost_s\":600},"
+    "{\"name\":\"ml/small\",\"nodes\":[\"n3\",\"n4\"],\"ranks_per_node\":2}],"
+    "\"extra\":{\"ignored\":true}}";
+
+static void topology_digest(const struct gh_topology *t, struct digest *d)
+{
+    d->len = 0;
+    d->text[0] = '\0';
+    digest_add(d, "%s gpus=%d", gh_topology_scenario(t) ? gh_topology_scenario(t) : "-",
+               gh_topology_gpus_per_node(t));
+    for (size_t i = 0; i < gh_topology_node_count(t); i++)
+        digest_add(d, " %s", gh_topology_node_name(t, i));
+    for (size_t j = 0; j < gh_topology_job_count(t); j++) {
+        if (!gh_topology_job_name(t, j))
+            continue;
+        const unsigned *nodes;
+        size_t n = gh_topology_job_nodes(t, j, &nodes);
+        digest_add(d, "\njob %s ranks=%d declared=%d:", gh_topology_job_name(t, j),
+                   gh_topology_job_ranks(t, j), gh_topology_job_declared(t, j));
+        for (size_t k = 0; k < n; k++)
+            digest_add(d, " %u", nodes[k]);
+    }
+}
+
+struct header_ctx {
+    json_t *hdr;
+    struct digest want, got;
+};
+
+static int op_header(void *arg)
+{
+    struct header_ctx *c = arg;
+    struct gh_topology *t = NULL;
+    struct gh_err err;
+    int rc = gh_topology_from_header(c->hdr, &t, &err);
+    if (rc) {
+        assert_int_equal(rc, GH_ENOMEM);
+        assert_null(t);
+        return rc;
+    }
+    topology_digest(t, &c->got);
+    assert_string_equal(c->got.text, c->want.text);
+    struct gh_topology *copy = gh_topology_clone(t);
+    gh_topology_free(t);
+    if (!copy)
+        return GH_ENOMEM;
+    topology_digest(copy, &c->got);
+    assert_string_equal(c->got.text, c->want.text);
+    gh_topology_free(copy);
+    return 0;
+}
+
+static void test_scenario_header(void **state)
+{
+    (void)state;
+    static struct header_ctx c;
+    c.hdr = json_loads(header_text, 0, NULL);
+    assert_non_null(c.hdr);
+    struct gh_topology *t = NULL;
+    assert_int_equal(gh_topology_from_header(c.hdr, &t, NULL), GH_OK);
+    topology_digest(t, &c.want);
+    gh_topology_free(t);
+    assert_non_null(strstr(c.want.text, "job ml/small"));
+    assert_true(gh_af_each(op_header, &c, true, MAX_POINTS) > 0);
+    json_decref(c.hdr);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -258,6 +332,7 @@ int main(void)
         cmocka_unit_test_setup(test_exporter_ingest, gh_af_setup),
         cmocka_unit_test_setup(test_policy, gh_af_setup),
         cmocka_unit_test_setup(test_policy_default, gh_af_setup),
+        cmocka_unit_test_setup(test_scenario_header, gh_af_setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
