@@ -2,6 +2,7 @@
  * counter and one armed failure, forwarding to the real functions. */
 #include "alloc_fail.h"
 
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -71,14 +72,21 @@ static bool af_fail_now(void)
     return false;
 }
 
+/* A failed call sets errno as glibc's does. */
+static void *af_null(void)
+{
+    errno = ENOMEM;
+    return NULL;
+}
+
 void *__wrap_malloc(size_t n)
 {
-    return af_fail_now() ? NULL : __real_malloc(n);
+    return af_fail_now() ? af_null() : __real_malloc(n);
 }
 
 void *__wrap_calloc(size_t n, size_t size)
 {
-    return af_fail_now() ? NULL : __real_calloc(n, size);
+    return af_fail_now() ? af_null() : __real_calloc(n, size);
 }
 
 void *__wrap_realloc(void *p, size_t n)
@@ -86,17 +94,17 @@ void *__wrap_realloc(void *p, size_t n)
     /* realloc(p, 0) frees p: not an allocation that can fail */
     if (n == 0 && p)
         return __real_realloc(p, n);
-    return af_fail_now() ? NULL : __real_realloc(p, n);
+    return af_fail_now() ? af_null() : __real_realloc(p, n);
 }
 
 char *__wrap_strdup(const char *s)
 {
-    return af_fail_now() ? NULL : __real_strdup(s);
+    return af_fail_now() ? af_null() : __real_strdup(s);
 }
 
 char *__wrap_strndup(const char *s, size_t n)
 {
-    return af_fail_now() ? NULL : __real_strndup(s, n);
+    return af_fail_now() ? af_null() : __real_strndup(s, n);
 }
 
 unsigned long gh_af_each(int (*op)(void *ctx), void *ctx, bool must_fail, unsigned long max_n)
@@ -117,6 +125,31 @@ unsigned long gh_af_each(int (*op)(void *ctx), void *ctx, bool must_fail, unsign
     }
     fail_msg("still allocating after %lu failure points", max_n);
     return max_n;
+}
+
+unsigned long gh_af_sample(int (*op)(void *ctx), void *ctx, bool must_fail,
+                           unsigned long points)
+{
+    gh_af_fail_at(0);
+    int rc = op(ctx);
+    unsigned long total = gh_af_calls();
+    gh_af_disarm();
+    if (rc != 0)
+        fail_msg("the run without an injected failure failed (rc %d)", rc);
+    if (total <= points)
+        return gh_af_each(op, ctx, must_fail, total + 1);
+    for (unsigned long i = 0; i < points; i++) {
+        unsigned long n = 1 + i * (total - 1) / (points - 1);
+        gh_af_fail_at(n);
+        rc = op(ctx);
+        bool failed = gh_af_disarm();
+        if (!failed)
+            fail_msg("allocation %lu of %lu was not made: the operation is not repeatable", n,
+                     total);
+        if (must_fail && rc == 0)
+            fail_msg("allocation %lu failed but the operation reported success", n);
+    }
+    return total;
 }
 
 int gh_af_setup(void **state)

@@ -46,6 +46,12 @@ void gh_af_resume(void);
 unsigned long gh_af_each(int (*op)(void *ctx), void *ctx, bool must_fail,
                          unsigned long max_n);
 
+/* The same for a long operation: runs op once without injection to count
+ * its allocations T, then with the n-th failing for `points` values of n
+ * spread evenly over 1..T (all of them when T <= points). Returns T. */
+unsigned long gh_af_sample(int (*op)(void *ctx), void *ctx, bool must_fail,
+                           unsigned long points);
+
 /* A cmocka setup function: disarms and resumes, so that a test that failed
  * inside an armed run does not leave the next one armed. */
 int gh_af_setup(void **state);
