@@ -277,8 +277,11 @@ struct gh_timeline *gh_timeline_new(const struct gh_timeline_config *cfg)
         slots *= 2;
     tl->gen_slots = slots;
     tl->owner = calloc(1, sizeof *tl->owner);
-    if (tl->owner)
+    if (tl->owner) {
+        /* held from here, so that gh_timeline_free below frees it */
+        tl->owner->refs = 1;
         tl->owner->names = gh_strmap_new((size_t)1 << 30);
+    }
     tl->gen = calloc(2 * slots, sizeof(uint64_t));
     tl->nodes = gh_strmap_new(tl->cfg.max_entities);
     tl->jobs = gh_strmap_new(tl->cfg.max_entities);
@@ -286,7 +289,6 @@ struct gh_timeline *gh_timeline_new(const struct gh_timeline_config *cfg)
         gh_timeline_free(tl);
         return NULL;
     }
-    tl->owner->refs = 1;
     tl->owner->pooling = true;
     tl->st.watermark_ns = INT64_MIN;
     return tl;
