@@ -29,6 +29,7 @@ struct gh_topology {
     uint64_t generation; /* counts job removals */
     size_t n_marked;     /* jobs ended or gone from a node: gh_topology_note clears them */
     int gpus_per_node;
+    uint64_t nomem; /* allocations that failed in gh_topology_note */
     struct gh_strmap *nodes;
     struct gh_strmap *jobs; /* values: struct job * */
 };
@@ -81,14 +82,24 @@ long gh_topology_add_node(struct gh_topology *t, const char *node)
 static struct job *job_get(struct gh_topology *t, const char *name, long *idx)
 {
     bool created;
-    long j = gh_strmap_intern(t->jobs, name, &created, NULL);
-    if (j < 0)
+    int rc = GH_OK;
+    long j = gh_strmap_intern(t->jobs, name, &created, &rc);
+    if (j < 0) {
+        if (rc == GH_ENOMEM)
+            t->nomem++;
         return NULL;
+    }
     struct job *jb = gh_strmap_value(t->jobs, (size_t)j);
     if (!jb) {
         jb = calloc(1, sizeof *jb);
-        if (!jb)
-            return NULL; /* the key stays without a job: retried next time */
+        if (!jb) {
+            /* no key without a job: every reader of the table takes the
+             * value for granted */
+            if (created)
+                gh_strmap_remove(t->jobs, (size_t)j);
+            t->nomem++;
+            return NULL;
+        }
         jb->max_rank = -1;
         jb->remaining_s = -1;
         jb->restart_cost_s = -1;
@@ -200,16 +211,20 @@ long gh_topology_note(struct gh_topology *t, const char *job, const char *node, 
     struct job *jb = job_get(t, job, &j);
     if (!jb)
         return -1;
-    long n = node && *node ? gh_topology_add_node(t, node) : -1;
-    if (n >= 0)
-        (void)job_add_node(jb, (unsigned)n);
+    int rc = GH_OK;
+    long n = node && *node ? gh_strmap_intern(t->nodes, node, NULL, &rc) : -1;
+    if (rc == GH_ENOMEM || (n >= 0 && job_add_node(jb, (unsigned)n) == GH_ENOMEM))
+        t->nomem++;
     if (jb->ended_ts || jb->n_gone)
         unmark(t, jb, n);
     jb->touched = ++t->clock;
     if (rank >= 0 && rank < GH_TOPO_MAX_RANKS) {
         if (rank > jb->max_rank)
             jb->max_rank = rank;
-        if (n >= 0 && grow_ranks(jb, rank) == GH_OK) {
+        int grc = n >= 0 ? grow_ranks(jb, rank) : GH_EINVAL;
+        if (grc == GH_ENOMEM)
+            t->nomem++;
+        if (grc == GH_OK) {
             jb->rank_node[rank] = (int32_t)n;
             jb->rank_gpu[rank] = (int16_t)(gpu >= 0 && gpu < INT16_MAX ? gpu : -1);
         }
@@ -409,6 +424,11 @@ double gh_topology_job_restart_cost_s(const struct gh_topology *t, size_t j)
 {
     const struct job *jb = job_at(t, j);
     return jb ? jb->restart_cost_s : -1;
+}
+
+uint64_t gh_topology_nomem(const struct gh_topology *t)
+{
+    return t->nomem;
 }
 
 size_t gh_topology_memory(const struct gh_topology *t)
