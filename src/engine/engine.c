@@ -214,20 +214,19 @@ static bool bus_key(const char *node, const char *pci, char *key, size_t cap)
 static void learn_gpu_ids(struct gh_engine *e, const struct gh_signal *s)
 {
     char key[400];
-    int rc = GH_OK;
     if (s->pci && bus_key(s->node, s->pci, key, sizeof key)) {
-        long i = gh_strmap_intern(e->gpu_ids, key, NULL, &rc);
+        long i = gh_strmap_intern(e->gpu_ids, key, NULL, NULL);
         if (i >= 0)
             gh_strmap_set_value(e->gpu_ids, (size_t)i, (void *)(intptr_t)(s->gpu + 1));
-        else if (rc == GH_ENOMEM)
+        else if (!gh_strmap_full(e->gpu_ids))
             e->nomem++;
     }
     if (s->uuid) {
         snprintf(key, sizeof key, "%s|%s", s->node, s->uuid);
-        long i = gh_strmap_intern(e->gpu_ids, key, NULL, &rc);
+        long i = gh_strmap_intern(e->gpu_ids, key, NULL, NULL);
         if (i >= 0)
             gh_strmap_set_value(e->gpu_ids, (size_t)i, (void *)(intptr_t)(s->gpu + 1));
-        else if (rc == GH_ENOMEM)
+        else if (!gh_strmap_full(e->gpu_ids))
             e->nomem++;
     }
 }
@@ -255,10 +254,9 @@ static void note_job(struct gh_engine *e, const struct gh_signal *sg, int64_t ts
     bool ckpt = sg->kind == GH_KIND_CHECKPOINT && sg->ckpt_state == GH_CKPT_SAVED;
     struct seen *sn = e->seen_last;
     if (!e->seen_key || strcmp(e->seen_key, job) != 0) {
-        int rc = GH_OK;
-        long i = gh_strmap_intern(e->jobs_seen, job, NULL, &rc);
+        long i = gh_strmap_intern(e->jobs_seen, job, NULL, NULL);
         if (i < 0) {
-            if (rc == GH_ENOMEM)
+            if (!gh_strmap_full(e->jobs_seen))
                 e->nomem++;
             return;
         }
@@ -680,13 +678,10 @@ void gh_ctx_restart_worth(struct gh_engine *e, const char *job, long tj, double 
 struct gh_timeline *gh_ctx_timeline(struct gh_engine *e) { return e->tl; }
 void gh_ctx_nomem(struct gh_engine *e) { e->nomem++; }
 
-void *gh_ctx_value(struct gh_engine *e, struct gh_strmap *m, const char *key, size_t size,
-                   long *idx, bool *created)
+void gh_ctx_value_failed(struct gh_engine *e, const struct gh_strmap *m)
 {
-    void *v = gh_strmap_get_or_alloc(m, key, size, idx, created);
-    if (!v && !gh_strmap_full(m))
+    if (!gh_strmap_full(m))
         e->nomem++;
-    return v;
 }
 int64_t gh_ctx_now(struct gh_engine *e) { return e->now; }
 int64_t gh_ctx_start(struct gh_engine *e) { return e->start; }
@@ -695,10 +690,9 @@ static struct facts *facts_get(struct gh_engine *e, const char *node, bool creat
 {
     if (!node)
         return NULL;
-    int rc = GH_OK;
-    long i = create ? gh_strmap_intern(e->facts, node, NULL, &rc) : gh_strmap_find(e->facts, node);
+    long i = create ? gh_strmap_intern(e->facts, node, NULL, NULL) : gh_strmap_find(e->facts, node);
     if (i < 0) {
-        if (rc == GH_ENOMEM)
+        if (create && !gh_strmap_full(e->facts))
             e->nomem++;
         return NULL;
     }

@@ -658,10 +658,9 @@ static struct entity *entity_get(struct gh_timeline *tl, struct gh_strmap *m, co
     struct entity **last_en = m == tl->nodes ? &tl->last_node_en : &tl->last_job_en;
     if (*last && strcmp(*last, name) == 0)
         return *last_en;
-    int rc = GH_OK;
-    long i = gh_strmap_intern(m, name, NULL, &rc);
+    long i = gh_strmap_intern(m, name, NULL, NULL);
     if (i < 0) {
-        if (rc == GH_ENOMEM)
+        if (!gh_strmap_full(m)) /* else entities_full */
             tl->st.nomem++;
         return NULL;
     }

@@ -82,10 +82,9 @@ long gh_topology_add_node(struct gh_topology *t, const char *node)
 static struct job *job_get(struct gh_topology *t, const char *name, long *idx)
 {
     bool created;
-    int rc = GH_OK;
-    long j = gh_strmap_intern(t->jobs, name, &created, &rc);
+    long j = gh_strmap_intern(t->jobs, name, &created, NULL);
     if (j < 0) {
-        if (rc == GH_ENOMEM)
+        if (!gh_strmap_full(t->jobs))
             t->nomem++;
         return NULL;
     }
@@ -211,9 +210,9 @@ long gh_topology_note(struct gh_topology *t, const char *job, const char *node, 
     struct job *jb = job_get(t, job, &j);
     if (!jb)
         return -1;
-    int rc = GH_OK;
-    long n = node && *node ? gh_strmap_intern(t->nodes, node, NULL, &rc) : -1;
-    if (rc == GH_ENOMEM || (n >= 0 && job_add_node(jb, (unsigned)n) == GH_ENOMEM))
+    long n = node && *node ? gh_strmap_intern(t->nodes, node, NULL, NULL) : -1;
+    if (n >= 0 ? job_add_node(jb, (unsigned)n) == GH_ENOMEM
+               : node && *node && !gh_strmap_full(t->nodes))
         t->nomem++;
     if (jb->ended_ts || jb->n_gone)
         unmark(t, jb, n);
