@@ -1,7 +1,7 @@
 /* test_oom_engine.c - the detection engine under allocation failure
  * (alloc_fail.h): gh_engine_new, then scenario files fed through
- * gh_engine_ingest and gh_engine_tick as `gpuheal diagnose` feeds them,
- * and gh_engine_finish. At every failure point the run either says so (an
+ * gh_engine_ingest / gh_engine_ingest_steal and gh_engine_tick as `gpuheal
+ * diagnose` feeds them, and gh_engine_finish. At every failure point the run either says so (an
  * error from gh_engine_new or gh_engine_ingest, or stats.nomem counting an
  * allocation the engine could not make while deciding) or decides exactly
  * the incidents it decides without injection; ASan's leak check at exit
@@ -139,7 +139,19 @@ static int op_engine(void *arg)
         return GH_ENOMEM;
     int rc = GH_OK;
     for (size_t i = 0; i < c->sc->n; i++) {
-        int irc = gh_engine_ingest(e, &c->sc->sigs[i], c->sc->sigs[i].ts_ns, &err);
+        /* every other signal taken as diagnose and the controller give
+         * them (gh_engine_ingest_steal), the others copied */
+        int irc;
+        if (i % 2) {
+            struct gh_signal own;
+            gh_af_pause();
+            assert_int_equal(gh_signal_copy(&own, &c->sc->sigs[i], NULL), GH_OK);
+            gh_af_resume();
+            irc = gh_engine_ingest_steal(e, &own, c->sc->sigs[i].ts_ns, &err);
+            gh_signal_clear(&own); /* left cleared when taken; freed here when not */
+        } else {
+            irc = gh_engine_ingest(e, &c->sc->sigs[i], c->sc->sigs[i].ts_ns, &err);
+        }
         if (irc == GH_ENOMEM)
             rc = irc; /* reported: the signal was not taken */
         else
