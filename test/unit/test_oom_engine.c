@@ -68,8 +68,9 @@ static void load(const char *name, struct scenario *sc)
         }
         if (sc->n == cap) {
             cap = cap ? cap * 2 : 64;
-            sc->sigs = realloc(sc->sigs, cap * sizeof *sc->sigs);
-            assert_non_null(sc->sigs);
+            struct gh_signal *ns = realloc(sc->sigs, cap * sizeof *ns);
+            assert_non_null(ns);
+            sc->sigs = ns;
         }
         sc->sigs[sc->n++] = s;
     }
@@ -103,8 +104,9 @@ static void on_incident(void *ctx, const struct gh_incident *inc)
     size_t n = strlen(line);
     if (d->len + n + 2 > d->cap) {
         d->cap = (d->len + n + 2) * 2;
-        d->text = realloc(d->text, d->cap);
-        assert_non_null(d->text);
+        char *nt = realloc(d->text, d->cap);
+        assert_non_null(nt);
+        d->text = nt;
     }
     memcpy(d->text + d->len, line, n);
     d->len += n;

@@ -157,7 +157,7 @@ static int spool_run(struct spool_ctx *c)
                 assert_int_equal(gh_signal_encode(&s, &line, NULL), GH_OK);
                 gh_af_resume();
                 assert_true(strlen(line) < sizeof r->line);
-                strcpy(r->line, line);
+                snprintf(r->line, sizeof r->line, "%s", line);
                 free(line);
             }
             gh_af_pause();
