@@ -116,8 +116,10 @@ static void check_batch(struct spool_ctx *c, const struct gh_spool_batch *b, boo
         const char *nl = memchr(p, '\n', b->len - (size_t)(p - b->body));
         assert_non_null(nl);
         struct rec *r = find_rec(c, b->seqs[i]);
-        if (!r)
+        if (!r) {
             fail_msg("seq %llu was read but never appended", (unsigned long long)b->seqs[i]);
+            return;
+        }
         assert_int_equal((size_t)(nl - p), strlen(r->line));
         assert_memory_equal(p, r->line, strlen(r->line));
         seen[r - c->recs] = true;
