@@ -896,7 +896,9 @@ static int ingest_locked(struct gh_dcgm_exporter *ex, const char *text, size_t l
         else
             ex->stats.state_errors++;
     }
-    if (drc != GH_OK && rc == GH_OK)
+    /* a signal lost to OOM outranks malformed lines: GH_EINVAL would tell
+     * the caller every good line counted */
+    if (drc != GH_OK)
         rc = gh_err_set(err, GH_ENOMEM, "dcgm-exporter: out of memory building a signal");
     return rc;
 }

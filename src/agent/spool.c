@@ -166,11 +166,6 @@ static enum rec read_record(struct gh_spool *sp, uint64_t seg, uint64_t off, uin
             return REC_IOERR;
         r->seg = seg;
     }
-    if (!r->buf) {
-        r->buf = malloc(RBUF_CAP);
-        if (!r->buf)
-            return REC_IOERR;
-    }
     for (int pass = 0; pass < 2; pass++) {
         bool have_hdr = off >= r->base && off + HDR <= r->base + r->len;
         if (have_hdr) {
@@ -510,7 +505,10 @@ int gh_spool_open(const struct gh_spool_opts *opts, struct gh_spool **out, struc
     sp->node = dupstr(opts->node);
     sp->boot_id = dupstr(opts->boot_id);
     sp->wbuf = malloc(WBUF_CAP);
-    if (!sp->dir || !sp->node || !sp->boot_id || !sp->wbuf) {
+    /* the read buffer up front: scan_tele cannot tell a failed allocation
+     * from a bad record, and would count telemetry's share short */
+    sp->rd.buf = malloc(RBUF_CAP);
+    if (!sp->dir || !sp->node || !sp->boot_id || !sp->wbuf || !sp->rd.buf) {
         rc = gh_err_set(err, GH_ENOMEM, "spool: out of memory");
         goto fail;
     }

@@ -204,6 +204,10 @@ size_t gh_strmap_remove_if(struct gh_strmap *m, bool (*drop)(const char *key, vo
 
 size_t gh_strmap_count(const struct gh_strmap *m) { return m->count; }
 size_t gh_strmap_live(const struct gh_strmap *m) { return m->live; }
+bool gh_strmap_full(const struct gh_strmap *m)
+{
+    return m->live >= m->max_entries || m->count >= UINT32_MAX - 2;
+}
 const char *gh_strmap_key(const struct gh_strmap *m, size_t i) { return m->entries[i].key; }
 void *gh_strmap_value(const struct gh_strmap *m, size_t i) { return m->entries[i].value; }
 void gh_strmap_set_value(struct gh_strmap *m, size_t i, void *value) { m->entries[i].value = value; }
@@ -220,15 +224,21 @@ size_t gh_strmap_memory(const struct gh_strmap *m)
 void *gh_strmap_get_or_alloc(struct gh_strmap *m, const char *key, size_t size, long *idx,
                              bool *created)
 {
-    long i = gh_strmap_intern(m, key, NULL, NULL);
+    bool made;
+    long i = gh_strmap_intern(m, key, &made, NULL);
     if (i < 0)
         return NULL;
     void *v = gh_strmap_value(m, (size_t)i);
     bool fresh = false;
     if (!v) {
         v = calloc(1, size);
-        if (!v)
+        if (!v) {
+            /* no key without a value: iterations over the map read every
+             * value */
+            if (made)
+                gh_strmap_remove(m, (size_t)i);
             return NULL;
+        }
         gh_strmap_set_value(m, (size_t)i, v);
         fresh = true;
     }

@@ -32,6 +32,8 @@ long gh_strmap_intern(struct gh_strmap *m, const char *key, bool *created, int *
 size_t gh_strmap_count(const struct gh_strmap *m);
 /* The number of live keys. */
 size_t gh_strmap_live(const struct gh_strmap *m);
+/* True when it holds max_entries live keys (an insertion fails GH_ELIMIT). */
+bool gh_strmap_full(const struct gh_strmap *m);
 /* The map-owned key at index i (valid until the entry is removed), NULL
  * for a free index. */
 const char *gh_strmap_key(const struct gh_strmap *m, size_t i);
@@ -40,7 +42,7 @@ void gh_strmap_set_value(struct gh_strmap *m, size_t i, void *value);
 /* The value for key, interning the key and allocating a zeroed value of size
  * bytes when it has none (the map's owner frees values). *idx (optional) gets
  * the entry's index, *created (optional) whether the value is new. NULL when
- * the map is full or out of memory. */
+ * the map is full or out of memory (a key it inserted is removed again). */
 void *gh_strmap_get_or_alloc(struct gh_strmap *m, const char *key, size_t size, long *idx,
                              bool *created);
 /* Removes the entry at index i (its key is freed; the value is the

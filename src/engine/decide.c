@@ -172,17 +172,28 @@ void gh_decider_free(struct gh_decider *d)
     free(d);
 }
 
-/* A value slot of map for key, allocating size bytes (zeroed) on first use. */
-static void *slot(struct gh_strmap *m, const char *key, size_t size)
+/* A value slot of map for key, allocating size bytes (zeroed) on first use.
+ * NULL when the map is full or out of memory (counted in d->st.nomem). */
+static void *slot(struct gh_decider *d, struct gh_strmap *m, const char *key, size_t size)
 {
-    long i = gh_strmap_intern(m, key, NULL, NULL);
-    if (i < 0)
+    int rc = GH_OK;
+    bool made;
+    long i = gh_strmap_intern(m, key, &made, &rc);
+    if (i < 0) {
+        if (rc == GH_ENOMEM)
+            d->st.nomem++;
         return NULL;
+    }
     void *v = gh_strmap_value(m, (size_t)i);
     if (!v) {
         v = calloc(1, size);
-        if (v)
+        if (v) {
             gh_strmap_set_value(m, (size_t)i, v);
+        } else {
+            if (made) /* no key without a value */
+                gh_strmap_remove(m, (size_t)i);
+            d->st.nomem++;
+        }
     }
     return v;
 }
@@ -576,7 +587,7 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
     subject_key(key, sizeof key, ri, f);
     struct occ *o = NULL;
     if (r->repetitions > 1) {
-        o = slot(d->occs, key, sizeof *o);
+        o = slot(d, d->occs, key, sizeof *o);
         if (!o)
             return GH_OUT_ERROR;
         o->rule = ri;
@@ -660,7 +671,7 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
         inc.first_ts = inc.evidence[0]->ts_ns;
 
     /* Actions, escalated by earlier incidents of this rule on this subject. */
-    struct hist *h = slot(d->hists, key, sizeof *h);
+    struct hist *h = slot(d, d->hists, key, sizeof *h);
     if (h)
         h->rule = ri;
     int earlier[GH_POLICY_MAX_ESCALATIONS] = {0};
@@ -819,7 +830,7 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
     gh_sfmt(ekey, sizeof ekey, "%c:%s", inc.node ? 'n' : 'j',
              inc.node ? inc.node : inc.job ? inc.job : "");
     if (inc.node || inc.job) {
-        struct episode *ne = slot(d->episodes, ekey, sizeof *ne);
+        struct episode *ne = slot(d, d->episodes, ekey, sizeof *ne);
         if (ne) {
             /* a follow-up within an open episode adds to what it chose */
             bool was_open = episode_open(ne, now);
@@ -865,7 +876,7 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
      * alive for later, unrelated corruption. */
     if (inc.job && inc.cls == GH_CLASS_SILENT_DATA_CORRUPTION) {
         gh_sfmt(ekey, sizeof ekey, "c:%s", inc.job);
-        struct episode *ce = slot(d->episodes, ekey, sizeof *ce);
+        struct episode *ce = slot(d, d->episodes, ekey, sizeof *ce);
         if (ce) {
             bool was_open = episode_open(ce, now);
             if (!was_open || anomaly < ce->anomaly_ts) {

@@ -68,6 +68,7 @@ void gh_decider_job_finished(struct gh_decider *d, const struct gh_tl_entry *ent
 
 struct gh_decider_stats {
     uint64_t findings, decided, absorbed, pending, grace, unmatched;
+    uint64_t nomem; /* allocations that failed (a repetition, history or episode not kept) */
 };
 void gh_decider_stats(const struct gh_decider *d, struct gh_decider_stats *out);
 size_t gh_decider_memory(const struct gh_decider *d);

@@ -147,7 +147,7 @@ static void on_pod_failed(struct app *a, struct gh_engine *e, const struct gh_tl
         return;
     }
     long idx;
-    struct ajob *j = gh_strmap_get_or_alloc(a->jobs, key, sizeof *j, &idx, NULL);
+    struct ajob *j = gh_ctx_value(e, a->jobs, key, sizeof *j, &idx, NULL);
     if (!j)
         return;
     add_pending(a, j, idx, ent, pf == GH_PF_OOM ? ent->ts_ns : ent->ts_ns + st->hold_ns);
@@ -170,7 +170,7 @@ static void on_app_xid(struct app *a, struct gh_engine *e, const struct gh_tl_en
     char gkey[300];
     gh_sfmt(gkey, sizeof gkey, "%s/%d", s->node ? s->node : "", gpu);
     struct xhist *h =
-        s->node && gpu >= 0 ? gh_strmap_get_or_alloc(a->gpus, gkey, sizeof *h, NULL, NULL) : NULL;
+        s->node && gpu >= 0 ? gh_ctx_value(e, a->gpus, gkey, sizeof *h, NULL, NULL) : NULL;
     if (h && !x->secondary) {
         uint64_t jid = job ? gh_hash_str(GH_HASH_INIT, job) | 1 : 0;
         if (h->n == XHIST) {
@@ -228,7 +228,7 @@ static void on_app_xid(struct app *a, struct gh_engine *e, const struct gh_tl_en
     char key[300];
     gh_sfmt(key, sizeof key, "%s%s", job ? "" : "node:", job ? job : s->node ? s->node : "?");
     long idx;
-    struct ajob *j = gh_strmap_get_or_alloc(a->jobs, key, sizeof *j, &idx, NULL);
+    struct ajob *j = gh_ctx_value(e, a->jobs, key, sizeof *j, &idx, NULL);
     if (!j)
         return;
     add_pending(a, j, idx, ent, ent->ts_ns + st->hold_ns);

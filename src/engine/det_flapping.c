@@ -84,7 +84,7 @@ static void involve(struct flap *f, struct gh_engine *e, const char *node, uint6
                     const struct gh_tl_entry *ent)
 {
     const struct gh_policy_settings *st = gh_ctx_settings(e);
-    struct fnode *n = gh_strmap_get_or_alloc(f->nodes, node, sizeof *n, NULL, NULL);
+    struct fnode *n = gh_ctx_value(e, f->nodes, node, sizeof *n, NULL, NULL);
     if (!n)
         return;
     int64_t now = ent->ts_ns, since = now - st->flap_lookback_ns;
@@ -175,7 +175,7 @@ static void fl_on_signal(void *state, struct gh_engine *e, const struct gh_tl_en
         return;
     }
     if (s->kind == GH_KIND_NODE_NOT_READY) {
-        struct fnode *n = gh_strmap_get_or_alloc(f->nodes, s->node, sizeof *n, NULL, NULL);
+        struct fnode *n = gh_ctx_value(e, f->nodes, s->node, sizeof *n, NULL, NULL);
         if (!n || n->down)
             return;
         n->down = true;
@@ -198,7 +198,7 @@ static void fl_on_signal(void *state, struct gh_engine *e, const struct gh_tl_en
     const char *job = s->job ? s->job : gh_ctx_job_on(e, s->node, -1);
     char key[300];
     gh_sfmt(key, sizeof key, "%s%s", job ? "" : "pod:", job ? job : s->pod ? s->pod : "?");
-    struct fjob *fj = gh_strmap_get_or_alloc(f->jobs, key, sizeof *fj, NULL, NULL);
+    struct fjob *fj = gh_ctx_value(e, f->jobs, key, sizeof *fj, NULL, NULL);
     if (!fj)
         return;
     /* Pods of one job failing together are one failure, blamed on the first. */

@@ -42,16 +42,17 @@ struct gstate {
 #define SXID_MINOR_WINDOW_NS (3600 * GH_NS_PER_S)
 
 struct hw {
+    struct gh_engine *e;        /* borrowed: the engine that runs it */
     struct gh_strmap *gpus;     /* "node/gpu" -> struct gstate * */
     struct gh_strmap *counters; /* "node/gpu/kind/counter/link" -> struct counter * */
 };
 
 static int hw_create(struct gh_engine *e, void **state)
 {
-    (void)e;
     struct hw *h = calloc(1, sizeof *h);
     if (!h)
         return GH_ENOMEM;
+    h->e = e;
     h->gpus = gh_strmap_new(MAX_KEYS);
     h->counters = gh_strmap_new(MAX_KEYS);
     *state = h;
@@ -92,7 +93,7 @@ static struct gstate *state_at(struct hw *h, const char *node, int gpu)
     char key[300];
     gh_strmap_key_int(key, sizeof key, node, '/', gpu); /* "%s/%d", no printf */
     bool created;
-    struct gstate *g = gh_strmap_get_or_alloc(h->gpus, key, sizeof *g, NULL, &created);
+    struct gstate *g = gh_ctx_value(h->e, h->gpus, key, sizeof *g, NULL, &created);
     if (g && created) {
         g->throttle_since[0] = g->throttle_since[1] = INT64_MIN;
         g->throttle_last[0] = g->throttle_last[1] = INT64_MIN;
@@ -145,7 +146,7 @@ static struct counter *counter_for(struct hw *h, const struct gh_signal *s, cons
     gh_sfmt(key, sizeof key, "%s/%d/%s/%s/%d/%s", s->node ? s->node : "", s->gpu,
              gh_kind_name(s->kind), s->counter ? s->counter : "", s->has_link ? s->link : -1,
              extra ? extra : "");
-    return gh_strmap_get_or_alloc(h->counters, key, sizeof(struct counter), NULL, NULL);
+    return gh_ctx_value(h->e, h->counters, key, sizeof(struct counter), NULL, NULL);
 }
 
 static void report_full(struct gh_engine *e, const struct gh_tl_entry *ent, enum gh_class cls,

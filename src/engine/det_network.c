@@ -264,8 +264,10 @@ static void gray_check(struct net *n, struct gh_engine *e, const struct gh_tl_en
         if (me < 0 || js->nodes[me].reported || js->nodes[me].n < COMM_MIN_REPORTS || others < 1)
             continue;
         double *c = malloc(3 * (size_t)others * sizeof *c);
-        if (!c)
+        if (!c) {
+            gh_ctx_nomem(e);
             return;
+        }
         double *sm = c + others;
         int k = 0;
         for (int a = 0; a < js->n_nodes; a++)
@@ -334,7 +336,7 @@ static void on_nic(struct net *n, struct gh_engine *e, const struct gh_tl_entry 
              s->has_port ? s->port : -1);
     long pidx;
     bool created;
-    struct port *p = gh_strmap_get_or_alloc(n->ports, key, sizeof *p, &pidx, &created);
+    struct port *p = gh_ctx_value(e, n->ports, key, sizeof *p, &pidx, &created);
     if (!p)
         return;
     if (created) {
@@ -351,7 +353,7 @@ static void on_nic(struct net *n, struct gh_engine *e, const struct gh_tl_entry 
     if (s->counter && s->has_count) {
         char ckey[500];
         gh_sfmt(ckey, sizeof ckey, "%s/%s", key, s->counter);
-        struct ectr *c = gh_strmap_get_or_alloc(n->ectrs, ckey, sizeof *c, NULL, NULL);
+        struct ectr *c = gh_ctx_value(e, n->ectrs, ckey, sizeof *c, NULL, NULL);
         if (c) {
             int64_t d = c->has_last ? (s->count >= c->last ? s->count - c->last : s->count) : 0;
             c->last = s->count;
@@ -452,15 +454,20 @@ static struct ncomm *comm_acc(struct jsteps *js, struct gh_engine *e, const stru
         if (js->n_nodes == js->cap_nodes) {
             int nc = js->cap_nodes ? 2 * js->cap_nodes : 8;
             struct ncomm *v = realloc(js->nodes, (size_t)nc * sizeof *v);
-            if (!v)
+            if (!v) {
+                gh_ctx_nomem(e);
                 return NULL;
+            }
             js->nodes = v;
             js->cap_nodes = nc;
         }
         struct gh_topology *topo = gh_ctx_topology(e);
         long ni = gh_topology_add_node(topo, s->node);
-        if (ni < 0)
+        if (ni < 0) {
+            if (gh_topology_node_count(topo) < GH_TOPO_MAX_NODES)
+                gh_ctx_nomem(e); /* not full: out of memory */
             return NULL;
+        }
         js->nodes[a] = (struct ncomm){.node = gh_topology_node_name(topo, (size_t)ni)};
         js->n_nodes++;
     }
@@ -490,7 +497,7 @@ static void on_step(struct net *n, struct gh_engine *e, const struct gh_tl_entry
         js = n->last_js;
     } else {
         long idx;
-        js = gh_strmap_get_or_alloc(n->steps, s->job, sizeof *js, &idx, NULL);
+        js = gh_ctx_value(e, n->steps, s->job, sizeof *js, &idx, NULL);
         if (!js)
             return;
         n->last_job = gh_strmap_key(n->steps, (size_t)idx);
@@ -501,16 +508,22 @@ static void on_step(struct net *n, struct gh_engine *e, const struct gh_tl_entry
         while (ncap <= s->rank)
             ncap *= 2;
         int64_t *st = realloc(js->step, (size_t)ncap * sizeof *st);
-        if (!st)
+        if (!st) {
+            gh_ctx_nomem(e);
             return;
+        }
         js->step = st;
         int64_t *ts = realloc(js->ts, (size_t)ncap * sizeof *ts);
-        if (!ts)
+        if (!ts) {
+            gh_ctx_nomem(e);
             return;
+        }
         js->ts = ts;
         int16_t *acc = realloc(js->acc, (size_t)ncap * sizeof *acc);
-        if (!acc)
+        if (!acc) {
+            gh_ctx_nomem(e);
             return;
+        }
         js->acc = acc;
         for (int i = js->cap; i < ncap; i++) {
             js->step[i] = -1;
@@ -579,7 +592,7 @@ static void on_pod_failed(struct net *n, struct gh_engine *e, const struct gh_tl
     char key[300];
     gh_sfmt(key, sizeof key, "%s%s", job ? "" : "node:", job ? job : s->node ? s->node : "?");
     long idx;
-    struct cjob *c = gh_strmap_get_or_alloc(n->cjobs, key, sizeof *c, &idx, NULL);
+    struct cjob *c = gh_ctx_value(e, n->cjobs, key, sizeof *c, &idx, NULL);
     if (!c)
         return;
     if (!c->pending) {

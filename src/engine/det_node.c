@@ -103,14 +103,20 @@ static void nd_on_signal(void *state, struct gh_engine *e, const struct gh_tl_en
     }
     if (s->kind != GH_KIND_NODE_NOT_READY)
         return;
-    i = gh_strmap_intern(d->nodes, s->node, NULL, NULL);
-    if (i < 0)
+    int rc = GH_OK;
+    i = gh_strmap_intern(d->nodes, s->node, NULL, &rc);
+    if (i < 0) {
+        if (rc == GH_ENOMEM)
+            gh_ctx_nomem(e);
         return;
+    }
     struct nnode *n = gh_strmap_value(d->nodes, (size_t)i);
     if (!n) {
         n = calloc(1, sizeof *n);
-        if (!n)
+        if (!n) {
+            gh_ctx_nomem(e);
             return;
+        }
         n->down_since = INT64_MIN;
         gh_strmap_set_value(d->nodes, (size_t)i, n);
     }

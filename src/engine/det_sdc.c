@@ -110,18 +110,24 @@ static void sdc_destroy(void *state)
     free(s);
 }
 
-static struct sdcjob *job_get(struct sdc *s, const char *name)
+static struct sdcjob *job_get(struct sdc *s, struct gh_engine *e, const char *name)
 {
     if (s->last && strcmp(s->last->name, name) == 0)
         return s->last;
-    long i = gh_strmap_intern(s->jobs, name, NULL, NULL);
-    if (i < 0)
+    int rc = GH_OK;
+    long i = gh_strmap_intern(s->jobs, name, NULL, &rc);
+    if (i < 0) {
+        if (rc == GH_ENOMEM)
+            gh_ctx_nomem(e);
         return NULL;
+    }
     struct sdcjob *j = gh_strmap_value(s->jobs, (size_t)i);
     if (!j) {
         j = calloc(1, sizeof *j);
-        if (!j)
+        if (!j) {
+            gh_ctx_nomem(e);
             return NULL;
+        }
         j->name = gh_strmap_key(s->jobs, (size_t)i);
         j->last_final = INT64_MIN;
         j->last_loss_step = INT64_MIN;
@@ -410,7 +416,7 @@ static void on_checksum(struct sdc *s, struct gh_engine *e, const struct gh_tl_e
     const struct gh_signal *sg = &ent->sig;
     if (!sg->job || !sg->has_step)
         return;
-    struct sdcjob *j = job_get(s, sg->job);
+    struct sdcjob *j = job_get(s, e, sg->job);
     if (!j)
         return;
     if (ent->ts_ns > j->last_ts)
@@ -550,7 +556,7 @@ static void on_loss(struct sdc *s, struct gh_engine *e, const struct gh_tl_entry
 {
     const struct gh_signal *sg = &ent->sig;
     const struct gh_policy_settings *st = gh_ctx_settings(e);
-    struct sdcjob *j = job_get(s, sg->job);
+    struct sdcjob *j = job_get(s, e, sg->job);
     if (!j)
         return;
     if (ent->ts_ns > j->last_ts)

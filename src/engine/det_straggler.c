@@ -211,14 +211,20 @@ static struct sjob *job_get(struct strag *s, struct gh_engine *e, const char *na
 {
     if (s->last && strcmp(s->last->name, name) == 0)
         return s->last;
-    long i = gh_strmap_intern(s->jobs, name, NULL, NULL);
-    if (i < 0)
+    int rc = GH_OK;
+    long i = gh_strmap_intern(s->jobs, name, NULL, &rc);
+    if (i < 0) {
+        if (rc == GH_ENOMEM)
+            gh_ctx_nomem(e);
         return NULL;
+    }
     struct sjob *j = gh_strmap_value(s->jobs, (size_t)i);
     if (!j) {
         j = calloc(1, sizeof *j);
-        if (!j)
+        if (!j) {
+            gh_ctx_nomem(e);
             return NULL;
+        }
         j->name = gh_strmap_key(s->jobs, (size_t)i);
         j->max_rank = -1;
         j->last_final = INT64_MIN;
@@ -280,7 +286,9 @@ static int cmp_node(const void *a, const void *b, void *arg)
     return x < y ? -1 : x > y;
 }
 
-static void build_order(struct sjob *j)
+/* False when an allocation failed (the order stays dirty, or the nodes'
+ * accumulated history restarts). */
+static bool build_order(struct sjob *j)
 {
     j->n_order = 0;
     for (int r = 0; r <= j->max_rank && r < j->cap; r++)
@@ -295,13 +303,13 @@ static void build_order(struct sjob *j)
     if (n > j->cap_nodes) {
         struct nodeacc *na = realloc(j->nodes, (size_t)n * sizeof *na);
         if (!na)
-            return;
+            return false;
         j->nodes = na;
         int *c = calloc((size_t)n, sizeof *c), *p = calloc((size_t)n, sizeof *p);
         if (!c || !p) {
             free(c);
             free(p);
-            return;
+            return false;
         }
         free(j->acc_cnt);
         free(j->acc_pos);
@@ -311,6 +319,7 @@ static void build_order(struct sjob *j)
     }
     /* Keep accumulated history of nodes that remain. */
     struct nodeacc *old = j->n_nodes ? malloc((size_t)j->n_nodes * sizeof *old) : NULL;
+    bool ok = old || !j->n_nodes;
     int n_old = old ? j->n_nodes : 0;
     if (old)
         memcpy(old, j->nodes, (size_t)n_old * sizeof *old);
@@ -333,6 +342,7 @@ static void build_order(struct sjob *j)
     free(old);
     j->n_nodes = n;
     j->order_dirty = false;
+    return ok;
 }
 
 /* Keeps ev[0], the first slow step of the streak (the incident's first_ts
@@ -417,8 +427,10 @@ static void finalize(struct strag *s, struct gh_engine *e, struct sjob *j, struc
     const struct gh_policy_settings *st = gh_ctx_settings(e);
     /* Everything below walks the ranks that reported (b->who), not the job. */
     const int m = b->count;
-    if (!ensure_scratch(s, 2 * (size_t)m + 1))
+    if (!ensure_scratch(s, 2 * (size_t)m + 1)) {
+        gh_ctx_nomem(e);
         goto done;
+    }
     size_t n = 0;
     for (int k = 0; k < m; k++)
         s->scratch[n++] = b->v[b->who[k]];
@@ -490,8 +502,8 @@ static void finalize(struct strag *s, struct gh_engine *e, struct sjob *j, struc
     /* Node medians against the median of the other nodes' medians. The
      * reports are grouped by node (a counting sort over the nodes that
      * reported: acc_cnt and acc_pos are zero again afterwards). */
-    if (j->order_dirty)
-        build_order(j);
+    if (j->order_dirty && !build_order(j))
+        gh_ctx_nomem(e);
     int nodes_flagged = 0;
     if (j->n_nodes >= 2 && !j->order_dirty) {
         int *touched = s->iscratch;
@@ -562,8 +574,8 @@ static void finalize(struct strag *s, struct gh_engine *e, struct sjob *j, struc
     if ((candidates == 0 && nodes_flagged == 0) || candidates * 2 > reporting)
         goto done; /* nothing, or the whole job: not a straggler */
     /* Localise, one finding per node. */
-    if (j->order_dirty)
-        build_order(j);
+    if (j->order_dirty && !build_order(j))
+        gh_ctx_nomem(e);
     struct gh_topology *topo = gh_ctx_topology(e);
     int ni = 0;
     for (int i = 0; i < j->n_order && ni < j->n_nodes; ni++) {
@@ -635,8 +647,12 @@ static void st_on_signal(void *state, struct gh_engine *e, const struct gh_tl_en
     if (!isfinite(v))
         return;
     struct sjob *j = job_get(s, e, sg->job);
-    if (!j || grow(j, sg->rank) != GH_OK)
+    if (!j)
         return;
+    if (grow(j, sg->rank) != GH_OK) {
+        gh_ctx_nomem(e);
+        return;
+    }
     if (ent->ts_ns > j->last_ts)
         j->last_ts = ent->ts_ns;
     struct rank *rk = &j->ranks[sg->rank];

@@ -21,6 +21,8 @@
 #include "engine/topology.h"
 #include "signal/taxonomy.h"
 
+#include "engine/strmap.h"
+
 struct gh_engine;
 
 #define GH_FINDING_MAX_EVIDENCE 32
@@ -115,6 +117,23 @@ void gh_ctx_restart_worth(struct gh_engine *e, const char *job, long tj, double 
 struct gh_timeline *gh_ctx_timeline(struct gh_engine *e);
 int64_t gh_ctx_now(struct gh_engine *e);   /* stream time */
 int64_t gh_ctx_start(struct gh_engine *e); /* stream time of the first signal */
+
+/* gh_strmap_get_or_alloc on a detector's map m (borrowed), counting an
+ * allocation failure (not a full map) in gh_engine_stats.nomem. Inline: it
+ * is on every signal's path. */
+void gh_ctx_value_failed(struct gh_engine *e, const struct gh_strmap *m);
+static inline void *gh_ctx_value(struct gh_engine *e, struct gh_strmap *m, const char *key,
+                                 size_t size, long *idx, bool *created)
+{
+    void *v = gh_strmap_get_or_alloc(m, key, size, idx, created);
+    if (!v)
+        gh_ctx_value_failed(e, m);
+    return v;
+}
+/* A detector could not allocate what it needed for a signal or a
+ * deadline: counted in gh_engine_stats.nomem, since on_signal and
+ * on_deadline return nothing. */
+void gh_ctx_nomem(struct gh_engine *e);
 
 /* Hands a finding to the decision stage. */
 enum gh_outcome gh_ctx_report(struct gh_engine *e, const struct gh_finding *f);

@@ -76,6 +76,7 @@ struct gh_engine {
     size_t max_pending;
     int64_t now, start;
     uint64_t dispatched;
+    uint64_t nomem; /* allocation failures here and in the detectors */
 };
 
 static bool job_live(void *ctx, const char *job, const char *node, int64_t first_ts, char *why,
@@ -217,12 +218,16 @@ static void learn_gpu_ids(struct gh_engine *e, const struct gh_signal *s)
         long i = gh_strmap_intern(e->gpu_ids, key, NULL, NULL);
         if (i >= 0)
             gh_strmap_set_value(e->gpu_ids, (size_t)i, (void *)(intptr_t)(s->gpu + 1));
+        else if (!gh_strmap_full(e->gpu_ids))
+            e->nomem++;
     }
     if (s->uuid) {
         snprintf(key, sizeof key, "%s|%s", s->node, s->uuid);
         long i = gh_strmap_intern(e->gpu_ids, key, NULL, NULL);
         if (i >= 0)
             gh_strmap_set_value(e->gpu_ids, (size_t)i, (void *)(intptr_t)(s->gpu + 1));
+        else if (!gh_strmap_full(e->gpu_ids))
+            e->nomem++;
     }
 }
 
@@ -250,13 +255,18 @@ static void note_job(struct gh_engine *e, const struct gh_signal *sg, int64_t ts
     struct seen *sn = e->seen_last;
     if (!e->seen_key || strcmp(e->seen_key, job) != 0) {
         long i = gh_strmap_intern(e->jobs_seen, job, NULL, NULL);
-        if (i < 0)
+        if (i < 0) {
+            if (!gh_strmap_full(e->jobs_seen))
+                e->nomem++;
             return;
+        }
         sn = gh_strmap_value(e->jobs_seen, (size_t)i);
         if (!sn) {
             sn = malloc(sizeof *sn);
-            if (!sn)
+            if (!sn) {
+                e->nomem++;
                 return;
+            }
             memset(sn, 0, sizeof *sn);
             sn->last = ts;
             gh_strmap_set_value(e->jobs_seen, (size_t)i, sn);
@@ -648,6 +658,7 @@ void gh_engine_stats(const struct gh_engine *e, struct gh_engine_stats *out)
             out->detector_bytes += detectors[i]->memory(e->state[i]);
     out->jobs = gh_topology_jobs_live(e->topo);
     out->expired_jobs = e->expired_jobs;
+    out->nomem = e->nomem + out->timeline.nomem + ds.nomem + gh_topology_nomem(e->topo);
     out->bytes = sizeof *e + out->timeline.bytes + out->detector_bytes +
                  gh_decider_memory(e->decider) + gh_topology_memory(e->topo) +
                  gh_strmap_memory(e->facts) + gh_strmap_live(e->facts) * sizeof(struct facts) +
@@ -685,6 +696,13 @@ void gh_ctx_restart_worth(struct gh_engine *e, const char *job, long tj, double 
     out->worth = out->loss_s > out->cost_s;
 }
 struct gh_timeline *gh_ctx_timeline(struct gh_engine *e) { return e->tl; }
+void gh_ctx_nomem(struct gh_engine *e) { e->nomem++; }
+
+void gh_ctx_value_failed(struct gh_engine *e, const struct gh_strmap *m)
+{
+    if (!gh_strmap_full(m))
+        e->nomem++;
+}
 int64_t gh_ctx_now(struct gh_engine *e) { return e->now; }
 int64_t gh_ctx_start(struct gh_engine *e) { return e->start; }
 
@@ -693,8 +711,11 @@ static struct facts *facts_get(struct gh_engine *e, const char *node, bool creat
     if (!node)
         return NULL;
     long i = create ? gh_strmap_intern(e->facts, node, NULL, NULL) : gh_strmap_find(e->facts, node);
-    if (i < 0)
+    if (i < 0) {
+        if (create && !gh_strmap_full(e->facts))
+            e->nomem++;
         return NULL;
+    }
     struct facts *f = gh_strmap_value(e->facts, (size_t)i);
     if (!f && create) {
         f = calloc(1, sizeof *f);
@@ -702,6 +723,8 @@ static struct facts *facts_get(struct gh_engine *e, const char *node, bool creat
             f->boot_ts = INT64_MIN;
             f->flap_suspect_ts = INT64_MIN;
             gh_strmap_set_value(e->facts, (size_t)i, f);
+        } else {
+            e->nomem++;
         }
     }
     return f;

@@ -158,6 +158,12 @@ struct gh_engine_stats {
     size_t detector_bytes;
     size_t jobs;         /* jobs the topology holds now */
     uint64_t expired_jobs; /* idle jobs forgotten so far */
+    /* Allocations that failed while signals were released, detected and
+     * decided (tick/finish return nothing): each may have cost a retained
+     * signal, a finding or an incident. 0 on a healthy run; a driver that
+     * sees it grow reports it (gh_engine_ingest's own GH_ENOMEM is its
+     * return value). */
+    uint64_t nomem;
 };
 void gh_engine_stats(const struct gh_engine *e, struct gh_engine_stats *out);
 

@@ -277,8 +277,11 @@ struct gh_timeline *gh_timeline_new(const struct gh_timeline_config *cfg)
         slots *= 2;
     tl->gen_slots = slots;
     tl->owner = calloc(1, sizeof *tl->owner);
-    if (tl->owner)
+    if (tl->owner) {
+        /* held from here, so that gh_timeline_free below frees it */
+        tl->owner->refs = 1;
         tl->owner->names = gh_strmap_new((size_t)1 << 30);
+    }
     tl->gen = calloc(2 * slots, sizeof(uint64_t));
     tl->nodes = gh_strmap_new(tl->cfg.max_entities);
     tl->jobs = gh_strmap_new(tl->cfg.max_entities);
@@ -286,7 +289,6 @@ struct gh_timeline *gh_timeline_new(const struct gh_timeline_config *cfg)
         gh_timeline_free(tl);
         return NULL;
     }
-    tl->owner->refs = 1;
     tl->owner->pooling = true;
     tl->st.watermark_ns = INT64_MIN;
     return tl;
@@ -657,13 +659,18 @@ static struct entity *entity_get(struct gh_timeline *tl, struct gh_strmap *m, co
     if (*last && strcmp(*last, name) == 0)
         return *last_en;
     long i = gh_strmap_intern(m, name, NULL, NULL);
-    if (i < 0)
+    if (i < 0) {
+        if (!gh_strmap_full(m)) /* else entities_full */
+            tl->st.nomem++;
         return NULL;
+    }
     struct entity *en = gh_strmap_value(m, (size_t)i);
     if (!en) {
         en = calloc(1, sizeof *en);
-        if (!en)
+        if (!en) {
+            tl->st.nomem++;
             return NULL;
+        }
         en->newest = INT64_MIN;
         gh_strmap_set_value(m, (size_t)i, en);
     }
@@ -672,7 +679,7 @@ static struct entity *entity_get(struct gh_timeline *tl, struct gh_strmap *m, co
     return en;
 }
 
-static struct entity *gpu_get(struct entity *node, int gpu)
+static struct entity *gpu_get(struct gh_timeline *tl, struct entity *node, int gpu)
 {
     if (gpu < 0 || gpu >= MAX_GPUS_PER_NODE)
         return NULL;
@@ -681,14 +688,16 @@ static struct entity *gpu_get(struct entity *node, int gpu)
         while (n <= (uint32_t)gpu)
             n *= 2;
         struct entity **g = realloc(node->gpus, n * sizeof *g);
-        if (!g)
+        if (!g) {
+            tl->st.nomem++;
             return NULL;
+        }
         memset(g + node->n_gpus, 0, (n - node->n_gpus) * sizeof *g);
         node->gpus = g;
         node->n_gpus = n;
     }
-    if (!node->gpus[gpu])
-        node->gpus[gpu] = calloc(1, sizeof **node->gpus);
+    if (!node->gpus[gpu] && !(node->gpus[gpu] = calloc(1, sizeof **node->gpus)))
+        tl->st.nomem++;
     return node->gpus[gpu];
 }
 
@@ -709,6 +718,8 @@ static void ring_push(struct gh_timeline *tl, struct ring *r, uint32_t keep,
         if (ncap > keep)
             ncap = keep;
         const struct gh_tl_entry **nv = malloc(ncap * sizeof *nv);
+        if (!nv)
+            tl->st.nomem++; /* the ring stays as it is: the oldest goes early */
         if (nv) {
             for (uint32_t i = 0; i < r->len; i++)
                 nv[i] = r->v[(r->head + i) % r->cap];
@@ -743,7 +754,7 @@ static void retain(struct gh_timeline *tl, const struct gh_tl_entry *e)
                 n->newest = e->ts_ns;
             ring_push(tl, &n->rings[k], tl->cfg.keep_node[k], e);
             if (s->gpu >= 0 && tl->cfg.keep_gpu[k]) {
-                struct entity *g = gpu_get(n, s->gpu);
+                struct entity *g = gpu_get(tl, n, s->gpu);
                 if (g)
                     ring_push(tl, &g->rings[k], tl->cfg.keep_gpu[k], e);
             }
@@ -827,8 +838,10 @@ size_t gh_timeline_query(struct gh_timeline *tl, enum gh_tl_scope scope, const c
         return 0;
     if (total > tl->scratch_cap) {
         const struct gh_tl_entry **ns = realloc(tl->scratch, total * sizeof *ns);
-        if (!ns)
+        if (!ns) {
+            tl->st.nomem++; /* the asker sees nothing retained */
             return 0;
+        }
         tl->scratch = ns;
         tl->scratch_cap = total;
     }

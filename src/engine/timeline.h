@@ -107,6 +107,8 @@ struct gh_timeline_stats {
     uint64_t pushed, duplicates, released, late, forced, ahead_clamped, entries_live;
     uint64_t evicted[GH_KIND__COUNT];
     uint64_t entities_full; /* signals not retained for want of a node/job slot */
+    uint64_t nomem;         /* allocations that failed while retaining released signals
+                               (the signal, or an older one of its ring, is not kept) */
     uint64_t pooled;        /* dead entries kept for reuse ... */
     size_t pooled_bytes;    /* ... and their bytes (counted in bytes) */
     size_t names;           /* distinct node and job names the entries share */

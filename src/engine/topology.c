@@ -29,6 +29,7 @@ struct gh_topology {
     uint64_t generation; /* counts job removals */
     size_t n_marked;     /* jobs ended or gone from a node: gh_topology_note clears them */
     int gpus_per_node;
+    uint64_t nomem; /* allocations that failed in gh_topology_note */
     struct gh_strmap *nodes;
     struct gh_strmap *jobs; /* values: struct job * */
 };
@@ -82,13 +83,22 @@ static struct job *job_get(struct gh_topology *t, const char *name, long *idx)
 {
     bool created;
     long j = gh_strmap_intern(t->jobs, name, &created, NULL);
-    if (j < 0)
+    if (j < 0) {
+        if (!gh_strmap_full(t->jobs))
+            t->nomem++;
         return NULL;
+    }
     struct job *jb = gh_strmap_value(t->jobs, (size_t)j);
     if (!jb) {
         jb = calloc(1, sizeof *jb);
-        if (!jb)
-            return NULL; /* the key stays without a job: retried next time */
+        if (!jb) {
+            /* no key without a job: every reader of the table takes the
+             * value for granted */
+            if (created)
+                gh_strmap_remove(t->jobs, (size_t)j);
+            t->nomem++;
+            return NULL;
+        }
         jb->max_rank = -1;
         jb->remaining_s = -1;
         jb->restart_cost_s = -1;
@@ -200,16 +210,20 @@ long gh_topology_note(struct gh_topology *t, const char *job, const char *node, 
     struct job *jb = job_get(t, job, &j);
     if (!jb)
         return -1;
-    long n = node && *node ? gh_topology_add_node(t, node) : -1;
-    if (n >= 0)
-        (void)job_add_node(jb, (unsigned)n);
+    long n = node && *node ? gh_strmap_intern(t->nodes, node, NULL, NULL) : -1;
+    if (n >= 0 ? job_add_node(jb, (unsigned)n) == GH_ENOMEM
+               : node && *node && !gh_strmap_full(t->nodes))
+        t->nomem++;
     if (jb->ended_ts || jb->n_gone)
         unmark(t, jb, n);
     jb->touched = ++t->clock;
     if (rank >= 0 && rank < GH_TOPO_MAX_RANKS) {
         if (rank > jb->max_rank)
             jb->max_rank = rank;
-        if (n >= 0 && grow_ranks(jb, rank) == GH_OK) {
+        int grc = n >= 0 ? grow_ranks(jb, rank) : GH_EINVAL;
+        if (grc == GH_ENOMEM)
+            t->nomem++;
+        if (grc == GH_OK) {
             jb->rank_node[rank] = (int32_t)n;
             jb->rank_gpu[rank] = (int16_t)(gpu >= 0 && gpu < INT16_MAX ? gpu : -1);
         }
@@ -411,6 +425,11 @@ double gh_topology_job_restart_cost_s(const struct gh_topology *t, size_t j)
     return jb ? jb->restart_cost_s : -1;
 }
 
+uint64_t gh_topology_nomem(const struct gh_topology *t)
+{
+    return t->nomem;
+}
+
 size_t gh_topology_memory(const struct gh_topology *t)
 {
     size_t b = sizeof *t + gh_strmap_memory(t->nodes) + gh_strmap_memory(t->jobs);
@@ -510,6 +529,19 @@ static int opt_number(const json_t *o, const char *key, double *v, struct gh_err
     return GH_OK;
 }
 
+/* Why adding names[0..n) to t failed (gh_topology_add_node/_add_job say
+ * only -1): an empty name, a full table, or else out of memory. */
+static int add_error(const struct gh_topology *t, const char *const *names, size_t n,
+                     struct gh_err *err)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!names[i][0])
+            return gh_err_set(err, GH_EINVAL, "header: empty node name");
+    if (gh_strmap_count(t->nodes) >= GH_TOPO_MAX_NODES || gh_strmap_count(t->jobs) >= GH_TOPO_MAX_JOBS)
+        return gh_err_set(err, GH_ELIMIT, "header: too many jobs or nodes");
+    return gh_err_set(err, GH_ENOMEM, "header: out of memory");
+}
+
 int gh_topology_from_header(const json_t *hdr, struct gh_topology **out, struct gh_err *err)
 {
     int rc = GH_OK;
@@ -540,7 +572,7 @@ int gh_topology_from_header(const json_t *hdr, struct gh_topology **out, struct 
         goto out;
     for (size_t i = 0; i < n; i++)
         if (gh_topology_add_node(t, names[i]) < 0) {
-            rc = gh_err_set(err, GH_ELIMIT, "header: too many nodes");
+            rc = add_error(t, names + i, 1, err);
             goto out;
         }
     free(names);
@@ -575,12 +607,12 @@ int gh_topology_from_header(const json_t *hdr, struct gh_topology **out, struct 
         if ((rc = str_array(json_object_get(jo, "nodes"), "jobs[].nodes", &names, &n, err)))
             goto out;
         long j = gh_topology_add_job(t, json_string_value(name), names, n, (int)r);
-        free(names);
-        names = NULL;
         if (j < 0) {
-            rc = gh_err_set(err, GH_ELIMIT, "header: too many jobs or nodes");
+            rc = add_error(t, names, n, err);
             goto out;
         }
+        free(names);
+        names = NULL;
         double remaining = -1, cost = -1;
         if ((rc = opt_number(jo, "remaining_s", &remaining, err)) ||
             (rc = opt_number(jo, "restart_cost_s", &cost, err)))

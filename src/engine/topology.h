@@ -102,5 +102,8 @@ long gh_topology_job_on_node(const struct gh_topology *t, const char *node, int 
 double gh_topology_job_remaining_s(const struct gh_topology *t, size_t j);
 double gh_topology_job_restart_cost_s(const struct gh_topology *t, size_t j);
 size_t gh_topology_memory(const struct gh_topology *t);
+/* Allocations that failed inside gh_topology_note (what it learned is then
+ * missing; it returns only the job index). */
+uint64_t gh_topology_nomem(const struct gh_topology *t);
 
 #endif

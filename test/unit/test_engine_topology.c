@@ -55,6 +55,10 @@ static void test_header(void **st)
     assert_null(from("{\"scenario\":\"x\",\"nodes\":\"a\"}", GH_EINVAL));
     assert_null(from("{\"scenario\":\"x\",\"jobs\":[{\"nodes\":[\"a\"]}]}", GH_EINVAL));
     assert_null(from("{\"scenario\":\"x\",\"gpus_per_node\":-1}", GH_EINVAL));
+    /* an empty node name is bad input, not "too many nodes" */
+    assert_null(from("{\"scenario\":\"x\",\"nodes\":[\"a\",\"\"]}", GH_EINVAL));
+    assert_null(from("{\"scenario\":\"x\",\"jobs\":[{\"name\":\"j\",\"nodes\":[\"\"]}]}",
+                     GH_EINVAL));
     t = from("{\"scenario\":\"empty\"}", GH_OK);
     assert_int_equal(gh_topology_node_count(t), 0);
     gh_topology_free(t);

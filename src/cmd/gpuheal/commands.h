@@ -32,7 +32,9 @@ struct gh_kube_client *gh_cmd_kube_client(const char *cmd, const char *kubeconfi
                                           const char *context);
 
 /* Shared by diagnose and scenario (scenario_io.c): replays one scenario file
- * through a new engine on the file's clock. */
+ * through a new engine on the file's clock. GH_ENOMEM also when the engine
+ * refused a signal or counted a failed allocation (stats.nomem): the
+ * incidents already handed to cb may then be incomplete. */
 #include <stdio.h>
 #include "engine/engine.h"
 

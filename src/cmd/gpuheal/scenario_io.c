@@ -228,7 +228,12 @@ static int index_file(struct gh_replay *r, FILE *f, struct idx **v, size_t *n, s
         }
         json_decref(o);
         struct gh_signal s;
-        if (gh_signal_decode(text, l, lineno, &s, &lerr) != GH_OK) {
+        int drc = gh_signal_decode(text, l, lineno, &s, &lerr);
+        if (drc == GH_ENOMEM) { /* not a bad line: the line may be good */
+            rc = gh_err_set(err, GH_ENOMEM, "%s: %s", r->path, lerr.msg);
+            break;
+        }
+        if (drc != GH_OK) {
             bad_line(r, &lerr);
             continue;
         }
@@ -295,8 +300,8 @@ int gh_replay_file(struct gh_replay *r, struct gh_err *err)
         int lrc = gh_signal_reader_next(rd, &s, &h, &lerr);
         if (lrc == GH_ENOTFOUND)
             break;
-        if (lrc == GH_EIO) {
-            rc = gh_err_set(err, GH_EIO, "%s: %s", r->path, lerr.msg);
+        if (lrc == GH_EIO || lrc == GH_ENOMEM) {
+            rc = gh_err_set(err, lrc, "%s: %s", r->path, lerr.msg);
             goto out;
         }
         if (lrc != GH_OK) {
@@ -326,7 +331,12 @@ int gh_replay_file(struct gh_replay *r, struct gh_err *err)
         *x->sig = s;
     }
     if (header) {
-        if (gh_topology_from_header(header, &topo, &lerr) != GH_OK) {
+        int hrc = gh_topology_from_header(header, &topo, &lerr);
+        if (hrc == GH_ENOMEM) {
+            rc = gh_err_set(err, GH_ENOMEM, "%s: %s", r->path, lerr.msg);
+            goto out;
+        }
+        if (hrc != GH_OK) {
             bad_line(r, &lerr);
             topo = NULL;
         }
@@ -347,6 +357,7 @@ int gh_replay_file(struct gh_replay *r, struct gh_err *err)
         goto out;
     }
     off_t pos = -1; /* where the stream is: seek only when out of order (a seek drops stdio's buffer) */
+    unsigned long refused = 0; /* signals the engine could not take (GH_ENOMEM) */
     for (size_t i = 0; i < n; i++) {
         struct gh_signal s;
         if (seekable) {
@@ -359,6 +370,11 @@ int gh_replay_file(struct gh_replay *r, struct gh_err *err)
             pos = ftello(f);
             if (lrc != GH_OK || h) {
                 json_decref(h);
+                if (lrc == GH_ENOMEM) {
+                    rc = gh_err_set(err, GH_ENOMEM, "%s: line %ld: out of memory", r->path,
+                                    v[i].line);
+                    goto out;
+                }
                 if (lrc == GH_EIO || lrc == GH_ENOTFOUND) {
                     rc = gh_err_set(err, GH_EIO, "%s: line %ld changed while reading", r->path,
                                     v[i].line);
@@ -377,13 +393,20 @@ int gh_replay_file(struct gh_replay *r, struct gh_err *err)
             free(v[i].sig);
             v[i].sig = NULL;
         }
-        gh_engine_ingest_steal(e, &s, s.ts_ns, NULL);
+        if (gh_engine_ingest_steal(e, &s, s.ts_ns, NULL) == GH_ENOMEM)
+            refused++;
         gh_signal_clear(&s);
         gh_engine_tick(e, v[i].ts);
         r->signals++;
     }
     gh_engine_finish(e, INT64_MAX);
     gh_engine_stats(e, &r->stats);
+    /* a diagnosis that may miss an incident must not look complete */
+    if (refused || r->stats.nomem)
+        rc = gh_err_set(err, GH_ENOMEM,
+                        "%s: out of memory: %lu signals not taken, %llu allocations failed while "
+                        "deciding; incidents may be missing",
+                        r->path, refused, (unsigned long long)r->stats.nomem);
 out:
     gh_engine_free(e);
     gh_topology_free(topo);
