@@ -15,13 +15,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/strmap.h"
 #include "common/timeutil.h"
 #include "engine/policy.h"
 #include "engine/timeline.h"
 #include "engine/topology.h"
 #include "signal/taxonomy.h"
-
-#include "engine/strmap.h"
 
 struct gh_engine;
 
