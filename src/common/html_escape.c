@@ -7,10 +7,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-static void put_fffd(FILE *out)
-{
-    fputs("\xEF\xBF\xBD", out);
-}
+static void put_fffd(FILE *out) { fputs("\xEF\xBF\xBD", out); }
 
 /* Length of the valid UTF-8 sequence at p (n bytes left), 0 when invalid. */
 static size_t utf8_len(const unsigned char *p, size_t n)

@@ -102,7 +102,6 @@ static const char *fmt_full(int64_t ns, char *buf, size_t cap)
     return buf;
 }
 
-
 static void page_head(struct gh_html_ctx *c)
 {
     const struct gh_report *r = c->r;
@@ -167,9 +166,11 @@ static void summary(struct gh_html_ctx *c)
         for (size_t i = 0; i < r->n_inc; i++) {
             const struct gh_rep_incident *in = &r->inc[i];
             char t[64];
-            fprintf(f, "<tr class=\"sev-%s\"><td><a href=\"#incident-%zu\">%zu</a></td>"
-                       "<td class=\"t\">%s</td><td class=\"cls\">", gh_html_sev_class(in->severity), i,
-                    i + 1, gh_html_fmt_t(c, in->decided_ns, t, sizeof t));
+            fprintf(f,
+                    "<tr class=\"sev-%s\"><td><a href=\"#incident-%zu\">%zu</a></td>"
+                    "<td class=\"t\">%s</td><td class=\"cls\">",
+                    gh_html_sev_class(in->severity), i, i + 1,
+                    gh_html_fmt_t(c, in->decided_ns, t, sizeof t));
             gh_html_escape(f, in->cls);
             fprintf(f, "</td><td><span class=\"sev %s\">", gh_html_sev_class(in->severity));
             gh_html_escape(f, in->severity ? in->severity : "?");
@@ -252,9 +253,12 @@ static void decisions(struct gh_html_ctx *c)
     for (size_t i = 0; i < n; i++) {
         const struct gh_rep_incident *in = &r->inc[rows[i].inc];
         char t[64];
-        fprintf(f, "<tr class=\"%s\"><td class=\"t\">%s</td><td><a href=\"#incident-%zu\">#%zu"
-                   "</a></td>",
-                rows[i].what == 0 ? "decision" : rows[i].what == 1 ? "guard" : "action",
+        fprintf(f,
+                "<tr class=\"%s\"><td class=\"t\">%s</td><td><a href=\"#incident-%zu\">#%zu"
+                "</a></td>",
+                rows[i].what == 0   ? "decision"
+                : rows[i].what == 1 ? "guard"
+                                    : "action",
                 gh_html_fmt_t(c, rows[i].ts, t, sizeof t), rows[i].inc, rows[i].inc + 1);
         if (rows[i].what == 0) {
             fputs("<td>decision</td><td class=\"rule\">", f);

@@ -24,7 +24,7 @@
 struct gh_html_ctx {
     const struct gh_report *r; /* borrowed */
     FILE *f;                   /* borrowed */
-    int64_t t0, t1;      /* drawn time range */
+    int64_t t0, t1;            /* drawn time range */
     bool same_day;
     bool has_range;
     /* lanes drawn, in order (owned, indexes into r->lanes) */
@@ -38,7 +38,7 @@ struct gh_html_ctx {
     const char **blamed;
     const char **blamed_cls;
     size_t n_blamed;
-    double *bx, *by;     /* owned scratch for series points */
+    double *bx, *by; /* owned scratch for series points */
     double *dx, *dy;
     size_t scratch;
 };

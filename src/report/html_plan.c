@@ -129,8 +129,9 @@ static int fold_quiet(struct gh_html_ctx *c, size_t *n, struct gh_err *err)
         const struct gh_rep_lane *l = &r->lanes[c->order[i]];
         size_t e = i + 1;
         bool quiet = lane_quiet(l) && !gh_html_is_blamed(c, l->node, NULL);
-        for (; e < *n && r->lanes[c->order[e]].node &&
-               l->node && strcmp(r->lanes[c->order[e]].node, l->node) == 0; e++)
+        for (; e < *n && r->lanes[c->order[e]].node && l->node &&
+               strcmp(r->lanes[c->order[e]].node, l->node) == 0;
+             e++)
             quiet = quiet && lane_quiet(&r->lanes[c->order[e]]);
         if (quiet) {
             quiet_nodes++;
@@ -148,8 +149,9 @@ static int fold_quiet(struct gh_html_ctx *c, size_t *n, struct gh_err *err)
         const struct gh_rep_lane *l = &r->lanes[c->order[i]];
         size_t e = i + 1;
         bool quiet = lane_quiet(l) && !gh_html_is_blamed(c, l->node, NULL);
-        for (; e < *n && r->lanes[c->order[e]].node &&
-               l->node && strcmp(r->lanes[c->order[e]].node, l->node) == 0; e++)
+        for (; e < *n && r->lanes[c->order[e]].node && l->node &&
+               strcmp(r->lanes[c->order[e]].node, l->node) == 0;
+             e++)
             quiet = quiet && lane_quiet(&r->lanes[c->order[e]]);
         for (size_t j = i; j < e; j++) {
             const struct gh_rep_lane *m = &r->lanes[c->order[j]];

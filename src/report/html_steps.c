@@ -147,17 +147,21 @@ static void step_chart(struct gh_html_ctx *c, const struct gh_rep_job *j, size_t
     fputs("<figure>", f);
     fprintf(f, "<svg id=\"steps-%zu\" class=\"step-chart\" data-job=\"", k);
     gh_html_escape(f, j->name);
-    fprintf(f, "\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %d %d\" width=\"%d\" "
-               "height=\"%d\" role=\"img\" aria-label=\"step time per %s\">\n",
+    fprintf(f,
+            "\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %d %d\" width=\"%d\" "
+            "height=\"%d\" role=\"img\" aria-label=\"step time per %s\">\n",
             SVG_W, CHART_H, SVG_W, CHART_H, per_rank ? "rank" : "node");
-    fprintf(f, "<rect x=\"%d\" y=\"%.0f\" width=\"%d\" height=\"%d\" fill=\"#fbfcfd\" "
-               "stroke=\"#d9dee5\"/>", PLOT_X0, y0, PLOT_W, CHART_PLOT_H);
+    fprintf(f,
+            "<rect x=\"%d\" y=\"%.0f\" width=\"%d\" height=\"%d\" fill=\"#fbfcfd\" "
+            "stroke=\"#d9dee5\"/>",
+            PLOT_X0, y0, PLOT_W, CHART_PLOT_H);
     fputs("<g class=\"grid\">", f);
     for (double v = lo; v <= hi + ystep / 2; v += ystep) {
         double y = y1 - (v - lo) / (hi - lo) * CHART_PLOT_H;
-        fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/><text x=\"%d\" y=\"%.1f\" "
-                   "text-anchor=\"end\">%g</text>", PLOT_X0, y, PLOT_X0 + PLOT_W, y, PLOT_X0 - 6,
-                y + 4, v);
+        fprintf(f,
+                "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/><text x=\"%d\" y=\"%.1f\" "
+                "text-anchor=\"end\">%g</text>",
+                PLOT_X0, y, PLOT_X0 + PLOT_W, y, PLOT_X0 - 6, y + 4, v);
     }
     fputs("</g>", f);
     fprintf(f, "<text class=\"title\" x=\"10\" y=\"%.0f\">", y0 + 14);
@@ -172,8 +176,10 @@ static void step_chart(struct gh_html_ctx *c, const struct gh_rep_job *j, size_t
         for (; t < c->t1; t += st) {
             char full[GH_RFC3339_MAX];
             gh_time_format_rfc3339(t, full, sizeof full);
-            fprintf(f, "<text class=\"lane-label\" x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">"
-                       "%.8s</text>", gh_html_xpos(c, t), y1 + 18, full + 11);
+            fprintf(f,
+                    "<text class=\"lane-label\" x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">"
+                    "%.8s</text>",
+                    gh_html_xpos(c, t), y1 + 18, full + 11);
         }
     }
     double span = (double)(c->t1 - c->t0);
@@ -219,8 +225,9 @@ static void step_chart(struct gh_html_ctx *c, const struct gh_rep_job *j, size_t
     }
     for (size_t i = 0; i < nb; i++) {
         double x = gh_html_xpos(c, bl[i].in->decided_ns);
-        fprintf(f, "<line class=\"decision-line\" x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\"/>"
-                   "<text x=\"%.1f\" y=\"%.0f\" fill=\"#b71c1c\">decision #%zu</text>",
+        fprintf(f,
+                "<line class=\"decision-line\" x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\"/>"
+                "<text x=\"%.1f\" y=\"%.0f\" fill=\"#b71c1c\">decision #%zu</text>",
                 x, y0, x, y1, x + 4, y0 + 12, bl[i].idx + 1);
     }
     fputs("</svg>\n<figcaption>", f);
@@ -240,8 +247,10 @@ static void step_chart(struct gh_html_ctx *c, const struct gh_rep_job *j, size_t
     }
     fputs(". Values outside the axis are drawn at its edge.</figcaption>\n", f);
     if (decimated || stride > 1)
-        fprintf(f, "<p class=\"truncated\">Points averaged for drawing: at most %zu per series "
-                   "(stored as means of up to %" PRIu64 " reports).</p>\n", per, stride);
+        fprintf(f,
+                "<p class=\"truncated\">Points averaged for drawing: at most %zu per series "
+                "(stored as means of up to %" PRIu64 " reports).</p>\n",
+                per, stride);
     if (j->ranks_dropped)
         fprintf(f, "<p class=\"truncated\">More than %zu ranks: drawn per node.</p>\n",
                 r->lim.max_rank_series);
@@ -266,7 +275,9 @@ void gh_html_step_charts(struct gh_html_ctx *c)
     if (!k)
         fputs("<p class=\"muted\" id=\"no-steps\">No step telemetry for this subject.</p>\n", f);
     if (r->st.jobs_dropped)
-        fprintf(f, "<p class=\"truncated\">Signals of more than %zu jobs: the rest have no chart."
-                   "</p>\n", r->lim.max_jobs);
+        fprintf(f,
+                "<p class=\"truncated\">Signals of more than %zu jobs: the rest have no chart."
+                "</p>\n",
+                r->lim.max_jobs);
     fputs("</section>\n", f);
 }

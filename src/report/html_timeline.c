@@ -19,8 +19,9 @@
 /* At most about ten ticks, at round steps. */
 int64_t gh_html_tick_step(int64_t span)
 {
-    static const int64_t steps_s[] = {1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600,
-                                      7200, 10800, 21600, 43200, 86400, 172800, 604800};
+    static const int64_t steps_s[] = {1,     2,     5,     10,    15,     30,    60,
+                                      120,   300,   600,   900,   1800,   3600,  7200,
+                                      10800, 21600, 43200, 86400, 172800, 604800};
     for (size_t i = 0; i < sizeof steps_s / sizeof steps_s[0]; i++)
         if (span / (steps_s[i] * GH_NS_PER_S) <= 10)
             return steps_s[i] * GH_NS_PER_S;
@@ -66,7 +67,6 @@ static const char *word_class(const char *w, const char *const *known, size_t n)
     return "other";
 }
 
-
 static void decision_lines(struct gh_html_ctx *c, double y_top, double y_bot)
 {
     for (size_t i = 0; i < c->r->n_inc; i++) {
@@ -75,10 +75,7 @@ static void decision_lines(struct gh_html_ctx *c, double y_top, double y_bot)
     }
 }
 
-static double label_w(const char *s)
-{
-    return 6.0 * (double)strlen(s) + 6;
-}
+static double label_w(const char *s) { return 6.0 * (double)strlen(s) + 6; }
 
 /* A label gap units right of x1, or left of x0 when it would run off the
  * plot; returns where the label ends on the right (to keep the next clear). */
@@ -123,8 +120,9 @@ static void draw_lane(struct gh_html_ctx *c, const struct gh_rep_lane *l, double
     for (size_t k = 0; k < l->n_seg; k++) {
         double a = gh_html_xpos(c, l->seg[k].a), b = gh_html_xpos(c, l->seg[k].b);
         char ta[64], tb[64];
-        fprintf(f, "<rect class=\"activity\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"8\">"
-                   "<title>steps reported %s \xE2\x80\x93 %s</title></rect>",
+        fprintf(f,
+                "<rect class=\"activity\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"8\">"
+                "<title>steps reported %s \xE2\x80\x93 %s</title></rect>",
                 a, mid - 4, b - a < 2 ? 2 : b - a, gh_html_fmt_t(c, l->seg[k].a, ta, sizeof ta),
                 gh_html_fmt_t(c, l->seg[k].b, tb, sizeof tb));
     }
@@ -134,7 +132,9 @@ static void draw_lane(struct gh_html_ctx *c, const struct gh_rep_lane *l, double
         char t[64];
         fprintf(f, "<g class=\"marker w%u%s\"><circle cx=\"%.1f\" cy=\"%.1f\" r=\"%s\"/><title>",
                 e->weight, e->injected ? " injected" : "", x, mid,
-                e->weight == GH_REP_MAJOR ? "5" : e->weight == GH_REP_NOTABLE ? "4" : "3");
+                e->weight == GH_REP_MAJOR     ? "5"
+                : e->weight == GH_REP_NOTABLE ? "4"
+                                              : "3");
         fprintf(f, "%s  ", gh_html_fmt_t(c, e->ts, t, sizeof t));
         gh_html_escape(f, gh_rep_group_name(l->group));
         if (l->node) {
@@ -206,29 +206,34 @@ void gh_html_timeline(struct gh_html_ctx *c)
     if (c->n_quiet_nodes)
         h += HEAD_H + LANE_H;
     h += 8;
-    fprintf(f, "<svg id=\"timeline\" class=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" "
-               "viewBox=\"0 0 %d %.0f\" width=\"%d\" height=\"%.0f\" role=\"img\" "
-               "aria-label=\"signals, decisions and actions over time\">\n",
+    fprintf(f,
+            "<svg id=\"timeline\" class=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" "
+            "viewBox=\"0 0 %d %.0f\" width=\"%d\" height=\"%.0f\" role=\"img\" "
+            "aria-label=\"signals, decisions and actions over time\">\n",
             SVG_W, h, SVG_W, h);
     gh_html_time_axis(c, AXIS_H, h - 4, true);
     /* gpuheal's decisions */
     double y = AXIS_H;
-    fprintf(f, "<g class=\"lane decisions\"><rect class=\"head-bg\" x=\"0\" y=\"%.1f\" "
-               "width=\"%d\" height=\"%d\"/><text class=\"title\" x=\"6\" y=\"%.1f\">"
-               "gpuheal decisions</text>", y, SVG_W, LANE_H + 6, y + 17);
+    fprintf(f,
+            "<g class=\"lane decisions\"><rect class=\"head-bg\" x=\"0\" y=\"%.1f\" "
+            "width=\"%d\" height=\"%d\"/><text class=\"title\" x=\"6\" y=\"%.1f\">"
+            "gpuheal decisions</text>",
+            y, SVG_W, LANE_H + 6, y + 17);
     double mid = y + (LANE_H + 6) / 2.0, label_end = -1;
     for (size_t i = 0; i < r->n_inc; i++) {
         const struct gh_rep_incident *in = &r->inc[i];
         double xa = gh_html_xpos(c, in->first_ns), xb = gh_html_xpos(c, in->decided_ns);
         if (in->first_ns && xb - xa >= 1)
-            fprintf(f, "<rect class=\"detect\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"10\">"
-                       "<title>evidence from first signal to decision</title></rect>",
+            fprintf(f,
+                    "<rect class=\"detect\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"10\">"
+                    "<title>evidence from first signal to decision</title></rect>",
                     xa, mid - 5, xb - xa);
         char t[64];
         fprintf(f, "<a href=\"#incident-%zu\"><g class=\"decision %s\" data-incident=\"%zu\">", i,
                 gh_html_sev_class(in->severity), i);
         gh_svg_diamond(f, xb, mid, 7);
-        fprintf(f, "<title>%s  decision #%zu: ", gh_html_fmt_t(c, in->decided_ns, t, sizeof t), i + 1);
+        fprintf(f, "<title>%s  decision #%zu: ", gh_html_fmt_t(c, in->decided_ns, t, sizeof t),
+                i + 1);
         gh_html_escape(f, in->cls);
         if (in->node) {
             fputs(" on ", f);
@@ -264,9 +269,11 @@ void gh_html_timeline(struct gh_html_ctx *c)
     fputs("</g></g>\n", f);
     y += LANE_H + 6;
     if (any_acts) {
-        fprintf(f, "<g class=\"lane actions\"><rect class=\"head-bg\" x=\"0\" y=\"%.1f\" "
-                   "width=\"%d\" height=\"%d\"/><text class=\"title\" x=\"6\" "
-                   "y=\"%.1f\">gpuheal actions and guards</text>", y, SVG_W, LANE_H, y + 15);
+        fprintf(f,
+                "<g class=\"lane actions\"><rect class=\"head-bg\" x=\"0\" y=\"%.1f\" "
+                "width=\"%d\" height=\"%d\"/><text class=\"title\" x=\"6\" "
+                "y=\"%.1f\">gpuheal actions and guards</text>",
+                y, SVG_W, LANE_H, y + 15);
         static const char *const results[] = {"succeeded", "failed", "noop", "skipped"};
         static const char *const verdicts[] = {"allowed", "denied", "dry_run", "awaiting_approval",
                                                "approved"};
@@ -277,9 +284,11 @@ void gh_html_timeline(struct gh_html_ctx *c)
                 const struct gh_rep_guard_row *g = &in->guards[k];
                 double x = gh_html_xpos(c, g->ts);
                 char t[64];
-                fprintf(f, "<g class=\"guard %s\"><path d=\"M%.1f %.1fL%.1f %.1fL%.1f %.1fZ\"/>"
-                           "<title>%s  guard ", word_class(g->verdict, verdicts, 5), x, mid - 8,
-                        x + 5, mid - 1, x - 5, mid - 1, gh_html_fmt_t(c, g->ts, t, sizeof t));
+                fprintf(f,
+                        "<g class=\"guard %s\"><path d=\"M%.1f %.1fL%.1f %.1fL%.1f %.1fZ\"/>"
+                        "<title>%s  guard ",
+                        word_class(g->verdict, verdicts, 5), x, mid - 8, x + 5, mid - 1, x - 5,
+                        mid - 1, gh_html_fmt_t(c, g->ts, t, sizeof t));
                 gh_html_escape(f, g->guard);
                 fputs(": ", f);
                 gh_html_escape(f, g->verdict);
@@ -297,9 +306,11 @@ void gh_html_timeline(struct gh_html_ctx *c)
                 const struct gh_rep_action_row *a = &in->acts[k];
                 double xa = gh_html_xpos(c, a->started), xb = gh_html_xpos(c, a->finished);
                 char t[64];
-                fprintf(f, "<g class=\"action %s\"><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
-                           "height=\"7\"/><title>%s  ", word_class(a->result, results, 4), xa,
-                        mid + 1, xb - xa < 3 ? 3 : xb - xa, gh_html_fmt_t(c, a->started, t, sizeof t));
+                fprintf(f,
+                        "<g class=\"action %s\"><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+                        "height=\"7\"/><title>%s  ",
+                        word_class(a->result, results, 4), xa, mid + 1, xb - xa < 3 ? 3 : xb - xa,
+                        gh_html_fmt_t(c, a->started, t, sizeof t));
                 gh_html_escape(f, a->action);
                 fputs(" ", f);
                 gh_html_escape(f, a->target);
@@ -331,8 +342,9 @@ void gh_html_timeline(struct gh_html_ctx *c)
         if (first || strcmp(g, prev) != 0 || (!l->node) != (!r->lanes[c->order[i - 1]].node)) {
             const char *cls = NULL;
             bool bl = l->node && gh_html_is_blamed(c, l->node, &cls);
-            fprintf(f, "<g class=\"head%s\"><rect class=\"head-bg%s\" x=\"0\" y=\"%.1f\" "
-                       "width=\"%d\" height=\"%d\"/><text x=\"6\" y=\"%.1f\">",
+            fprintf(f,
+                    "<g class=\"head%s\"><rect class=\"head-bg%s\" x=\"0\" y=\"%.1f\" "
+                    "width=\"%d\" height=\"%d\"/><text x=\"6\" y=\"%.1f\">",
                     bl ? " blamed" : "", bl ? " blamed" : "", y, SVG_W, HEAD_H, y + 14);
             gh_html_escape(f, l->node ? "node " : l->job ? "job " : "cluster");
             gh_html_escape(f, g);
@@ -349,19 +361,23 @@ void gh_html_timeline(struct gh_html_ctx *c)
         y += LANE_H;
     }
     if (c->n_quiet_nodes) {
-        fprintf(f, "<g class=\"head quiet\"><rect class=\"head-bg\" x=\"0\" y=\"%.1f\" "
-                   "width=\"%d\" height=\"%d\"/><text x=\"6\" y=\"%.1f\">%zu more nodes: steps "
-                   "reported, nothing else seen</text></g>\n", y, SVG_W, HEAD_H, y + 14,
-                c->n_quiet_nodes);
+        fprintf(f,
+                "<g class=\"head quiet\"><rect class=\"head-bg\" x=\"0\" y=\"%.1f\" "
+                "width=\"%d\" height=\"%d\"/><text x=\"6\" y=\"%.1f\">%zu more nodes: steps "
+                "reported, nothing else seen</text></g>\n",
+                y, SVG_W, HEAD_H, y + 14, c->n_quiet_nodes);
         y += HEAD_H;
-        fprintf(f, "<g class=\"lane src-train quiet\" data-source=\"train\"><rect "
-                   "class=\"lane-bg\" x=\"0\" y=\"%.1f\" width=\"%d\" height=\"%d\"/>"
-                   "<text class=\"lane-label\" x=\"18\" y=\"%.1f\">training (%zu nodes)</text>",
+        fprintf(f,
+                "<g class=\"lane src-train quiet\" data-source=\"train\"><rect "
+                "class=\"lane-bg\" x=\"0\" y=\"%.1f\" width=\"%d\" height=\"%d\"/>"
+                "<text class=\"lane-label\" x=\"18\" y=\"%.1f\">training (%zu nodes)</text>",
                 y, SVG_W, LANE_H, y + 15, c->n_quiet_nodes);
         for (size_t k = 0; k < c->n_qseg; k++) {
             double a = gh_html_xpos(c, c->qseg[k].a), b = gh_html_xpos(c, c->qseg[k].b);
-            fprintf(f, "<rect class=\"activity\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
-                       "height=\"8\"/>", a, y + LANE_H / 2.0 - 4, b - a < 2 ? 2 : b - a);
+            fprintf(f,
+                    "<rect class=\"activity\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+                    "height=\"8\"/>",
+                    a, y + LANE_H / 2.0 - 4, b - a < 2 ? 2 : b - a);
         }
         fputs("</g>\n", f);
         y += LANE_H;
@@ -374,17 +390,22 @@ void gh_html_timeline(struct gh_html_ctx *c)
           "<i style=\"background:var(--train)\"></i>training (bars: steps reported)"
           "<i style=\"background:var(--probe)\"></i>probes<i class=\"line\" "
           "style=\"background:var(--crit)\"></i>decision (hover a marker for its raw line; a "
-          "diamond for the rule and reason)</p>\n", f);
+          "diamond for the rule and reason)</p>\n",
+          f);
     if (c->lanes_hidden)
-        fprintf(f, "<p class=\"truncated\" id=\"lanes-truncated\">%zu more lanes not shown (at most "
-                   "%zu drawn; blamed nodes first).</p>\n", c->lanes_hidden,
-                r->lim.max_shown_lanes);
+        fprintf(f,
+                "<p class=\"truncated\" id=\"lanes-truncated\">%zu more lanes not shown (at most "
+                "%zu drawn; blamed nodes first).</p>\n",
+                c->lanes_hidden, r->lim.max_shown_lanes);
     if (r->st.lanes_dropped)
-        fprintf(f, "<p class=\"truncated\">%zu signals fell on lanes beyond the cap of %zu lanes and "
-                   "are not drawn.</p>\n", r->st.lanes_dropped, r->lim.max_lanes);
+        fprintf(f,
+                "<p class=\"truncated\">%zu signals fell on lanes beyond the cap of %zu lanes and "
+                "are not drawn.</p>\n",
+                r->st.lanes_dropped, r->lim.max_lanes);
     if (r->st.markers_dropped)
-        fprintf(f, "<p class=\"truncated\">%" PRIu64 " markers thinned out (at most %zu per lane; "
-                   "the most telling kept).</p>\n", r->st.markers_dropped,
-                r->lim.max_lane_events);
+        fprintf(f,
+                "<p class=\"truncated\">%" PRIu64 " markers thinned out (at most %zu per lane; "
+                "the most telling kept).</p>\n",
+                r->st.markers_dropped, r->lim.max_lane_events);
     fputs("</section>\n", f);
 }
