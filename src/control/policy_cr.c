@@ -493,6 +493,7 @@ struct gh_policy *gh_policy_crset_end(struct gh_policy_crset *s, int *n_objects)
     for (size_t i = 0; i < s->n; i++)
         if (s->o[i].rules)
             order[n++] = &s->o[i];
+    /* cppcheck-suppress uninitvar ; qsort reads only order[0..n), all set just above */
     qsort(order, n, sizeof order[0], by_priority);
     struct gh_policy *p = malloc(sizeof *p);
     if (!p)

@@ -118,7 +118,8 @@ struct gh_policy_diags {
 int gh_policy_parse(const char *text, size_t len, struct gh_policy **out,
                     struct gh_policy_diags *diags);
 
-/* The built-in default policy (the text of data/policy-default.yaml). */
+/* The built-in default policy: the text of data/policy-default.yaml,
+ * embedded at build time (tools/policygen.c). */
 const char *gh_policy_default_yaml(void);
 /* A new copy of the built-in default; NULL on OOM. */
 struct gh_policy *gh_policy_new_default(void);

@@ -16,22 +16,20 @@
  *                     with the raw lines, guard verdicts, actions
  *   .truncated        wherever a cap left something out, saying what
  *
- * Every string that came from input is escaped (gh_html_escape). */
+ * Every string that came from input is escaped (gh_html_escape,
+ * common/html_escape.h). The page is drawn by html.c, html_timeline.c and
+ * html_steps.c from the plan of html_plan.c (html_ctx.h). */
 #ifndef GH_REPORT_HTML_H
 #define GH_REPORT_HTML_H
 
 #include <stdio.h>
 
 #include "common/err.h"
+#include "common/html_escape.h"
 #include "report/report.h"
 
 /* Writes the page for r (borrowed) to out (borrowed). GH_OK, GH_ENOMEM, or
  * GH_EIO when writing failed. */
 int gh_report_write_html(const struct gh_report *r, FILE *out, struct gh_err *err);
-
-/* Writes s (NULL: nothing) escaped for HTML text and attribute values (also
- * SVG): & < > " ' as entities, control characters other than tab and
- * newline and invalid UTF-8 as U+FFFD. */
-void gh_html_escape(FILE *out, const char *s);
 
 #endif

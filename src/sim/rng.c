@@ -48,6 +48,7 @@ uint64_t gh_rng_below(struct gh_rng *r, uint64_t n)
     __uint128_t m = (__uint128_t)gh_rng_u64(r) * n;
     uint64_t lo = (uint64_t)m;
     if (lo < n) {
+        /* cppcheck-suppress oppositeExpression ; (2^64 - n) mod n, Lemire's threshold */
         uint64_t t = -n % n;
         while (lo < t) {
             m = (__uint128_t)gh_rng_u64(r) * n;

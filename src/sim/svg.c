@@ -1,7 +1,11 @@
-/* svg.c - writes a line chart as SVG: axes with rounded ticks, polylines, legend. */
+/* svg.c - writes a line chart as SVG: axes with rounded ticks, polylines, legend
+ * (text escaped and elements written by common/svg_draw.c, as on the report page). */
 #include "sim/svg.h"
 
 #include <math.h>
+
+#include "common/html_escape.h"
+#include "common/svg_draw.h"
 
 #define W 800.0
 #define H 500.0
@@ -12,19 +16,6 @@
 
 static const char *const colours[] = {"#d62728", "#ff7f0e", "#2ca02c", "#1f77b4",
                                       "#9467bd", "#8c564b", "#7f7f7f", "#17becf"};
-
-static void esc(FILE *f, const char *s)
-{
-    for (; s && *s; s++) {
-        switch (*s) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        default: fputc(*s, f); break;
-        }
-    }
-}
 
 /* A "nice" tick step for a range: 1, 2 or 5 x 10^k, about n ticks. */
 static double nice_step(double range, int n)
@@ -68,12 +59,12 @@ int gh_svg_write(FILE *f, const struct gh_svg_chart *ch)
             W, H, W, H);
     fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
     fprintf(f, "<text x=\"%.1f\" y=\"28\" text-anchor=\"middle\" font-size=\"16\">", W / 2);
-    esc(f, ch->title);
+    gh_html_escape(f, ch->title);
     fputs("</text>\n", f);
     /* grid and y ticks */
     for (double y = y0; y <= y1 + ystep * 1e-6; y += ystep) {
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", ML,
-                PY(y), ML + pw, PY(y));
+        gh_svg_line(f, NULL, ML, PY(y), ML + pw, PY(y), " stroke=\"#ddd\"");
+        fputc('\n', f);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n", ML - 6, PY(y) + 4,
                 fabs(y) < ystep * 1e-6 ? 0.0 : y);
     }
@@ -84,8 +75,8 @@ int gh_svg_write(FILE *f, const struct gh_svg_chart *ch)
                 double v = log10(m * pow(10, e));
                 if (v < x0 - 1e-9 || v > x1 + 1e-9)
                     continue;
-                fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
-                        PX(v), MT, PX(v), MT + ph);
+                gh_svg_line(f, NULL, PX(v), MT, PX(v), MT + ph, " stroke=\"#ddd\"");
+                fputc('\n', f);
                 fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n", PX(v),
                         MT + ph + 18, m * pow(10, e));
             }
@@ -98,10 +89,10 @@ int gh_svg_write(FILE *f, const struct gh_svg_chart *ch)
     fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
                "stroke=\"black\"/>\n", ML, MT, pw, ph);
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">", ML + pw / 2, H - 20);
-    esc(f, ch->xlabel);
+    gh_html_escape(f, ch->xlabel);
     fprintf(f, "</text>\n<text transform=\"translate(22 %.1f) rotate(-90)\" text-anchor=\"middle\">",
             MT + ph / 2);
-    esc(f, ch->ylabel);
+    gh_html_escape(f, ch->ylabel);
     fputs("</text>\n", f);
     /* series and legend */
     for (size_t s = 0; s < ch->n_series; s++) {
@@ -124,12 +115,13 @@ int gh_svg_write(FILE *f, const struct gh_svg_chart *ch)
                     PX(ch->logx ? log10(x) : x), PY(y), col);
         }
         double ly = MT + 14 + 18 * (double)s;
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-                   "stroke-width=\"2\"%s/>\n",
-                ML + pw - 200, ly, ML + pw - 170, ly, col, se->dashed ? " stroke-dasharray=\"6 4\"" : "");
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">", ML + pw - 162, ly + 4);
-        esc(f, se->name);
-        fputs("</text>\n", f);
+        char stroke[96];
+        snprintf(stroke, sizeof stroke, " stroke=\"%s\" stroke-width=\"2\"%s", col,
+                 se->dashed ? " stroke-dasharray=\"6 4\"" : "");
+        gh_svg_line(f, NULL, ML + pw - 200, ly, ML + pw - 170, ly, stroke);
+        fputc('\n', f);
+        gh_svg_text(f, ML + pw - 162, ly + 4, NULL, se->name);
+        fputc('\n', f);
     }
     fputs("</svg>\n", f);
 #undef PX

@@ -342,6 +342,18 @@ static void test_svg(void **st)
     assert_non_null(strstr(buf, "a&lt;b &amp; &quot;c&quot;"));
     assert_non_null(strstr(buf, "</svg>"));
     free(buf);
+    /* a policy named on the command line can be any bytes: the chart stays
+     * well-formed XML (invalid UTF-8 and control characters as U+FFFD, the
+     * apostrophe as a reference, the same rule as the report page) */
+    struct gh_svg_series bad[] = {{"Daly's \xff\x01model", 3, x, y, false}};
+    struct gh_svg_chart badch = {"t", "x", "y", true, 1, bad};
+    f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    assert_int_equal(gh_svg_write(f, &badch), 0);
+    fclose(f);
+    assert_non_null(strstr(buf, ">Daly&#39;s \xEF\xBF\xBD\xEF\xBF\xBDmodel</text>"));
+    assert_null(strstr(buf, "\xff"));
+    free(buf);
     struct gh_svg_chart empty = {"x", "x", "y", false, 0, NULL};
     f = open_memstream(&buf, &len);
     assert_int_equal(gh_svg_write(f, &empty), -1);

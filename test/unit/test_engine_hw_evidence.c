@@ -1,8 +1,9 @@
-/* test_engine_review2.c - the engine behaviours the second outside review of
- * issue 5 fixed: SXid weight (non-fatal only when it repeats, a fatal one and
- * the XID 74 it propagates as are one incident), XID 154's recovery action,
- * a NIC link training after a boot that is not a flap, and the XID 63 that
- * announced a pending row remap as that incident's first evidence. */
+/* test_engine_hw_evidence.c - how hardware signals count as evidence (the
+ * second outside review of issue 5): SXid weight (non-fatal only when it
+ * repeats, a fatal one and the XID 74 it propagates as are one incident),
+ * XID 154's recovery action, a NIC link training after a boot that is not
+ * a flap, and the XID 63 that announced a pending row remap as that
+ * incident's first evidence. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
