@@ -55,6 +55,7 @@
 struct gh_controller {
     struct gh_controller_opts o;
     char identity[128];
+    struct gh_node_conditions node_conds; /* watched for node_condition signals */
     const struct gh_clock *clock;
     struct gh_kube_client *c;
     struct gh_engine *engine;
@@ -1039,9 +1040,14 @@ static void node_change(void *ud, const json_t *old, const json_t *obj)
     if (returned_to_service(old, obj))
         gh_engine_node_returned(ctl->engine, name, now(ctl));
     count_nodes(ctl);
-    struct gh_signal s[1];
+    struct gh_signal s[GH_KUBE_SIGNALS_MAX];
     if (gh_kube_node_signals(old, obj, now(ctl), s, 1) == 1)
         feed(ctl, &s[0], "kube");
+    /* the conditions other agents set (NPD's checks), as they change */
+    size_t nc = gh_kube_node_condition_signals(old, obj, &ctl->node_conds, now(ctl), s,
+                                               GH_KUBE_SIGNALS_MAX);
+    for (size_t i = 0; i < nc; i++)
+        feed(ctl, &s[i], "kube");
     if (held)
         check_release(ctl, name);
 }
@@ -1698,10 +1704,16 @@ int gh_controller_new(const struct gh_controller_opts *o, struct gh_controller *
     if (!o->token_file && !o->agent_service_account && !o->allow_anonymous)
         return gh_err_set(err, GH_EINVAL,
                           "controller: --token-file or --agent-service-account is needed");
+    struct gh_node_conditions conds;
+    if (gh_node_conditions_parse(o->node_conditions ? o->node_conditions
+                                                    : GH_NODE_CONDITIONS_DEFAULT,
+                                 &conds, err))
+        return GH_EINVAL;
     struct gh_controller *ctl = calloc(1, sizeof *ctl);
     if (!ctl)
         return gh_err_set(err, GH_ENOMEM, "out of memory");
     ctl->o = *o;
+    ctl->node_conds = conds;
     ctl->clock = o->clock ? o->clock : gh_clock_real();
     if (o->identity && *o->identity) {
         snprintf(ctl->identity, sizeof ctl->identity, "%s", o->identity);
