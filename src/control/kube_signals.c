@@ -409,9 +409,15 @@ size_t gh_kube_node_condition_signals(const json_t *old, const json_t *node,
         set(&s->id, id);
         set(&s->condition, type);
         const char *reason = gh_json_str(from, "reason");
-        set(&s->reason, from == oc ? "ConditionRemoved" : reason && *reason ? reason : NULL);
+        reason = from == oc ? "ConditionRemoved" : reason && *reason ? reason : NULL;
+        set(&s->reason, reason);
+        /* the audit trail's line: what the Node said, as kubectl shows it */
         const char *msg = gh_json_str(from, "message");
-        set(&s->msg, msg && *msg ? msg : NULL);
+        char line[1024];
+        snprintf(line, sizeof line, "%s=%s%s%s%s%s%s", type, st_names[st], reason ? " (" : "",
+                 reason ? reason : "", reason ? ")" : "", msg && *msg ? ": " : "",
+                 msg && *msg ? msg : "");
+        set(&s->msg, line);
     }
     return n;
 }

@@ -251,7 +251,7 @@ static void test_node_conditions(void **st)
     assert_string_equal(s[0].condition, "KernelDeadlock");
     assert_int_equal(s[0].cond_status, GH_COND_TRUE);
     assert_string_equal(s[0].reason, "DockerHung");
-    assert_string_equal(s[0].msg, "from NPD");
+    assert_string_equal(s[0].msg, "KernelDeadlock=True (DockerHung): from NPD");
     assert_string_equal(s[0].id, "kube:node:n-1:cond:KernelDeadlock:True:2026-11-29T07:10:00Z");
     int64_t when;
     assert_true(gh_time_parse_rfc3339(t1, strlen(t1), &when));
