@@ -166,6 +166,29 @@ static void test_one_incident_per_condition(void **st)
     gh_engine_free(e);
 }
 
+/* A node returned to service with its condition still True is not taken
+ * out again for the condition alone; a pod the host fails there is. */
+static void test_return_stands_until_harm(void **st)
+{
+    (void)st;
+    struct sink sk;
+    struct gh_engine *e = running(&sk);
+    cond(e, 41, "gpu-02", "ReadonlyFilesystem", GH_COND_TRUE, "FilesystemIsReadOnly");
+    assert_int_equal(sk.n, 1);
+    assert_true(got_action(&sk.v[0], GH_ACT_ISOLATE_NODE));
+    gh_engine_node_returned(e, "gpu-02", T0 + S(100));
+    cond(e, 110, "gpu-02", "ReadonlyFilesystem", GH_COND_TRUE, "FilesystemIsReadOnly");
+    assert_int_equal(sk.n, 1);
+    podfail(e, 120, "gpu-02", "ml/llm", "llm-3", "Error", 1,
+            "OSError: [Errno 30] Read-only file system: '/ckpt/tmp'");
+    gh_engine_finish(e, INT64_MAX);
+    assert_int_equal(sk.n, 2);
+    assert_true(got_action(&sk.v[1], GH_ACT_ISOLATE_NODE));
+    assert_true(got_action(&sk.v[1], GH_ACT_RESTART_FROM_CHECKPOINT));
+    assert_int_equal(sk.v[1].impact, GH_IMPACT_DIED);
+    gh_engine_free(e);
+}
+
 static void test_policy_matches_condition(void **st)
 {
     (void)st;
@@ -201,6 +224,7 @@ int main(void)
         cmocka_unit_test(test_cannot_run_work_isolates_host_failure_restarts),
         cmocka_unit_test(test_false_unknown_and_clearing),
         cmocka_unit_test(test_one_incident_per_condition),
+        cmocka_unit_test(test_return_stands_until_harm),
         cmocka_unit_test(test_policy_matches_condition),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
