@@ -14,6 +14,7 @@
 
 #include "common/timeutil.h"
 #include "control/kube_signals.h"
+#include "signal/signal_json.h"
 
 static json_t *pod(const char *phase, int restarts, int last_exit)
 {
@@ -291,6 +292,31 @@ static void test_node_conditions(void **st)
     json_decref(ok);
     json_decref(bad);
     json_decref(gone);
+
+    /* a long message of multi-byte characters (kernel lines quoted by NPD):
+     * cut at a whole character, so the signal still encodes (found by
+     * fuzz_kube_signals: a sequence cut in half could not be journalled) */
+    char longmsg[3001];
+    for (int i = 0; i < 1500; i++)
+        memcpy(longmsg + 2 * i, "\xc3\xa9", 2); /* U+00E9 */
+    longmsg[3000] = '\0';
+    assert_int_equal(gh_node_conditions_parse(GH_NODE_CONDITIONS_DEFAULT, &w, &err), GH_OK);
+    json_t *wide = npd_node("KernelDeadlock", "True", "DockerHung", t1, NULL);
+    json_object_set_new(json_array_get(json_object_get(json_object_get(wide, "status"), "conditions"), 1),
+                        "message", json_string(longmsg));
+    for (size_t pad = 0; pad < 2; pad++) {
+        if (pad) /* shift the cut by one byte */
+            json_object_set_new(json_array_get(json_object_get(json_object_get(wide, "status"),
+                                                               "conditions"), 1),
+                                "reason", json_string("DockerHungX"));
+        assert_int_equal(gh_kube_node_condition_signals(NULL, wide, &w, 1, s, 1), 1);
+        assert_true(gh_utf8_valid(s[0].msg, strlen(s[0].msg)));
+        char *line = NULL;
+        assert_int_equal(gh_signal_encode(&s[0], &line, &err), GH_OK);
+        free(line);
+        gh_signal_clear(&s[0]);
+    }
+    json_decref(wide);
 
     /* the list: never the kubelet's or gpuheal's own; names as Kubernetes takes them */
     assert_int_equal(gh_node_conditions_parse("KernelDeadlock,Ready", &w, &err), GH_EINVAL);
