@@ -345,17 +345,6 @@ int gh_node_conditions_parse(const char *list, struct gh_node_conditions *out, s
     }
 }
 
-/* Cuts s at the end of its last whole UTF-8 sequence: a bounded snprintf of
- * the API server's (valid UTF-8) strings may stop inside one, and a signal
- * with a broken sequence cannot be encoded (journal, audit store). */
-static void utf8_trim(char *s)
-{
-    size_t n = strlen(s), i = 0, k;
-    while (i < n && (k = gh_utf8_seq(s + i, n - i)) > 0)
-        i += k;
-    s[i] = '\0';
-}
-
 /* The condition of node with type t, NULL when none. */
 static const json_t *condition_of(const json_t *node, const char *t)
 {
@@ -411,7 +400,8 @@ size_t gh_kube_node_condition_signals(const json_t *old, const json_t *node,
         char id[400];
         snprintf(id, sizeof id, "kube:node:%s:cond:%s:%s:%s%s", uid ? uid : name, type,
                  st_names[st], when ? when : "", from == oc ? ":removed" : "");
-        utf8_trim(id);
+        gh_utf8_trim(id); /* a bounded copy of the API server's text: cut at a whole
+                             character, or the signal could not be encoded */
         struct gh_signal *s = &out[n++];
         gh_signal_init(s);
         s->ts_ns = ts_of(when, now);
@@ -430,7 +420,7 @@ size_t gh_kube_node_condition_signals(const json_t *old, const json_t *node,
         snprintf(line, sizeof line, "%s=%s%s%s%s%s%s", type, st_names[st], reason ? " (" : "",
                  reason ? reason : "", reason ? ")" : "", msg && *msg ? ": " : "",
                  msg && *msg ? msg : "");
-        utf8_trim(line);
+        gh_utf8_trim(line);
         set(&s->msg, line);
     }
     return n;

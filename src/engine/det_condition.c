@@ -20,6 +20,7 @@
 #include "engine/classify.h"
 #include "engine/detector.h"
 #include "engine/strmap.h"
+#include "signal/signal_json.h"
 
 #define MAX_ACTIVE 16 /* True conditions tracked per node (a node has few) */
 
@@ -134,9 +135,15 @@ static void report(struct gh_engine *e, const char *node, const struct gh_tl_ent
     f.node = node;
     f.first_ts = on->ts_ns;
     gh_finding_add(&f, on);
+    /* the condition's reason and node are the API server's text: bounded
+     * copies are cut at a whole character, or the incident could not be
+     * encoded */
     char why[96] = "";
     if (c->reason)
-        gh_sfmt(why, sizeof why, " (%s)", c->reason);
+        gh_sfmt(why, sizeof why, " (%.90s", c->reason);
+    gh_utf8_trim(why);
+    if (why[0])
+        gh_sfmt(why + strlen(why), sizeof why - strlen(why), ")");
     if (pod) {
         const struct gh_signal *p = &pod->sig;
         f.job = p->job;
@@ -151,6 +158,7 @@ static void report(struct gh_engine *e, const char *node, const struct gh_tl_ent
         gh_sfmt(f.what, sizeof f.what, "%s=True on %s%s: %s", c->condition, node, why,
                 k->meaning);
     }
+    gh_utf8_trim(f.what);
     gh_ctx_report(e, &f);
 }
 

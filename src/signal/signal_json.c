@@ -339,6 +339,15 @@ size_t gh_utf8_seq(const char *str, size_t len)
     return n + 1;
 }
 
+char *gh_utf8_trim(char *s)
+{
+    size_t n = strlen(s), i = 0, k;
+    while (i < n && (k = gh_utf8_seq(s + i, n - i)) > 0)
+        i += k;
+    s[i] = '\0';
+    return s;
+}
+
 bool gh_utf8_valid(const char *str, size_t len)
 {
     size_t i = 0;

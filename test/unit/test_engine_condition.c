@@ -16,6 +16,7 @@
 
 #include "engine/engine.h"
 #include "engine/policy.h"
+#include "signal/signal_json.h"
 #include "test_engine_helpers.h"
 
 static void steps_at(struct gh_engine *e, double t, int64_t stepno)
@@ -189,6 +190,28 @@ static void test_return_stands_until_harm(void **st)
     gh_engine_free(e);
 }
 
+/* A condition's reason is the API server's text: however long and in
+ * whatever script, the incident's reason stays valid UTF-8 (cut at a whole
+ * character), or the incident could not be encoded (diagnose dropped it). */
+static void test_long_reason_stays_utf8(void **st)
+{
+    (void)st;
+    struct sink sk;
+    struct gh_engine *e = engine(topo_2x8(), &sk);
+    char reason[402];
+    reason[0] = 'x'; /* the second condition's reason: the cut one byte later */
+    for (int i = 0; i < 200; i++)
+        memcpy(reason + 1 + 2 * i, "\xc3\xa9", 2);
+    reason[401] = '\0';
+    cond(e, 1, "gpu-01", "KernelDeadlock", GH_COND_TRUE, reason + 1);
+    cond(e, 2, "gpu-02", "KernelDeadlock", GH_COND_TRUE, reason);
+    gh_engine_finish(e, INT64_MAX);
+    assert_int_equal(sk.n, 2);
+    for (int i = 0; i < sk.n; i++)
+        assert_true(gh_utf8_valid(sk.v[i].reason, strlen(sk.v[i].reason)));
+    gh_engine_free(e);
+}
+
 static void test_policy_matches_condition(void **st)
 {
     (void)st;
@@ -225,6 +248,7 @@ int main(void)
         cmocka_unit_test(test_false_unknown_and_clearing),
         cmocka_unit_test(test_one_incident_per_condition),
         cmocka_unit_test(test_return_stands_until_harm),
+        cmocka_unit_test(test_long_reason_stays_utf8),
         cmocka_unit_test(test_policy_matches_condition),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
