@@ -1025,7 +1025,10 @@ static enum gh_outcome redecide(struct gh_decider *d, const char *node, struct e
     f.cls = ep->cls;
     f.kind = ep->rec.kind;
     f.code = ep->rec.code;
-    f.condition = ep->cause[0] ? ep->cause : NULL;
+    /* a copy: deciding rewrites the episode's cause from f.condition */
+    char cause[GH_POLICY_CONDITION_MAX];
+    gh_sfmt(cause, sizeof cause, "%s", ep->cause);
+    f.condition = cause[0] ? cause : NULL;
     f.severity = ep->rec.severity;
     f.has_metric = ep->rec.has_metric;
     f.metric = ep->rec.metric;

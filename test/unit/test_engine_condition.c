@@ -124,6 +124,29 @@ static void test_cannot_run_work_isolates_host_failure_restarts(void **st)
     gh_engine_free(e);
 }
 
+/* A flag's record and a pod the host failed: one follow-up (the drain that
+ * waited runs, the job restarts), not one from the record and another from
+ * the condition. */
+static void test_flag_then_host_failure_one_followup(void **st)
+{
+    (void)st;
+    struct sink sk;
+    struct gh_engine *e = running(&sk);
+    cond(e, 41, "gpu-01", "FrequentContainerdRestart", GH_COND_TRUE, NULL);
+    assert_int_equal(sk.n, 1);
+    assert_true(got_deferred(&sk.v[0], GH_ACT_DRAIN_NODE));
+    podfail(e, 50, "gpu-01", "ml/llm", "llm-1", "StartError", 128,
+            "failed to create containerd task: context deadline exceeded");
+    gh_engine_finish(e, INT64_MAX);
+    assert_int_equal(sk.n, 2);
+    const struct got *g = &sk.v[1];
+    assert_string_equal(g->rule, "node-runtime-restarting");
+    assert_int_equal(g->impact, GH_IMPACT_DIED);
+    assert_true(got_action(g, GH_ACT_DRAIN_NODE));
+    assert_true(got_action(g, GH_ACT_RESTART_FROM_CHECKPOINT));
+    gh_engine_free(e);
+}
+
 static void test_false_unknown_and_clearing(void **st)
 {
     (void)st;
@@ -245,6 +268,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flag_waits_and_app_crash_is_not_the_node),
         cmocka_unit_test(test_cannot_run_work_isolates_host_failure_restarts),
+        cmocka_unit_test(test_flag_then_host_failure_one_followup),
         cmocka_unit_test(test_false_unknown_and_clearing),
         cmocka_unit_test(test_one_incident_per_condition),
         cmocka_unit_test(test_return_stands_until_harm),
