@@ -91,6 +91,8 @@ def cr_rule(name, desc, cls, kinds, codes, match, actions):
         m["codes"] = codes
     if kinds:
         m["kinds"] = kinds
+    if "condition" in match:
+        m["conditions"] = as_list(match["condition"])
     if "threshold" in match:
         m["threshold"] = match["threshold"]
     if "repetitions" in match:

@@ -1,6 +1,8 @@
 /* utf8.c - strict UTF-8 sequences and strings (see utf8.h). */
 #include "common/utf8.h"
 
+#include <string.h>
+
 #include <stdint.h>
 
 size_t gh_utf8_seq(const char *str, size_t len)
@@ -45,4 +47,13 @@ bool gh_utf8_valid(const char *str, size_t len)
         i += k;
     }
     return true;
+}
+
+char *gh_utf8_trim(char *s)
+{
+    size_t n = strlen(s), i = 0, k;
+    while (i < n && (k = gh_utf8_seq(s + i, n - i)) > 0)
+        i += k;
+    s[i] = '\0';
+    return s;
 }

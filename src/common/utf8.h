@@ -14,5 +14,9 @@ bool gh_utf8_valid(const char *s, size_t len);
 /* Length of the one strict UTF-8 sequence at s[0..len) (len >= 1; ASCII,
  * NUL included, is 1), 0 when s does not start a valid one. */
 size_t gh_utf8_seq(const char *s, size_t len);
+/* Cuts the NUL-terminated s after its last whole UTF-8 sequence (at the
+ * first byte that does not start one): for text of valid UTF-8 that a
+ * bounded snprintf may have cut inside a character. Returns s. */
+char *gh_utf8_trim(char *s);
 
 #endif

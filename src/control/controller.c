@@ -483,10 +483,16 @@ int gh_controller_new(const struct gh_controller_opts *o, struct gh_controller *
     if (!o->token_file && !o->agent_service_account && !o->allow_anonymous)
         return gh_err_set(err, GH_EINVAL,
                           "controller: --token-file or --agent-service-account is needed");
+    struct gh_node_conditions conds;
+    if (gh_node_conditions_parse(o->node_conditions ? o->node_conditions
+                                                    : GH_NODE_CONDITIONS_DEFAULT,
+                                 &conds, err))
+        return GH_EINVAL;
     struct gh_controller *ctl = calloc(1, sizeof *ctl);
     if (!ctl)
         return gh_err_set(err, GH_ENOMEM, "out of memory");
     ctl->o = *o;
+    ctl->node_conds = conds;
     ctl->clock = o->clock ? o->clock : gh_clock_real();
     if (o->identity && *o->identity) {
         snprintf(ctl->identity, sizeof ctl->identity, "%s", o->identity);

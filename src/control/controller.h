@@ -51,6 +51,9 @@ struct gh_controller_opts {
     const char *node_selector;         /* nodes governed (label selector); NULL: all */
     bool no_execute_taint;
     const char *taint_key;             /* borrowed, outlives the controller; NULL: GH_TAINT_KEY */
+    const char *node_conditions;       /* Node condition types other agents set, turned into
+                                          node_condition signals ("A,B,..."; "" or "none":
+                                          none); NULL: GH_NODE_CONDITIONS_DEFAULT (NPD's) */
     struct gh_drain_opts drain;
     const char *crash_after;           /* executor test hook (see executor.h) */
     const struct gh_clock *clock;      /* borrowed; NULL: real */

@@ -307,9 +307,14 @@ static void node_change(void *ud, const json_t *old, const json_t *obj)
     if (returned_to_service(old, obj))
         gh_engine_node_returned(ctl->engine, name, now(ctl));
     count_nodes(ctl);
-    struct gh_signal s[1];
+    struct gh_signal s[GH_KUBE_SIGNALS_MAX];
     if (gh_kube_node_signals(old, obj, now(ctl), s, 1) == 1)
         gh_ctl_feed(ctl, &s[0], "kube");
+    /* the conditions other agents set (NPD's checks), as they change */
+    size_t nc = gh_kube_node_condition_signals(old, obj, &ctl->node_conds, now(ctl), s,
+                                               GH_KUBE_SIGNALS_MAX);
+    for (size_t i = 0; i < nc; i++)
+        gh_ctl_feed(ctl, &s[i], "kube");
     if (held)
         check_release(ctl, name);
 }

@@ -30,6 +30,7 @@
 #include "control/guard.h"
 #include "control/job_costs.h"
 #include "control/job_watch.h"
+#include "control/kube_signals.h"
 #include "control/metrics.h"
 #include "control/policy_cr.h"
 #include "engine/engine.h"
@@ -56,6 +57,7 @@
 struct gh_controller {
     struct gh_controller_opts o;
     char identity[128];
+    struct gh_node_conditions node_conds; /* watched for node_condition signals */
     const struct gh_clock *clock;
     struct gh_kube_client *c;
     struct gh_engine *engine;

@@ -7,6 +7,7 @@
 
 #include "common/json.h"
 #include "common/timeutil.h"
+#include "signal/signal_json.h"
 
 static json_t *jget2(const json_t *o, const char *a, const char *b)
 {
@@ -274,6 +275,155 @@ size_t gh_kube_node_signals(const json_t *old, const json_t *node, int64_t now,
     snprintf(msg, sizeof msg, "node condition Ready=%s", r);
     set(&s->msg, msg);
     return 1;
+}
+
+/* ---- Node conditions other agents set */
+
+/* Not another agent's findings: the kubelet's own conditions and gpuheal's. */
+static const char *const not_watchable[] = {
+    "Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable", "GPUHealthy",
+};
+
+/* A condition type as Kubernetes validates it: a qualified name (an
+ * optional DNS-subdomain prefix and '/', a name of [A-Za-z0-9._-] that
+ * begins and ends alphanumeric), capped here at GH_NODE_CONDITION_NAME_MAX. */
+static bool condition_type_ok(const char *s, size_t n)
+{
+    if (n == 0 || n >= GH_NODE_CONDITION_NAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        if (!alnum && c != '.' && c != '_' && c != '-' && c != '/')
+            return false;
+        if (!alnum && (i == 0 || i == n - 1))
+            return false;
+    }
+    return true;
+}
+
+bool gh_node_conditions_has(const struct gh_node_conditions *c, const char *type)
+{
+    for (int i = 0; type && i < c->n; i++)
+        if (!strcmp(c->names[i], type))
+            return true;
+    return false;
+}
+
+int gh_node_conditions_parse(const char *list, struct gh_node_conditions *out, struct gh_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!list || !*list || !strcmp(list, "none"))
+        return GH_OK;
+    const char *p = list;
+    for (;;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (!condition_type_ok(p, n))
+            return gh_err_set(err, GH_EINVAL,
+                              "--node-conditions: \"%.*s\" is not a Node condition type (1 to %d "
+                              "of A-Z a-z 0-9 . _ - /, beginning and ending with a letter or digit)",
+                              (int)(n < 80 ? n : 80), p, GH_NODE_CONDITION_NAME_MAX - 1);
+        char name[GH_NODE_CONDITION_NAME_MAX];
+        memcpy(name, p, n);
+        name[n] = '\0';
+        for (size_t i = 0; i < sizeof not_watchable / sizeof not_watchable[0]; i++)
+            if (!strcmp(name, not_watchable[i]))
+                return gh_err_set(err, GH_EINVAL,
+                                  "--node-conditions: \"%s\" is %s own condition, not another "
+                                  "agent's finding",
+                                  name, strcmp(name, "GPUHealthy") ? "the kubelet's" : "gpuheal's");
+        if (!gh_node_conditions_has(out, name)) {
+            if (out->n >= GH_NODE_CONDITIONS_MAX)
+                return gh_err_set(err, GH_EINVAL, "--node-conditions: more than %d conditions",
+                                  GH_NODE_CONDITIONS_MAX);
+            memcpy(out->names[out->n++], name, n + 1);
+        }
+        if (!end)
+            return GH_OK;
+        p = end + 1;
+    }
+}
+
+/* The condition of node with type t, NULL when none. */
+static const json_t *condition_of(const json_t *node, const char *t)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(jget2(node, "status", "conditions"), i, c) {
+        const char *ct = gh_json_str(c, "type");
+        if (ct && !strcmp(ct, t))
+            return c;
+    }
+    return NULL;
+}
+
+static int cond_status_of(const char *st)
+{
+    if (!st)
+        return -1;
+    if (!strcmp(st, "True"))
+        return GH_COND_TRUE;
+    if (!strcmp(st, "False"))
+        return GH_COND_FALSE;
+    if (!strcmp(st, "Unknown"))
+        return GH_COND_UNKNOWN;
+    return -1;
+}
+
+size_t gh_kube_node_condition_signals(const json_t *old, const json_t *node,
+                                      const struct gh_node_conditions *watch, int64_t now,
+                                      struct gh_signal *out, size_t max)
+{
+    static const char *const st_names[] = {"True", "False", "Unknown"};
+    const char *name = json_string_value(jget2(node, "metadata", "name"));
+    const char *uid = json_string_value(jget2(node, "metadata", "uid"));
+    size_t n = 0;
+    if (max > GH_KUBE_SIGNALS_MAX)
+        max = GH_KUBE_SIGNALS_MAX;
+    if (!name || !watch)
+        return 0;
+    for (int w = 0; w < watch->n && n < max; w++) {
+        const char *type = watch->names[w];
+        const json_t *c = condition_of(node, type);
+        const json_t *oc = old ? condition_of(old, type) : NULL;
+        int st = c ? cond_status_of(gh_json_str(c, "status")) : -1;
+        int ost = oc ? cond_status_of(gh_json_str(oc, "status")) : -1;
+        const json_t *from = c;
+        if (st < 0 && ost == GH_COND_TRUE) {
+            st = GH_COND_FALSE; /* removed while True: the problem is no longer reported */
+            from = oc;
+        } else if (st < 0 || st == ost || (ost < 0 && st != GH_COND_TRUE)) {
+            continue;
+        }
+        const char *when = gh_json_str(from, "lastTransitionTime");
+        char id[400];
+        snprintf(id, sizeof id, "kube:node:%s:cond:%s:%s:%s%s", uid ? uid : name, type,
+                 st_names[st], when ? when : "", from == oc ? ":removed" : "");
+        gh_utf8_trim(id); /* a bounded copy of the API server's text: cut at a whole
+                             character, or the signal could not be encoded */
+        struct gh_signal *s = &out[n++];
+        gh_signal_init(s);
+        s->ts_ns = ts_of(when, now);
+        s->source = GH_SRC_KUBE;
+        s->kind = GH_KIND_NODE_CONDITION;
+        s->cond_status = (enum gh_cond_status)st;
+        set(&s->node, name);
+        set(&s->id, id);
+        set(&s->condition, type);
+        const char *reason = gh_json_str(from, "reason");
+        reason = from == oc ? "ConditionRemoved" : reason && *reason ? reason : NULL;
+        set(&s->reason, reason);
+        /* the audit trail's line: what the Node said, as kubectl shows it */
+        const char *msg = gh_json_str(from, "message");
+        char line[1024];
+        snprintf(line, sizeof line, "%s=%s%s%s%s%s%s", type, st_names[st], reason ? " (" : "",
+                 reason ? reason : "", reason ? ")" : "", msg && *msg ? ": " : "",
+                 msg && *msg ? msg : "");
+        gh_utf8_trim(line);
+        set(&s->msg, line);
+    }
+    return n;
 }
 
 /* ---- Events */

@@ -5,8 +5,11 @@
  * job whose controller says it is over (job_finished), a node whose Ready condition went False/Unknown
  * (node_not_ready) or back to True (node_ready); and Kubernetes Events
  * (events.k8s.io/v1): a Node's NodeNotReady (node_not_ready), NodeReady or
- * Rebooted (node_ready), a Pod's Evicted (pod_failed). Pure functions of
- * the old and new object; ids make repeats (resyncs, relists) duplicates. */
+ * Rebooted (node_ready), a Pod's Evicted (pod_failed); and the Node
+ * conditions other agents set (node-problem-detector's KernelDeadlock, a GPU
+ * check's own) that gpuheal was told to watch, as they change
+ * (node_condition). Pure functions of the old and new object; ids make
+ * repeats (resyncs, relists, a controller restart) duplicates. */
 #ifndef GH_CONTROL_KUBE_SIGNALS_H
 #define GH_CONTROL_KUBE_SIGNALS_H
 
@@ -31,6 +34,44 @@ size_t gh_kube_pod_signals(const json_t *old, const json_t *pod, int64_t now,
                            struct gh_signal *out, size_t max);
 size_t gh_kube_node_signals(const json_t *old, const json_t *node, int64_t now,
                             struct gh_signal *out, size_t max);
+/* The Node condition types turned into node_condition signals
+ * (--node-conditions): names as the API server keeps them, exact. */
+#define GH_NODE_CONDITIONS_MAX 32
+#define GH_NODE_CONDITION_NAME_MAX 64 /* bytes, NUL included */
+struct gh_node_conditions {
+    int n;
+    char names[GH_NODE_CONDITIONS_MAX][GH_NODE_CONDITION_NAME_MAX];
+};
+/* node-problem-detector's standard problem conditions (its kernel, docker
+ * and systemd monitors): KernelDeadlock, ReadonlyFilesystem, XfsShutdown,
+ * CorruptDockerOverlay2, FrequentKubeletRestart, FrequentDockerRestart,
+ * FrequentContainerdRestart. */
+#define GH_NODE_CONDITIONS_DEFAULT                                                           \
+    "KernelDeadlock,ReadonlyFilesystem,XfsShutdown,CorruptDockerOverlay2,"                   \
+    "FrequentKubeletRestart,FrequentDockerRestart,FrequentContainerdRestart"
+/* Parses a comma-separated list of condition types into out ("" or "none":
+ * watch none). Refuses a malformed name, more than GH_NODE_CONDITIONS_MAX,
+ * and the conditions that are not another agent's findings: the kubelet's
+ * own (Ready, MemoryPressure, DiskPressure, PIDPressure, NetworkUnavailable;
+ * Ready is already node_ready/node_not_ready) and gpuheal's own GPUHealthy
+ * (fed back, it would raise its own incidents again). */
+int gh_node_conditions_parse(const char *list, struct gh_node_conditions *out, struct gh_err *err);
+/* Whether type is in c. */
+bool gh_node_conditions_has(const struct gh_node_conditions *c, const char *type);
+
+/* node_condition signals for the change old -> node (old NULL: first sight)
+ * of the condition types in watch (borrowed): one per watched condition
+ * whose status changed (first sight: those True; a condition that appears
+ * False or Unknown is a check starting, not news; one that disappears while
+ * True is reported False). ts and id come from its lastTransitionTime: id
+ * "kube:node:<uid>:cond:<type>:<status>:<lastTransitionTime>", the same
+ * after a restart of the controller, so a problem it already decided is
+ * not raised again. reason and msg are the condition's. Writes up to max
+ * (<= GH_KUBE_SIGNALS_MAX) signals; returns how many. */
+size_t gh_kube_node_condition_signals(const json_t *old, const json_t *node,
+                                      const struct gh_node_conditions *watch, int64_t now,
+                                      struct gh_signal *out, size_t max);
+
 /* job_finished for a Job, JobSet or PyTorchJob obj (borrowed) whose
  * Complete/Succeeded/Completed or Failed condition became True in the change
  * old -> obj (old NULL: first sight); job names it ("namespace/name").

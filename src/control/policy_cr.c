@@ -191,6 +191,17 @@ static int cr_match(const json_t *m, struct gh_rule *r, const char *field, struc
                               field, i, json_string_value(v) ? json_string_value(v) : "");
         r->kinds |= 1u << k;
     }
+    const json_t *conds = json_object_get(m, "conditions");
+    if (json_array_size(conds) > GH_POLICY_MAX_CONDITIONS)
+        return gh_err_set(err, GH_EINVAL, "%s.match.conditions: more than %d conditions", field,
+                          GH_POLICY_MAX_CONDITIONS);
+    json_array_foreach(conds, i, v) {
+        const char *cn = json_string_value(v);
+        if (!cn || !*cn || strlen(cn) >= GH_POLICY_CONDITION_MAX)
+            return gh_err_set(err, GH_EINVAL, "%s.match.conditions[%zu]: a condition type of 1-%d "
+                              "characters", field, i, GH_POLICY_CONDITION_MAX - 1);
+        snprintf(r->conditions[r->n_conditions++], GH_POLICY_CONDITION_MAX, "%s", cn);
+    }
     const json_t *codes = json_object_get(m, "codes");
     if (json_array_size(codes) > GH_POLICY_MAX_CODES)
         return gh_err_set(err, GH_EINVAL, "%s.match.codes: more than %d codes", field,

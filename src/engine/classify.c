@@ -42,6 +42,29 @@ enum gh_podfail gh_classify_pod_failure(const struct gh_signal *s)
     return GH_PF_APP;
 }
 
+bool gh_classify_host_failure(const struct gh_signal *s)
+{
+    static const char *const reasons[] = {
+        "CreateContainerError", "RunContainerError", "StartError", "ContainerCannotRun",
+        "ContainerStatusUnknown", "UnexpectedAdmissionError", "NodeLost",
+    };
+    static const char *const marks[] = {
+        "read-only file system", "OCI runtime", "failed to create containerd task",
+        "failed to create shim", "context deadline exceeded",
+    };
+    if (s->kind != GH_KIND_POD_FAILED)
+        return false;
+    for (size_t i = 0; s->reason && i < sizeof reasons / sizeof reasons[0]; i++)
+        if (strcasecmp(s->reason, reasons[i]) == 0)
+            return true;
+    if (s->has_exit_code && s->exit_code == 128)
+        return true; /* the runtime's own "could not start the process" */
+    for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++)
+        if (contains_ci(s->msg, marks[i]) || contains_ci(s->reason, marks[i]))
+            return true;
+    return false;
+}
+
 const char *gh_where(const char *node, int gpu, char *buf, size_t cap)
 {
     if (!node)

@@ -18,6 +18,18 @@ enum gh_podfail {
 /* Classifies a pod_failed signal from its reason, exit code and message. */
 enum gh_podfail gh_classify_pod_failure(const struct gh_signal *s);
 
+/* True when a pod_failed signal shows the node's host failing the pod
+ * rather than the application failing: the container runtime could not
+ * create, start or track it (CreateContainerError, RunContainerError,
+ * StartError, ContainerCannotRun, ContainerStatusUnknown, exit code 128,
+ * "OCI runtime", "failed to create containerd task", "context deadline
+ * exceeded" from the runtime), the kubelet refused it
+ * (UnexpectedAdmissionError), the node lost it (NodeLost), or a write hit
+ * a read-only filesystem ("read-only file system"). A Node condition
+ * (KernelDeadlock, FrequentKubeletRestart, ...) explains these, never an
+ * application's own exit or OOM. */
+bool gh_classify_host_failure(const struct gh_signal *s);
+
 /* True when text mentions a collective timeout or hang. */
 bool gh_classify_collective_text(const char *text);
 

@@ -23,6 +23,8 @@
 struct episode {
     bool active;
     enum gh_class cls;
+    enum gh_kind kind;  /* the deciding finding's kind */
+    char cause[GH_POLICY_CONDITION_MAX]; /* node_condition: its condition ("" otherwise) */
     int strength;
     unsigned acts; /* bit per enum gh_action the incident chose */
     unsigned deferred; /* ... and those it left for a safe moment */
@@ -236,6 +238,20 @@ bool gh_decider_job_episode(struct gh_decider *d, const char *job, int64_t t, en
     if (cls)
         *cls = ep->cls;
     return true;
+}
+
+bool gh_decider_node_condition_episode(struct gh_decider *d, const char *node, int64_t t)
+{
+    struct episode *ep = node ? episode_find(d, 'n', node) : NULL;
+    return episode_open(ep, t) && ep->kind == GH_KIND_NODE_CONDITION;
+}
+
+/* Whether f is a Node condition other than the one ep was decided from: a
+ * cause of its own on the node (KernelDeadlock after FrequentKubeletRestart). */
+static bool other_condition(const struct episode *ep, const struct gh_finding *f)
+{
+    return f->kind == GH_KIND_NODE_CONDITION && ep->kind == GH_KIND_NODE_CONDITION &&
+           strcmp(ep->cause, f->condition ? f->condition : "") != 0;
 }
 
 void gh_decider_count_absorbed(struct gh_decider *d) { d->st.absorbed++; }
@@ -510,8 +526,8 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
     d->st.findings++;
     struct fit fx;
     fx.assessed = false;
-    struct gh_policy_query q = {f->cls, f->kind, f->code, f->severity, f->has_metric, f->metric,
-                               false, GH_IMPACT_NONE};
+    struct gh_policy_query q = {f->cls,    f->kind, f->code, f->severity,     f->has_metric,
+                               f->metric, false,   GH_IMPACT_NONE, f->condition};
     int ri = gh_policy_match(p, &q);
     if (gh_policy_impact_matters(p, &q, ri)) {
         /* a rule that matches on impact comes first: assess, then match */
@@ -543,9 +559,13 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
     for (int i = 0; i < f->n_requested; i++)
         asked |= 1u << f->requested[i];
     bool absorb = false;
-    if (episode_open(ep, now)) {
+    if (episode_open(ep, now) && !other_condition(ep, f)) {
+        /* a Node condition's harm shown after its incident (a pod the host
+         * failed) is weighed against what the incident did: its job's
+         * restart is more, though the rule's actions are the same */
+        bool harm_after = f->kind == GH_KIND_NODE_CONDITION && f->impact == GH_IMPACT_DIED;
         if (strength(base, n_base) <= ep->strength && (asked & ~ep->acts) == 0 &&
-            (!record_only(ep) || ep->cls == f->cls)) {
+            (!record_only(ep) || ep->cls == f->cls) && !harm_after) {
             absorb = true;
         } else if (record_only(ep) && ep->cls == f->cls && f->severity < GH_SEV_HIGH &&
                    f->impact < 0 &&
@@ -839,6 +859,9 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
                 ne->acts = 0;
             ne->active = true;
             ne->cls = inc.cls;
+            ne->kind = f->kind;
+            gh_sfmt(ne->cause, sizeof ne->cause, "%s",
+                    f->kind == GH_KIND_NODE_CONDITION && f->condition ? f->condition : "");
             ne->strength = strength(inc.actions, inc.n_actions);
             if (ne->strength < prev)
                 ne->strength = prev;
@@ -1004,6 +1027,10 @@ static enum gh_outcome redecide(struct gh_decider *d, const char *node, struct e
     f.cls = ep->cls;
     f.kind = ep->rec.kind;
     f.code = ep->rec.code;
+    /* a copy: deciding rewrites the episode's cause from f.condition */
+    char cause[GH_POLICY_CONDITION_MAX];
+    gh_sfmt(cause, sizeof cause, "%s", ep->cause);
+    f.condition = cause[0] ? cause : NULL;
     f.severity = ep->rec.severity;
     f.has_metric = ep->rec.has_metric;
     f.metric = ep->rec.metric;
@@ -1040,10 +1067,28 @@ void gh_decider_job_harmed(struct gh_decider *d, const struct gh_tl_entry *ent, 
     enum gh_podfail pf = gh_classify_pod_failure(s);
     if (!episode_open(ep, ent->ts_ns) || pf == GH_PF_IGNORE || pf == GH_PF_COLLECTIVE)
         return;
+    /* a Node condition flags the host: only what the host does to a pod
+     * (the runtime could not run it, the filesystem went read-only) is its
+     * harm; an application's own crash or OOM is not the node's doing */
+    if (ep->rec.kind == GH_KIND_NODE_CONDITION && !gh_classify_host_failure(s))
+        return;
     char more[256];
     gh_sfmt(more, sizeof more, "then pod %s of %s failed on %s (%s)", s->pod ? s->pod : "?", s->job,
             s->node, s->reason ? s->reason : "?");
     redecide(d, s->node, ep, ent, GH_IMPACT_DIED, more, now);
+}
+
+void gh_decider_condition_cleared(struct gh_decider *d, const char *node, const char *condition,
+                                  int64_t ts)
+{
+    struct episode *ep = node ? episode_find(d, 'n', node) : NULL;
+    if (!episode_open(ep, ts) || ep->kind != GH_KIND_NODE_CONDITION || !record_only(ep) ||
+        strcmp(ep->cause, condition ? condition : "") != 0)
+        return;
+    /* a flag that went away: nothing it deferred is due; raised again
+     * later it is a new incident (and its rule's escalation counts it) */
+    rec_clear(ep);
+    ep->active = false;
 }
 
 void gh_decider_job_gone(struct gh_decider *d, const char *node, const struct gh_tl_entry *ent,

@@ -25,6 +25,12 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
 
 bool gh_decider_node_episode(struct gh_decider *d, const char *node, int64_t t, enum gh_class *cls);
 bool gh_decider_job_episode(struct gh_decider *d, const char *job, int64_t t, enum gh_class *cls);
+/* The node episode open at t was decided from a node_condition finding. */
+bool gh_decider_node_condition_episode(struct gh_decider *d, const char *node, int64_t t);
+/* node's condition cleared at ts: a record of that condition stops waiting
+ * (nothing of it is due any more) and its episode ends. */
+void gh_decider_condition_cleared(struct gh_decider *d, const char *node, const char *condition,
+                                  int64_t ts);
 void gh_decider_count_absorbed(struct gh_decider *d);
 /* node (borrowed) returned to service at stream time ts: the episode of the
  * incident that took it out (decided at or before ts) ends at ts, so later

@@ -85,13 +85,26 @@ static void app_destroy(void *state)
     free(a);
 }
 
+/* An incident open on node at t explains a failure there, unless it was
+ * decided from a Node condition: a flag about the host does not make an
+ * application's own crash the node's; only a failure the host caused
+ * (failure, may be NULL) is explained by it. */
+static bool node_explains(struct gh_engine *e, const char *node, int64_t t,
+                          const struct gh_signal *failure)
+{
+    if (!gh_ctx_node_episode(e, node, t, NULL))
+        return false;
+    return !gh_ctx_node_condition_episode(e, node, t) ||
+           (failure && gh_classify_host_failure(failure));
+}
+
 /* Is there hardware evidence (an alert or a decided incident) on node or on
  * any node of job within [since, until]? */
 static bool hw_explains(struct gh_engine *e, const char *job, const char *node, int64_t since,
-                        int64_t until)
+                        int64_t until, const struct gh_signal *failure)
 {
     int64_t t;
-    if (node && (gh_ctx_hw_alert(e, node, since, until, &t) || gh_ctx_node_episode(e, node, until, NULL)))
+    if (node && (gh_ctx_hw_alert(e, node, since, until, &t) || node_explains(e, node, until, failure)))
         return true;
     struct gh_topology *topo = gh_ctx_topology(e);
     long j = job ? gh_topology_find_job(topo, job) : -1;
@@ -101,7 +114,7 @@ static bool hw_explains(struct gh_engine *e, const char *job, const char *node, 
     size_t n = gh_topology_job_nodes(topo, (size_t)j, &nodes);
     for (size_t i = 0; i < n; i++) {
         const char *nn = gh_topology_node_name(topo, nodes[i]);
-        if (gh_ctx_hw_alert(e, nn, since, until, &t) || gh_ctx_node_episode(e, nn, until, NULL))
+        if (gh_ctx_hw_alert(e, nn, since, until, &t) || node_explains(e, nn, until, NULL))
             return true;
     }
     return false;
@@ -141,7 +154,7 @@ static void on_pod_failed(struct app *a, struct gh_engine *e, const struct gh_tl
     char key[300];
     gh_sfmt(key, sizeof key, "%s%s", job ? "" : "pod:", job ? job : s->pod ? s->pod : "?");
     int64_t since = ent->ts_ns - st->hardware_lookback_ns;
-    if (hw_explains(e, job, s->node, since, ent->ts_ns) ||
+    if (hw_explains(e, job, s->node, since, ent->ts_ns, s) ||
         (job && gh_ctx_job_episode(e, job, ent->ts_ns, NULL))) {
         gh_ctx_absorbed(e, ent);
         return;
@@ -162,7 +175,7 @@ static void on_app_xid(struct app *a, struct gh_engine *e, const struct gh_tl_en
     const struct gh_policy_settings *st = gh_ctx_settings(e);
     int gpu = gh_ctx_gpu_of(e, s);
     const char *job = gh_ctx_job_on(e, s->node, gpu);
-    if (hw_explains(e, job, s->node, ent->ts_ns - st->hardware_lookback_ns, ent->ts_ns)) {
+    if (hw_explains(e, job, s->node, ent->ts_ns - st->hardware_lookback_ns, ent->ts_ns, NULL)) {
         gh_ctx_absorbed(e, ent);
         return;
     }
@@ -265,7 +278,7 @@ static void decide_job(struct app *a, struct gh_engine *e, const char *key, stru
     const char *job = surrogate ? NULL : key;
     const char *node = j->first_node[0] ? j->first_node : NULL;
     (void)a;
-    if (hw_explains(e, job, node, j->first_ts - st->hardware_lookback_ns, now) ||
+    if (hw_explains(e, job, node, j->first_ts - st->hardware_lookback_ns, now, NULL) ||
         (job && gh_ctx_job_episode(e, job, now, NULL))) {
         for (size_t i = 0; i < j->n_ev; i++)
             gh_ctx_absorbed(e, j->ev[i]);

@@ -32,6 +32,7 @@ struct gh_finding {
     enum gh_class cls;
     enum gh_kind kind;        /* the kind of signal that carries the verdict */
     int code;                 /* XID/SXID code, -1 when none */
+    const char *condition;    /* node_condition: the Node condition's type (rules match it), else NULL */
     enum gh_severity severity;
     bool has_metric;
     double metric;            /* the measured value rules' thresholds compare */
@@ -94,6 +95,7 @@ extern const struct gh_detector_ops gh_det_application;
 extern const struct gh_detector_ops gh_det_straggler;
 extern const struct gh_detector_ops gh_det_sdc;
 extern const struct gh_detector_ops gh_det_node;
+extern const struct gh_detector_ops gh_det_condition;
 
 /* ---- what the engine offers detectors (implemented in engine.c) ------- */
 
@@ -154,6 +156,15 @@ bool gh_ctx_flap_suspect(struct gh_engine *e, const char *node, int64_t since);
  * *cls (may be NULL) receives its class. */
 bool gh_ctx_node_episode(struct gh_engine *e, const char *node, int64_t t, enum gh_class *cls);
 bool gh_ctx_job_episode(struct gh_engine *e, const char *job, int64_t t, enum gh_class *cls);
+/* Whether the incident open on node at t was decided from a Node condition
+ * (node_condition): a flag about the node's host, which explains only the
+ * failures the host causes (gh_classify_host_failure), never an
+ * application's own. */
+bool gh_ctx_node_condition_episode(struct gh_engine *e, const char *node, int64_t t);
+/* node's condition went False at ts: a record it left waiting is no longer
+ * due (what it isolated stays until the node is returned). */
+void gh_ctx_condition_cleared(struct gh_engine *e, const char *node, const char *condition,
+                              int64_t ts);
 /* Stream time of the latest GPU/memory/interconnect incident anywhere in
  * the cluster, INT64_MIN when none. */
 int64_t gh_ctx_last_hardware_incident(struct gh_engine *e);

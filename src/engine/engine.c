@@ -14,8 +14,11 @@
 
 /* In GH_DET_* bit order. */
 static const struct gh_detector_ops *const detectors[] = {
-    &gh_det_hardware,    &gh_det_network,   &gh_det_flapping, &gh_det_application,
-    &gh_det_straggler,   &gh_det_sdc,       &gh_det_node,
+    /* condition before application: a failure the host caused opens (or
+     * joins) the condition's incident first, and the application detector
+     * then finds it explained */
+    &gh_det_hardware,    &gh_det_network,   &gh_det_flapping, &gh_det_condition,
+    &gh_det_application, &gh_det_straggler, &gh_det_sdc,      &gh_det_node,
 };
 #define N_DET (sizeof detectors / sizeof detectors[0])
 
@@ -787,6 +790,17 @@ bool gh_ctx_flap_suspect(struct gh_engine *e, const char *node, int64_t since)
 {
     struct facts *f = facts_get(e, node, false);
     return f && f->flap_suspect_ts != INT64_MIN && f->flap_suspect_ts >= since;
+}
+
+bool gh_ctx_node_condition_episode(struct gh_engine *e, const char *node, int64_t t)
+{
+    return gh_decider_node_condition_episode(e->decider, node, t);
+}
+
+void gh_ctx_condition_cleared(struct gh_engine *e, const char *node, const char *condition,
+                              int64_t ts)
+{
+    gh_decider_condition_cleared(e->decider, node, condition, ts);
 }
 
 bool gh_ctx_node_episode(struct gh_engine *e, const char *node, int64_t t, enum gh_class *cls)

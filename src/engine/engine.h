@@ -41,11 +41,12 @@ enum {
     GH_DET_HARDWARE = 1 << 0,
     GH_DET_NETWORK = 1 << 1,
     GH_DET_FLAPPING = 1 << 2,
-    GH_DET_APPLICATION = 1 << 3,
-    GH_DET_STRAGGLER = 1 << 4,
-    GH_DET_SDC = 1 << 5,
-    GH_DET_NODE = 1 << 6, /* nodes NotReady past settings.node_down with a job on them */
-    GH_DET_ALL = (1 << 7) - 1,
+    GH_DET_CONDITION = 1 << 3, /* Node conditions other agents set (node_condition) */
+    GH_DET_APPLICATION = 1 << 4,
+    GH_DET_STRAGGLER = 1 << 5,
+    GH_DET_SDC = 1 << 6,
+    GH_DET_NODE = 1 << 7, /* nodes NotReady past settings.node_down with a job on them */
+    GH_DET_ALL = (1 << 8) - 1,
 };
 
 struct gh_engine_config {

@@ -75,16 +75,19 @@ bool gh_impact_slowdown(struct gh_timeline *tl, struct gh_topology *topo, const 
 }
 
 /* A pod of job that failed on node in [since, now], not an eviction or a
- * preemption (those are not the hardware's doing). */
+ * preemption (those are not the hardware's doing); host_only: only one the
+ * node's host caused (a Node condition's harm, gh_classify_host_failure). */
 static const struct gh_tl_entry *pod_failure(struct gh_timeline *tl, const char *job,
-                                             const char *node, int64_t since, int64_t now)
+                                             const char *node, int64_t since, int64_t now,
+                                             bool host_only)
 {
     const struct gh_tl_entry *v[16];
     size_t k = gh_timeline_query(tl, GH_TL_NODE, node, -1, GH_KIND_BIT(GH_KIND_POD_FAILED), since,
                                  now, false, v, 16);
     for (size_t i = 0; i < k; i++) {
         const struct gh_signal *s = &v[i]->sig;
-        if (s->job && strcmp(s->job, job) == 0 && gh_classify_pod_failure(s) != GH_PF_IGNORE)
+        if (s->job && strcmp(s->job, job) == 0 && gh_classify_pod_failure(s) != GH_PF_IGNORE &&
+            (!host_only || gh_classify_host_failure(s)))
             return v[i];
     }
     return NULL;
@@ -176,7 +179,8 @@ void gh_impact_assess(const struct gh_finding *f, const char *job, struct gh_tim
                     f->evidence[i]->sig.pod ? f->evidence[i]->sig.pod : "?");
             return;
         }
-    const struct gh_tl_entry *pf = pod_failure(tl, job, f->node, first - POD_BEFORE_NS, now);
+    const struct gh_tl_entry *pf = pod_failure(tl, job, f->node, first - POD_BEFORE_NS, now,
+                                               f->kind == GH_KIND_NODE_CONDITION);
     if (pf) {
         out->impact = GH_IMPACT_DIED;
         gh_sfmt(out->why, sizeof out->why, "its pod %s failed on %s (%s)",

@@ -80,7 +80,8 @@ struct gh_policy *gh_policy_new_default(void)
 static bool rule_equal(const struct gh_rule *a, const struct gh_rule *b)
 {
     if (strcmp(a->name, b->name) || a->classes != b->classes || a->kinds != b->kinds ||
-        a->n_codes != b->n_codes || a->min_severity != b->min_severity ||
+        a->n_codes != b->n_codes || a->n_conditions != b->n_conditions ||
+        a->min_severity != b->min_severity ||
         a->impacts != b->impacts ||
         a->has_threshold != b->has_threshold || (a->has_threshold && a->threshold != b->threshold) ||
         a->repetitions != b->repetitions || a->window_ns != b->window_ns ||
@@ -91,6 +92,9 @@ static bool rule_equal(const struct gh_rule *a, const struct gh_rule *b)
     if (memcmp(a->codes, b->codes, (size_t)a->n_codes * sizeof a->codes[0]) ||
         memcmp(a->actions, b->actions, (size_t)a->n_actions * sizeof a->actions[0]))
         return false;
+    for (int i = 0; i < a->n_conditions; i++)
+        if (strcmp(a->conditions[i], b->conditions[i]))
+            return false;
     for (int i = 0; i < a->n_escalations; i++) {
         const struct gh_policy_escalation *x = &a->escalations[i], *y = &b->escalations[i];
         if (x->after != y->after || x->within_ns != y->within_ns || x->n_actions != y->n_actions ||
@@ -116,9 +120,23 @@ int gh_policy_match(const struct gh_policy *p, const struct gh_policy_query *q)
     return gh_policy_match_from(p, q, 0);
 }
 
+/* Whether r's condition list (empty: any) accepts q's condition. A rule
+ * that names conditions matches only findings that carry one. */
+static bool condition_match(const struct gh_rule *r, const struct gh_policy_query *q)
+{
+    if (r->n_conditions == 0)
+        return true;
+    for (int i = 0; q->condition && i < r->n_conditions; i++)
+        if (strcmp(r->conditions[i], q->condition) == 0)
+            return true;
+    return false;
+}
+
 /* r's match but for impact. */
 static bool static_match(const struct gh_rule *r, const struct gh_policy_query *q)
 {
+    if (!condition_match(r, q))
+        return false;
     if (r->classes && !(r->classes & (1u << q->cls)))
         return false;
     if (r->kinds && !(r->kinds & (1u << q->kind)))
@@ -151,6 +169,8 @@ int gh_policy_match_from(const struct gh_policy *p, const struct gh_policy_query
     for (int i = from < 0 ? 0 : from; i < p->n_rules; i++) {
         const struct gh_rule *r = &p->rules[i];
         if (r->impacts && (!q->has_impact || !(r->impacts & (1u << q->impact))))
+            continue;
+        if (!condition_match(r, q))
             continue;
         if (r->classes && !(r->classes & (1u << q->cls)))
             continue;

@@ -22,6 +22,8 @@
 #define GH_POLICY_MAX_CODES 64
 #define GH_POLICY_MAX_ESCALATIONS 4
 #define GH_POLICY_NAME_MAX 64
+#define GH_POLICY_MAX_CONDITIONS 16 /* condition names one rule matches */
+#define GH_POLICY_CONDITION_MAX 64  /* bytes of one, NUL included */
 #define GH_POLICY_MAX_BYTES (1024 * 1024)
 
 struct gh_policy_escalation {
@@ -38,6 +40,9 @@ struct gh_rule {
     uint32_t kinds;                 /* bitmask of 1u << gh_kind; 0 = any */
     int n_codes;                    /* 0 = any code */
     int codes[GH_POLICY_MAX_CODES];
+    int n_conditions;               /* 0 = any; else node_condition findings whose
+                                       condition is one of these (exact, case-sensitive) */
+    char conditions[GH_POLICY_MAX_CONDITIONS][GH_POLICY_CONDITION_MAX];
     enum gh_severity min_severity;
     uint32_t impacts;               /* bitmask of 1u << gh_impact; 0 = any */
     bool has_threshold;
@@ -136,10 +141,11 @@ struct gh_policy_query {
     double metric;
     bool has_impact;        /* false: not assessed (rules that match on impact do not match) */
     enum gh_impact impact;
+    const char *condition;  /* node_condition findings: the condition (borrowed); else NULL */
 };
 
-/* Index of the first rule whose static match (class, kind, code, severity,
- * threshold) accepts q, or -1. */
+/* Index of the first rule whose static match (class, kind, code, condition,
+ * severity, threshold) accepts q, or -1. */
 int gh_policy_match(const struct gh_policy *p, const struct gh_policy_query *q);
 /* The same, from rule index `from` on (0: gh_policy_match). */
 int gh_policy_match_from(const struct gh_policy *p, const struct gh_policy_query *q, int from);

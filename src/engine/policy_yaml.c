@@ -391,6 +391,48 @@ static bool code_item(struct ctx *c, yaml_node_t *it, const char *s, void *arg)
     return true;
 }
 
+/* A Node condition's type as the API server takes it: a qualified name
+ * (an optional DNS-subdomain prefix and "/", then up to 63 of [A-Za-z0-9._-]
+ * beginning and ending alphanumeric); capped here at what a rule keeps. */
+static bool condition_name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n >= GH_POLICY_CONDITION_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+        if (!alnum && ch != '.' && ch != '_' && ch != '-' && ch != '/')
+            return false;
+        if (!alnum && (i == 0 || i == n - 1))
+            return false;
+    }
+    return true;
+}
+
+static bool condition_item(struct ctx *c, yaml_node_t *it, const char *s, void *arg)
+{
+    struct gh_rule *r = arg;
+    if (!condition_name_ok(s)) {
+        diag(c, it, true,
+             "match.condition: \"%s\" is not a Node condition type (1 to %d of A-Z a-z 0-9 . _ - /, "
+             "beginning and ending with a letter or digit)",
+             s, GH_POLICY_CONDITION_MAX - 1);
+        return true;
+    }
+    if (r->n_conditions >= GH_POLICY_MAX_CONDITIONS) {
+        diag(c, it, true, "match.condition: more than %d conditions", GH_POLICY_MAX_CONDITIONS);
+        return false;
+    }
+    for (int i = 0; i < r->n_conditions; i++)
+        if (strcmp(r->conditions[i], s) == 0) {
+            diag(c, it, false, "match.condition: \"%s\" is listed twice", s);
+            return true;
+        }
+    snprintf(r->conditions[r->n_conditions++], GH_POLICY_CONDITION_MAX, "%s", s);
+    return true;
+}
+
 static void match_pair(struct ctx *c, const char *key, yaml_node_t *k, yaml_node_t *v, void *arg)
 {
     struct gh_rule *r = arg;
@@ -402,6 +444,8 @@ static void match_pair(struct ctx *c, const char *key, yaml_node_t *k, yaml_node
         each_item(c, v, "match.kind", kind_item, &r->kinds);
     } else if (strcmp(key, "codes") == 0) {
         each_item(c, v, "match.codes", code_item, r);
+    } else if (strcmp(key, "condition") == 0) {
+        each_item(c, v, "match.condition", condition_item, r);
     } else if (strcmp(key, "impact") == 0) {
         each_item(c, v, "match.impact", impact_item, &r->impacts);
     } else if (strcmp(key, "min_severity") == 0) {
@@ -530,6 +574,11 @@ static void parse_rules(struct ctx *c, yaml_node_t *v, struct gh_policy *p)
             diag(c, it, true, "rule: needs a \"name\"");
         if (!ra.has_actions || (r->n_actions == 0 && !r->catalog_actions))
             diag(c, it, true, "rule \"%s\": needs a non-empty \"actions\" list", r->name);
+        if (r->n_conditions && r->kinds && !(r->kinds & (1u << GH_KIND_NODE_CONDITION)))
+            diag(c, it, false,
+                 "rule \"%s\": \"condition\" matches node_condition findings, and the rule's "
+                 "kinds exclude them: it never matches",
+                 r->name);
         if (r->catalog_actions && r->kinds && !(r->kinds & (1u << GH_KIND_XID)))
             diag(c, it, false,
                  "rule \"%s\": \"catalog\" actions need XID findings, and the rule matches none",
@@ -577,6 +626,24 @@ static bool codes_subset(const struct gh_rule *inner, const struct gh_rule *oute
         bool found = false;
         for (int j = 0; j < outer->n_codes && !found; j++)
             found = inner->codes[i] == outer->codes[j];
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
+/* Whether every condition inner matches, outer matches too (outer's empty
+ * list: any; inner's empty list: any, which a non-empty outer does not cover). */
+static bool conditions_subset(const struct gh_rule *inner, const struct gh_rule *outer)
+{
+    if (outer->n_conditions == 0)
+        return true;
+    if (inner->n_conditions == 0)
+        return false;
+    for (int i = 0; i < inner->n_conditions; i++) {
+        bool found = false;
+        for (int j = 0; j < outer->n_conditions && !found; j++)
+            found = strcmp(inner->conditions[i], outer->conditions[j]) == 0;
         if (!found)
             return false;
     }
@@ -638,7 +705,8 @@ static void lint(struct ctx *c, const struct gh_policy *p)
             bool thr = !q->has_threshold || (r->has_threshold && r->threshold >= q->threshold);
             if (always && thr && subset(r->classes, q->classes) && subset(r->kinds, q->kinds) &&
                 subset(r->impacts, q->impacts) &&
-                codes_subset(r, q) && q->min_severity <= r->min_severity) {
+                codes_subset(r, q) && conditions_subset(r, q) &&
+                q->min_severity <= r->min_severity) {
                 diag_line(c, r->line, false,
                           "rule \"%s\" can never match: rule \"%s\" (line %d) comes first and "
                           "matches everything it does",

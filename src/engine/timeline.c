@@ -127,11 +127,11 @@ static inline const char *name_get(struct owner *o, int field, const char *name,
  * GH_SIGNAL_STRINGS) without re-initialising it: the entry is dead. The
  * size check below fails when struct gh_signal changes; then bring this
  * list up to date with signal.c. */
-_Static_assert(sizeof(struct gh_signal) == 376 || sizeof(void *) != 8,
+_Static_assert(sizeof(struct gh_signal) == 384 || sizeof(void *) != 8,
                "struct gh_signal changed: update sig_free_strings() in timeline.c");
 #define SIG_STRINGS(X)                                                                   \
     X(node) X(pci) X(uuid) X(msg) X(id) X(process) X(switch_id) X(counter) X(device) X(job) \
-    X(path) X(value) X(namespace_) X(pod) X(reason) X(check) X(detail)
+    X(path) X(value) X(namespace_) X(pod) X(reason) X(check) X(detail) X(condition)
 static void sig_free_strings(struct gh_signal *s)
 {
 #define FREE_SET(f)                                                                      \
@@ -251,6 +251,7 @@ void gh_timeline_config_default(struct gh_timeline_config *c)
         {GH_KIND_REPLICA_CHECKSUM, 0, 4, 64}, {GH_KIND_POD_FAILED, 256, 0, 512},
         {GH_KIND_POD_STARTED, 128, 0, 128}, {GH_KIND_NODE_NOT_READY, 32, 0, 0},
         {GH_KIND_NODE_READY, 32, 0, 0},     {GH_KIND_PROBE_RESULT, 64, 16, 0},
+        {GH_KIND_NODE_CONDITION, 64, 0, 0},
     };
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) {
         c->keep_node[keep[i].k] = keep[i].node;

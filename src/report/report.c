@@ -538,6 +538,15 @@ static uint8_t describe(const struct gh_signal *s, char *label, size_t lcap, cha
         if (s->detail)
             snprintf(detail, dcap, "%s", s->detail);
         break;
+    case GH_KIND_NODE_CONDITION:
+        snprintf(label, lcap, "%s=%s", s->condition ? s->condition : "condition",
+                 s->cond_status == GH_COND_TRUE    ? "True"
+                 : s->cond_status == GH_COND_FALSE ? "False"
+                                                   : "Unknown");
+        w = s->cond_status == GH_COND_TRUE ? GH_REP_MAJOR : GH_REP_NOTABLE;
+        if (s->reason)
+            snprintf(detail, dcap, "%s", s->reason);
+        break;
     case GH_KIND__COUNT:
         snprintf(label, lcap, "?");
         break;

@@ -45,6 +45,7 @@ enum gh_kind {
     GH_KIND_PROBE_RESULT,
     GH_KIND_POD_SUCCEEDED,
     GH_KIND_JOB_FINISHED,
+    GH_KIND_NODE_CONDITION,
     GH_KIND__COUNT
 };
 
@@ -52,6 +53,8 @@ enum gh_ecc_bits { GH_ECC_SINGLE, GH_ECC_DOUBLE };
 enum gh_link_state { GH_LINK_UNKNOWN, GH_LINK_UP, GH_LINK_DOWN };
 enum gh_ckpt_state { GH_CKPT_SAVED, GH_CKPT_FAILED };
 enum gh_job_state { GH_JOB_COMPLETE, GH_JOB_FAILED };
+/* node_condition "status": Kubernetes' ConditionStatus values. */
+enum gh_cond_status { GH_COND_TRUE, GH_COND_FALSE, GH_COND_UNKNOWN };
 
 struct gh_signal {
     /* common */
@@ -126,7 +129,12 @@ struct gh_signal {
     /* probe_result */
     char *check;
     bool passed;
+    enum gh_cond_status cond_status; /* node_condition: "status" on the wire (in a padding hole) */
     char *detail;
+
+    /* node_condition: a Node condition another agent (node-problem-detector,
+     * a GPU operator's check) set; its "reason" goes in reason above */
+    char *condition;      /* the condition's type, e.g. "KernelDeadlock" */
 };
 
 /* Sets every field to its absent value (gpu = -1). Does not free. */

@@ -80,6 +80,7 @@ struct field {
 _Static_assert(sizeof(enum gh_ecc_bits) == sizeof(int), "enum fields are int-sized");
 _Static_assert(sizeof(enum gh_link_state) == sizeof(int), "enum fields are int-sized");
 _Static_assert(sizeof(enum gh_ckpt_state) == sizeof(int), "enum fields are int-sized");
+_Static_assert(sizeof(enum gh_cond_status) == sizeof(int), "enum fields are int-sized");
 
 #define OFF(m) offsetof(struct gh_signal, m)
 #define REQ true
@@ -112,6 +113,10 @@ static const char *const link_state_names[] = {
 static const char *const ckpt_names[] = {[GH_CKPT_SAVED] = "saved", [GH_CKPT_FAILED] = "failed"};
 static const char *const job_state_names[] = {[GH_JOB_COMPLETE] = "complete",
                                               [GH_JOB_FAILED] = "failed"};
+/* Kubernetes' spelling, capitalised: a node_condition line is a Node
+ * condition as the API server holds it. */
+static const char *const cond_status_names[] = {
+    [GH_COND_TRUE] = "True", [GH_COND_FALSE] = "False", [GH_COND_UNKNOWN] = "Unknown"};
 
 static const struct field xid_fields[] = {
     INT("code", code, REQ, 0, INT_MAX),
@@ -209,6 +214,11 @@ static const struct field probe_result_fields[] = {
     BOOL("passed", passed),
     STR("detail", detail, OPT),
 };
+static const struct field node_condition_fields[] = {
+    STR("condition", condition, REQ),
+    ENUM("status", cond_status, REQ, cond_status_names),
+    STR("reason", reason, OPT),
+};
 
 struct kind_desc {
     const struct field *fields;
@@ -237,6 +247,7 @@ static const struct kind_desc kinds[GH_KIND__COUNT] = {
     KIND(GH_KIND_PROBE_RESULT, probe_result_fields),
     KIND(GH_KIND_POD_SUCCEEDED, pod_succeeded_fields),
     KIND(GH_KIND_JOB_FINISHED, job_finished_fields),
+    KIND(GH_KIND_NODE_CONDITION, node_condition_fields),
 };
 
 /* Field accessors by offset. */
@@ -279,7 +290,8 @@ static bool node_required(enum gh_source src, enum gh_kind kind)
     case GH_SRC_PROBE:
         return true;
     default:
-        return kind == GH_KIND_NODE_NOT_READY || kind == GH_KIND_NODE_READY;
+        return kind == GH_KIND_NODE_NOT_READY || kind == GH_KIND_NODE_READY ||
+               kind == GH_KIND_NODE_CONDITION;
     }
 }
 

@@ -17,7 +17,8 @@
  * encoded decodes to the same signal, times to the microsecond):
  * - Common: ts, source, kind required. node required (non-empty) when the
  *   source is node-scoped (kmsg, nvml, dcgm, host, probe) or the kind is
- *   node_ready/node_not_ready; optional for telemetry and kube otherwise.
+ *   node_ready/node_not_ready/node_condition; optional for telemetry and kube
+ *   otherwise.
  *   gpu, pci, msg, id, injected optional. The source/kind pairing of the
  *   spec's "emitted by" column is not enforced.
  * - Per kind, every extra field the spec table does not mark "opt" is
@@ -39,6 +40,7 @@
  *     pod_started: namespace pod [job] probe_result: check passed [detail]
  *     pod_succeeded: namespace pod [job]
  *     job_finished: job state (enum: complete/failed)
+ *     node_condition: condition status [reason] (status: True/False/Unknown)
  *     gpu_lost, node_not_ready, node_ready: none
  * - A JSON null is the same as an absent field (loss: null = not reported).
  * - Required strings must be non-empty; replica_checksum's value must be hex
@@ -52,7 +54,8 @@
  *   real, finite; all but celsius must be >= 0.
  * - loss: a number, null, or "nan"/"inf"/"-inf" (any case).
  * - Enums are exact, lowercase: bits single/double, nic state up/down,
- *   checkpoint state saved/failed.
+ *   checkpoint state saved/failed; but node_condition's status is spelled as
+ *   Kubernetes spells it, True/False/Unknown.
  * - ts: RFC 3339 with any offset (normalised to UTC), fraction optional (up
  *   to 9 digits kept), years 1678..2261 (int64 nanoseconds); else
  *   "out of range".

@@ -3,7 +3,8 @@
 # deploy/policy-default.yaml passes; a bad rule, a wrong apiVersion or kind,
 # a missing name or spec each fail with exit 1 and a line naming the object,
 # the field and the line its document starts on; several objects in one
-# file (---) are each checked; the policy file form still lints as before.
+# file (---) are each checked; a bad match.conditions entry is named; the
+# policy file form still lints as before.
 # Prints ok/FAIL lines and "policy_lint_objects: N passed, N failed".
 set -uo pipefail
 cd "$GH_SOURCE_DIR"
@@ -52,6 +53,13 @@ lint "$t/two-ok.yaml" 0 "$t/two-ok.yaml: ok (2 RecoveryPolicies, $((2 * n)) rule
 lint "$t/dup.yaml" 1 \
   "$t/dup.yaml:$(( $(wc -l < deploy/policy-default.yaml) + 4 )): error: RecoveryPolicy \"default\" appears twice in the file (applied, the second replaces the first)" \
   "$t/dup.yaml: 1 error"
+
+# match.conditions (Node conditions): each must be a condition type
+sed 's/conditions: \[KernelDeadlock, /conditions: ["", /' deploy/policy-default.yaml > "$t/cond.yaml"
+ri=$(( $(grep '^  - name:' deploy/policy-default.yaml | grep -n 'node-cannot-run-work' | cut -d: -f1) - 1 ))
+lint "$t/cond.yaml" 1 \
+  "$t/cond.yaml:1: error: RecoveryPolicy \"default\": spec.rules[$ri].match.conditions[0]: a condition type of 1-63 characters" \
+  "$t/cond.yaml: 1 error"
 
 # the file form, unchanged
 "$g" policy default > "$t/file.yaml"

@@ -53,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             die("escalation");
     }
     for (int c = 0; c < GH_CLASS__COUNT; c++) {
-        struct gh_policy_query q = {(enum gh_class)c, GH_KIND_XID, 79, GH_SEV_CRITICAL, true, 1e6, false, GH_IMPACT_NONE};
+        struct gh_policy_query q = {(enum gh_class)c, GH_KIND_XID, 79, GH_SEV_CRITICAL, true, 1e6, false, GH_IMPACT_NONE, NULL};
         int r = gh_policy_match(p, &q);
         if (r < -1 || r >= p->n_rules)
             die("match index");

@@ -14,7 +14,9 @@
 #     the Prometheus Operator's own CRDs (from its Go module; skipped, said
 #     so, without go) they pass `kubectl apply --dry-run=server`;
 #   - agent.dcgmExporterURL renders --dcgm-exporter; controller.taintKey
-#     renders --taint-key and the agents tolerate that key.
+#     renders --taint-key and the agents tolerate that key;
+#     controller.nodeConditions renders --node-conditions (a list the schema
+#     checks: never the kubelet's own conditions nor GPUHealthy).
 # Needs helm (deploy/helm/get-helm); skipped, said so, without it.
 # Prints ok/FAIL lines and "deploy_helm_values: N passed, N failed".
 set -uo pipefail
@@ -86,11 +88,14 @@ refused template "$REL" "$chart" -n "$NS" --set 'controller.taintKey=bad key' --
 refused template "$REL" "$chart" -n "$NS" --set agent.dcgmExporterURL=localhost:9400 -- "at '/agent/dcgmExporterURL'"
 refused template "$REL" "$chart" -n "$NS" --set 'agent.probes[0].name=x' -- "missing property 'command'"
 refused template "$REL" "$chart" -n "$NS" --set metrics.serviceMonitor.enable=true -- "additional properties 'enable' not allowed"
+refused template "$REL" "$chart" -n "$NS" --set 'controller.nodeConditions={KernelDeadlock,Ready}' -- "at '/controller/nodeConditions/1'"
+refused template "$REL" "$chart" -n "$NS" --set 'controller.nodeConditions={GPUHealthy}' -- "at '/controller/nodeConditions/0'"
 # every value of values.yaml itself, and a full set of good ones, pass
 cat >"$work/good.yaml" <<'EOF'
 policy: {dryRun: false, budgets: {maxUnavailableNodes: 3, maxActionsPerHour: 5, nodeCooldown: 1h}}
 controller:
   taintKey: example.com/gpu-unhealthy
+  nodeConditions: [KernelDeadlock, example.com/GpuCheck, FabricManagerDown]
   db: {type: postgres, postgres: {url: "postgres://gpuheal@db:5432/gpuheal", passwordSecret: {name: pg, key: password}}}
 agent:
   dcgmExporterURL: http://$(NODE_IP):9400/metrics
@@ -161,6 +166,8 @@ if after(aargs, "--dcgm-exporter") != ["http://$(NODE_IP):9400/metrics"]:
     problems.append("agent --dcgm-exporter %r" % after(aargs, "--dcgm-exporter"))
 if after(cargs, "--taint-key") != ["example.com/gpu-unhealthy"]:
     problems.append("controller --taint-key %r" % after(cargs, "--taint-key"))
+if after(cargs, "--node-conditions") != ["KernelDeadlock,example.com/GpuCheck,FabricManagerDown"]:
+    problems.append("controller --node-conditions %r" % after(cargs, "--node-conditions"))
 tol = ds["spec"]["tolerations"]
 if tol != [{"key": "example.com/gpu-unhealthy", "operator": "Exists"},
            {"key": "other", "operator": "Exists", "effect": "NoSchedule"}]:
@@ -169,7 +176,7 @@ print("\n".join(problems) if problems else "OK %d ServiceMonitors, %d Prometheus
       % (len(sms), len(prs), sum(len(g["rules"]) for g in rules["groups"])))
 PY
 )
-  [[ $out == OK* ]] && ok "monitoring on: $out; --dcgm-exporter, --taint-key and the agents' toleration rendered" ||
+  [[ $out == OK* ]] && ok "monitoring on: $out; --dcgm-exporter, --taint-key, --node-conditions and the agents' toleration rendered" ||
     { bad "rendered objects:"; sed 's/^/     | /' <<<"$out"; }
   hq template "$REL" "$chart" -n "$NS" --show-only templates/agent-daemonset.yaml >"$work/ds-default.yaml"
   check "defaults: the agents tolerate gpuheal.io/unhealthy and nvidia.com/gpu" sh -c \

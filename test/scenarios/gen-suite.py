@@ -673,8 +673,8 @@ def gray():
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     # its own files only: the other generators' (ext-, ext2-, harm-) and the
-    # kernel-log pastes (kmsg-) stay
-    others = ("ext-", "ext2-", "harm-", "kmsg-")
+    # kernel-log pastes (kmsg-) and the Node-condition cases (npd-) stay
+    others = ("ext-", "ext2-", "harm-", "kmsg-", "npd-")
     for f in os.listdir(OUT):
         if (f.endswith(".jsonl") or f.endswith(".expect.json")) and not f.startswith(others):
             os.remove(os.path.join(OUT, f))

@@ -1,7 +1,9 @@
 /* test_control_signals.c - Pod and Node changes as kube signals: a failed
  * pod (with its container's exit code and message), a container restarted
  * after an error, a pod that started or ran to completion, a training job
- * whose Complete/Failed condition became True, a node going NotReady and back; ids
+ * whose Complete/Failed condition became True, a node going NotReady and back,
+ * the Node conditions other agents set (node-problem-detector's) as they
+ * change, and the --node-conditions list; ids
  * that make a repeat a duplicate; the job a pod belongs to. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +14,7 @@
 
 #include "common/timeutil.h"
 #include "control/kube_signals.h"
+#include "signal/signal_json.h"
 
 static json_t *pod(const char *phase, int restarts, int last_exit)
 {
@@ -199,6 +202,138 @@ static void test_node_ready(void **st)
     json_decref(back);
 }
 
+/* A Node with Ready=True and conditions given as (type, status, reason,
+ * lastTransitionTime) quadruples, NULL-terminated. */
+static json_t *npd_node(const char *type, ...)
+{
+    json_t *conds = json_pack("[{s:s, s:s, s:s}]", "type", "Ready", "status", "True",
+                              "lastTransitionTime", "2026-11-29T06:00:00Z");
+    va_list ap;
+    va_start(ap, type);
+    for (const char *t = type; t; t = va_arg(ap, const char *)) {
+        const char *st = va_arg(ap, const char *), *reason = va_arg(ap, const char *),
+                   *when = va_arg(ap, const char *);
+        json_array_append_new(conds, json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", t, "status", st,
+                                               "reason", reason, "message", "from NPD",
+                                               "lastTransitionTime", when));
+    }
+    va_end(ap);
+    return json_pack("{s:{s:s, s:s}, s:{s:o}}", "metadata", "name", "gpu-17", "uid", "n-1",
+                     "status", "conditions", conds);
+}
+
+static void test_node_conditions(void **st)
+{
+    (void)st;
+    struct gh_node_conditions w;
+    struct gh_err err = {{0}};
+    assert_int_equal(gh_node_conditions_parse(GH_NODE_CONDITIONS_DEFAULT, &w, &err), GH_OK);
+    assert_int_equal(w.n, 7);
+    assert_true(gh_node_conditions_has(&w, "KernelDeadlock"));
+    assert_false(gh_node_conditions_has(&w, "GPUHealthy"));
+    struct gh_signal s[GH_KUBE_SIGNALS_MAX];
+    const char *t0 = "2026-11-29T07:00:00Z", *t1 = "2026-11-29T07:10:00Z";
+    json_t *ok = npd_node("KernelDeadlock", "False", "KernelHasNoDeadlock", t0,
+                          "FrequentKubeletRestart", "False", "NoFrequentKubeletRestart", t0,
+                          "GPUHealthy", "False", "XidCritical", t0, "Site/Other", "True", "X", t0,
+                          NULL);
+    json_t *bad = npd_node("KernelDeadlock", "True", "DockerHung", t1, "FrequentKubeletRestart",
+                           "False", "NoFrequentKubeletRestart", t0, "GPUHealthy", "False",
+                           "XidCritical", t0, "Site/Other", "True", "X", t0, NULL);
+    /* first sight: only what is True and watched (NPD starts every condition
+     * False; gpuheal's own GPUHealthy and an unwatched type are never read) */
+    assert_int_equal(gh_kube_node_condition_signals(NULL, ok, &w, 1, s, GH_KUBE_SIGNALS_MAX), 0);
+    /* a resync (the same object) is no news */
+    assert_int_equal(gh_kube_node_condition_signals(ok, ok, &w, 1, s, GH_KUBE_SIGNALS_MAX), 0);
+    assert_int_equal(gh_kube_node_condition_signals(ok, bad, &w, 1, s, GH_KUBE_SIGNALS_MAX), 1);
+    assert_int_equal(s[0].kind, GH_KIND_NODE_CONDITION);
+    assert_int_equal(s[0].source, GH_SRC_KUBE);
+    assert_string_equal(s[0].node, "gpu-17");
+    assert_string_equal(s[0].condition, "KernelDeadlock");
+    assert_int_equal(s[0].cond_status, GH_COND_TRUE);
+    assert_string_equal(s[0].reason, "DockerHung");
+    assert_string_equal(s[0].msg, "KernelDeadlock=True (DockerHung): from NPD");
+    assert_string_equal(s[0].id, "kube:node:n-1:cond:KernelDeadlock:True:2026-11-29T07:10:00Z");
+    int64_t when;
+    assert_true(gh_time_parse_rfc3339(t1, strlen(t1), &when));
+    assert_int_equal(s[0].ts_ns, when);
+    /* the same signal after a controller restart (first sight of bad): the
+     * same id, a duplicate of what was decided */
+    char id[128];
+    snprintf(id, sizeof id, "%s", s[0].id);
+    gh_signal_clear(&s[0]);
+    assert_int_equal(gh_kube_node_condition_signals(NULL, bad, &w, 1, s, GH_KUBE_SIGNALS_MAX), 1);
+    assert_string_equal(s[0].id, id);
+    gh_signal_clear(&s[0]);
+    assert_int_equal(gh_kube_node_condition_signals(bad, bad, &w, 1, s, GH_KUBE_SIGNALS_MAX), 0);
+    /* cleared */
+    assert_int_equal(gh_kube_node_condition_signals(bad, ok, &w, 1, s, GH_KUBE_SIGNALS_MAX), 1);
+    assert_int_equal(s[0].cond_status, GH_COND_FALSE);
+    assert_string_equal(s[0].reason, "KernelHasNoDeadlock");
+    gh_signal_clear(&s[0]);
+    /* removed while True: reported False */
+    json_t *gone = npd_node(NULL);
+    assert_int_equal(gh_kube_node_condition_signals(bad, gone, &w, 1, s, GH_KUBE_SIGNALS_MAX), 1);
+    assert_int_equal(s[0].cond_status, GH_COND_FALSE);
+    assert_string_equal(s[0].reason, "ConditionRemoved");
+    gh_signal_clear(&s[0]);
+    /* appearing False or Unknown is a check starting: nothing */
+    assert_int_equal(gh_kube_node_condition_signals(gone, ok, &w, 1, s, GH_KUBE_SIGNALS_MAX), 0);
+    /* a site's own condition, when asked for */
+    assert_int_equal(gh_node_conditions_parse("Site/Other,KernelDeadlock,Site/Other", &w, &err),
+                     GH_OK);
+    assert_int_equal(w.n, 2);
+    assert_int_equal(gh_kube_node_condition_signals(NULL, ok, &w, 1, s, GH_KUBE_SIGNALS_MAX), 1);
+    assert_string_equal(s[0].condition, "Site/Other");
+    gh_signal_clear(&s[0]);
+    /* max bounds the output */
+    assert_int_equal(gh_kube_node_condition_signals(NULL, bad, &w, 1, s, 1), 1);
+    gh_signal_clear(&s[0]);
+    json_decref(ok);
+    json_decref(bad);
+    json_decref(gone);
+
+    /* a long message of multi-byte characters (kernel lines quoted by NPD):
+     * cut at a whole character, so the signal still encodes (found by
+     * fuzz_kube_signals: a sequence cut in half could not be journalled) */
+    char longmsg[3001];
+    for (int i = 0; i < 1500; i++)
+        memcpy(longmsg + 2 * i, "\xc3\xa9", 2); /* U+00E9 */
+    longmsg[3000] = '\0';
+    assert_int_equal(gh_node_conditions_parse(GH_NODE_CONDITIONS_DEFAULT, &w, &err), GH_OK);
+    json_t *wide = npd_node("KernelDeadlock", "True", "DockerHung", t1, NULL);
+    json_object_set_new(json_array_get(json_object_get(json_object_get(wide, "status"), "conditions"), 1),
+                        "message", json_string(longmsg));
+    for (size_t pad = 0; pad < 2; pad++) {
+        if (pad) /* shift the cut by one byte */
+            json_object_set_new(json_array_get(json_object_get(json_object_get(wide, "status"),
+                                                               "conditions"), 1),
+                                "reason", json_string("DockerHungX"));
+        assert_int_equal(gh_kube_node_condition_signals(NULL, wide, &w, 1, s, 1), 1);
+        assert_true(gh_utf8_valid(s[0].msg, strlen(s[0].msg)));
+        char *line = NULL;
+        assert_int_equal(gh_signal_encode(&s[0], &line, &err), GH_OK);
+        free(line);
+        gh_signal_clear(&s[0]);
+    }
+    json_decref(wide);
+
+    /* the list: never the kubelet's or gpuheal's own; names as Kubernetes takes them */
+    assert_int_equal(gh_node_conditions_parse("KernelDeadlock,Ready", &w, &err), GH_EINVAL);
+    assert_string_equal(err.msg, "--node-conditions: \"Ready\" is the kubelet's own condition, "
+                                 "not another agent's finding");
+    assert_int_equal(gh_node_conditions_parse("MemoryPressure", &w, &err), GH_EINVAL);
+    assert_int_equal(gh_node_conditions_parse("GPUHealthy", &w, &err), GH_EINVAL);
+    assert_non_null(strstr(err.msg, "gpuheal's own"));
+    assert_int_equal(gh_node_conditions_parse("KernelDeadlock,,X", &w, &err), GH_EINVAL);
+    assert_non_null(strstr(err.msg, "\"\" is not a Node condition type"));
+    assert_int_equal(gh_node_conditions_parse("-bad", &w, &err), GH_EINVAL);
+    assert_int_equal(gh_node_conditions_parse("none", &w, &err), GH_OK);
+    assert_int_equal(w.n, 0);
+    assert_int_equal(gh_node_conditions_parse("", &w, &err), GH_OK);
+    assert_int_equal(w.n, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -207,6 +342,7 @@ int main(void)
         cmocka_unit_test(test_pod_succeeded),
         cmocka_unit_test(test_job_finished),
         cmocka_unit_test(test_node_ready),
+        cmocka_unit_test(test_node_conditions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

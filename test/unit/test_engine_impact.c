@@ -286,7 +286,7 @@ static void test_policy_matches_impact(void **st)
     assert_int_equal(gh_policy_parse(y, strlen(y), &p, &d), GH_OK);
     assert_int_equal(p->rules[0].impacts, (1u << GH_IMPACT_DIED) | (1u << GH_IMPACT_WRONG));
     struct gh_policy_query q = {GH_CLASS_GPU_MEMORY, GH_KIND_ROW_REMAP, -1, GH_SEV_MEDIUM,
-                                false, 0, false, GH_IMPACT_NONE};
+                                false, 0, false, GH_IMPACT_NONE, NULL};
     assert_int_equal(gh_policy_match(p, &q), -1); /* not assessed: no impact rule matches */
     assert_true(gh_policy_impact_matters(p, &q, -1));
     q.has_impact = true;

@@ -127,17 +127,17 @@ static void test_match_and_escalation(void **st)
 {
     (void)st;
     struct gh_policy *p = gh_policy_new_default();
-    struct gh_policy_query q = {GH_CLASS_GPU_HARDWARE, GH_KIND_XID, 79, GH_SEV_CRITICAL, false, 0, false, GH_IMPACT_NONE};
+    struct gh_policy_query q = {GH_CLASS_GPU_HARDWARE, GH_KIND_XID, 79, GH_SEV_CRITICAL, false, 0, false, GH_IMPACT_NONE, NULL};
     int r = gh_policy_match(p, &q);
     assert_true(r >= 0);
     assert_string_equal(p->rules[r].name, "gpu-fell-off-bus");
-    q = (struct gh_policy_query){GH_CLASS_GPU_HARDWARE, GH_KIND_XID, 119, GH_SEV_CRITICAL, false, 0, false, GH_IMPACT_NONE};
+    q = (struct gh_policy_query){GH_CLASS_GPU_HARDWARE, GH_KIND_XID, 119, GH_SEV_CRITICAL, false, 0, false, GH_IMPACT_NONE, NULL};
     assert_string_equal(p->rules[gh_policy_match(p, &q)].name, "xid-critical");
-    q = (struct gh_policy_query){GH_CLASS_INTERCONNECT, GH_KIND_NVLINK, -1, GH_SEV_LOW, true, 999, false, GH_IMPACT_NONE};
+    q = (struct gh_policy_query){GH_CLASS_INTERCONNECT, GH_KIND_NVLINK, -1, GH_SEV_LOW, true, 999, false, GH_IMPACT_NONE, NULL};
     assert_int_equal(gh_policy_match(p, &q), -1); /* below the threshold */
     q.metric = 1000;
     assert_string_equal(p->rules[gh_policy_match(p, &q)].name, "nvlink-error-rate");
-    q = (struct gh_policy_query){GH_CLASS_APPLICATION, GH_KIND_POD_FAILED, -1, GH_SEV_MEDIUM, false, 0, false, GH_IMPACT_NONE};
+    q = (struct gh_policy_query){GH_CLASS_APPLICATION, GH_KIND_POD_FAILED, -1, GH_SEV_MEDIUM, false, 0, false, GH_IMPACT_NONE, NULL};
     r = gh_policy_match(p, &q);
     assert_string_equal(p->rules[r].name, "application-fault");
     enum gh_action a[GH_POLICY_MAX_ACTIONS];
@@ -159,7 +159,7 @@ static void test_node_down_rule_and_settings(void **st)
     struct gh_policy *p = gh_policy_new_default();
     assert_int_equal(p->settings.node_down_ns, 60 * GH_NS_PER_S);
     assert_int_equal(p->settings.job_idle_ns, 3600 * GH_NS_PER_S);
-    struct gh_policy_query q = {GH_CLASS_UNKNOWN, GH_KIND_NODE_NOT_READY, -1, GH_SEV_HIGH, true, 60, false, GH_IMPACT_NONE};
+    struct gh_policy_query q = {GH_CLASS_UNKNOWN, GH_KIND_NODE_NOT_READY, -1, GH_SEV_HIGH, true, 60, false, GH_IMPACT_NONE, NULL};
     int r = gh_policy_match(p, &q);
     assert_true(r >= 0);
     assert_string_equal(p->rules[r].name, "node-not-ready");
@@ -171,7 +171,7 @@ static void test_node_down_rule_and_settings(void **st)
     assert_string_equal(p->rules[gh_policy_match(p, &q)].name, "node-not-ready");
     q.cls = GH_CLASS_FLAPPING_NODE; /* a node that keeps going NotReady is another matter */
     assert_string_equal(p->rules[gh_policy_match(p, &q)].name, "flapping-node");
-    q = (struct gh_policy_query){GH_CLASS_UNKNOWN, GH_KIND_POD_FAILED, -1, GH_SEV_MEDIUM, false, 0, false, GH_IMPACT_NONE};
+    q = (struct gh_policy_query){GH_CLASS_UNKNOWN, GH_KIND_POD_FAILED, -1, GH_SEV_MEDIUM, false, 0, false, GH_IMPACT_NONE, NULL};
     assert_string_equal(p->rules[gh_policy_match(p, &q)].name, "unknown-fault");
     gh_policy_free(p);
 
@@ -225,6 +225,68 @@ static void test_custom_policy(void **st)
     gh_policy_free(p);
 }
 
+/* Rules match a Node condition by name (issue 16 item 14): the default
+ * rules for node-problem-detector's conditions, the catch-all for other
+ * configured ones, and lint of the new field. */
+static void test_condition_match(void **st)
+{
+    (void)st;
+    struct gh_policy *p = gh_policy_new_default();
+    struct gh_policy_query q = {GH_CLASS_UNKNOWN, GH_KIND_NODE_CONDITION, -1, GH_SEV_HIGH, false, 0,
+                                false, GH_IMPACT_NONE, "KernelDeadlock"};
+    assert_string_equal(p->rules[gh_policy_match(p, &q)].name, "node-cannot-run-work");
+    q.condition = "ReadonlyFilesystem";
+    assert_string_equal(p->rules[gh_policy_match(p, &q)].name, "node-cannot-run-work");
+    q.condition = "FrequentContainerdRestart";
+    q.severity = GH_SEV_MEDIUM;
+    assert_string_equal(p->rules[gh_policy_match(p, &q)].name, "node-runtime-restarting");
+    q.condition = "kerneldeadlock"; /* names are exact, as the API server keeps them */
+    assert_string_equal(p->rules[gh_policy_match(p, &q)].name, "node-condition");
+    q.condition = NULL; /* a finding without a condition never matches a rule naming some */
+    assert_string_equal(p->rules[gh_policy_match(p, &q)].name, "node-condition");
+    q = (struct gh_policy_query){GH_CLASS_INTERCONNECT, GH_KIND_NODE_CONDITION, -1, GH_SEV_HIGH,
+                                 false, 0, false, GH_IMPACT_NONE, "FabricManagerDown"};
+    int r = gh_policy_match(p, &q);
+    assert_string_equal(p->rules[r].name, "gpu-fabric-manager-down");
+    assert_int_equal(p->rules[r].n_actions, 2);
+    assert_int_equal(p->rules[r].actions[0], GH_ACT_ISOLATE_NODE);
+    gh_policy_free(p);
+
+    const char *y = "version: 1\n"                                                  /* 1 */
+                    "rules:\n"                                                      /* 2 */
+                    "  - name: a\n"                                                 /* 3 */
+                    "    match: {condition: [KernelDeadlock, example.com/Gpu]}\n"   /* 4 */
+                    "    actions: [drain_node]\n"                                   /* 5 */
+                    "  - name: b\n"                                                 /* 6 */
+                    "    match: {kind: node_condition, condition: KernelDeadlock}\n"
+                    "    actions: [isolate_node]\n"                                 /* 8 */
+                    "  - name: c\n"                                                 /* 9 */
+                    "    match: {kind: node_condition, condition: [Other]}\n"       /* 10 */
+                    "    actions: [isolate_node]\n";                                /* 11 */
+    struct gh_policy_diags d;
+    p = parse(y, &d);
+    dump(&d);
+    assert_non_null(p);
+    assert_int_equal(p->rules[0].n_conditions, 2);
+    assert_string_equal(p->rules[0].conditions[1], "example.com/Gpu");
+    assert_true(has_diag(&d, 6, false, "can never match: rule \"a\""));
+    assert_false(has_diag(&d, 9, false, "can never match"));
+    gh_policy_free(p);
+
+    y = "version: 1\n"
+        "rules:\n"
+        "  - name: bad\n"
+        "    match: {kind: xid, condition: [\"-x\", \"has space\", KernelDeadlock, KernelDeadlock]}\n"
+        "    actions: [drain_node]\n";
+    p = parse(y, &d);
+    dump(&d);
+    assert_null(p);
+    assert_true(has_diag(&d, 4, true, "match.condition: \"-x\" is not a Node condition type"));
+    assert_true(has_diag(&d, 4, true, "match.condition: \"has space\" is not"));
+    assert_true(has_diag(&d, 4, false, "\"KernelDeadlock\" is listed twice"));
+    assert_true(has_diag(&d, 3, false, "the rule's kinds exclude them"));
+}
+
 static void test_durations(void **st)
 {
     (void)st;
@@ -247,6 +309,7 @@ int main(void)
         cmocka_unit_test(test_match_and_escalation), cmocka_unit_test(test_custom_policy),
         cmocka_unit_test(test_node_down_rule_and_settings),
         cmocka_unit_test(test_durations),
+        cmocka_unit_test(test_condition_match),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -43,7 +43,8 @@ static bool sig_eq(const struct gh_signal *a, const struct gh_signal *b)
            D(step_ms) && V(has_comm_ms) && D(comm_ms) && V(has_loss) && D(loss) &&
            V(has_tokens_per_s) && D(tokens_per_s) && S(path) && V(ckpt_state) && V(job_state) &&
            V(replica) && S(value) && S(namespace_) && S(pod) && S(reason) &&
-           V(has_exit_code) && V(exit_code) && S(check) && V(passed) && S(detail);
+           V(has_exit_code) && V(exit_code) && S(check) && V(passed) && S(detail) &&
+           S(condition) && V(cond_status);
 #undef S
 #undef V
 #undef D
@@ -227,6 +228,9 @@ static const char *const canonical[] = {
     "\"pod_succeeded\",\"namespace\":\"ml\",\"pod\":\"w-0\",\"job\":\"ml/llm\"}",
     "{\"ts\":\"2026-11-29T07:00:00.000000Z\",\"source\":\"kube\",\"kind\":\"job_finished\","
     "\"job\":\"ml/llm\",\"state\":\"complete\"}",
+    "{\"ts\":\"2026-11-29T07:00:00.000000Z\",\"node\":\"gpu-05\",\"source\":\"kube\",\"kind\":"
+    "\"node_condition\",\"condition\":\"KernelDeadlock\",\"status\":\"True\",\"reason\":"
+    "\"DockerHung\"}",
 };
 
 static void test_canonical_every_kind(void **state)
@@ -361,6 +365,11 @@ static void build(struct gh_signal *s, enum gh_kind kind)
         free(s->node), s->node = NULL;
         set(&s->job, "ns/j");
         s->job_state = GH_JOB_FAILED;
+        break;
+    case GH_KIND_NODE_CONDITION:
+        s->source = GH_SRC_KUBE, s->gpu = -1;
+        set(&s->condition, "example.com/GpuHealthCheck");
+        s->cond_status = GH_COND_UNKNOWN;
         break;
     case GH_KIND__COUNT:
         break;
@@ -557,6 +566,25 @@ static void test_error_messages(void **state)
                       "line 1: field \"kind\": unknown kind \"a?b?[31m\"");
     expect_decode_err("{\"ts\":\"2026-11-29T07:00:00Z\",\"source\":\"syslog\"}", 4, GH_EINVAL,
                       "line 4: field \"source\": unknown source \"syslog\"");
+    /* node_condition: each bad value named by its field */
+#define NC(rest) "{\"ts\":\"2026-11-29T07:00:00Z\",\"source\":\"kube\",\"kind\":\"node_condition\"" rest "}"
+    expect_decode_err(NC(",\"node\":\"n1\",\"condition\":\"KernelDeadlock\",\"status\":\"true\""), 2,
+                      GH_EINVAL, "line 2: field \"status\": must be \"True\" or \"False\" or \"Unknown\"");
+    expect_decode_err(NC(",\"node\":\"n1\",\"condition\":\"KernelDeadlock\",\"status\":true"), 2,
+                      GH_EINVAL, "line 2: field \"status\": must be \"True\" or \"False\" or \"Unknown\"");
+    expect_decode_err(NC(",\"node\":\"n1\",\"condition\":\"KernelDeadlock\""), 2, GH_EINVAL,
+                      "line 2: field \"status\": missing");
+    expect_decode_err(NC(",\"node\":\"n1\",\"status\":\"True\""), 2, GH_EINVAL,
+                      "line 2: field \"condition\": missing");
+    expect_decode_err(NC(",\"node\":\"n1\",\"condition\":\"\",\"status\":\"True\""), 2, GH_EINVAL,
+                      "line 2: field \"condition\": empty");
+    expect_decode_err(NC(",\"node\":\"n1\",\"condition\":7,\"status\":\"True\""), 2, GH_EINVAL,
+                      "line 2: field \"condition\": not a string");
+    expect_decode_err(NC(",\"node\":\"n1\",\"condition\":\"X\",\"status\":\"True\",\"reason\":[]"), 2,
+                      GH_EINVAL, "line 2: field \"reason\": not a string");
+    expect_decode_err(NC(",\"condition\":\"KernelDeadlock\",\"status\":\"False\""), 2, GH_EINVAL,
+                      "line 2: field \"node\": missing");
+#undef NC
 
     /* common fields */
     expect_decode_err("{\"source\":\"kube\",\"kind\":\"node_ready\"}", 1, GH_EINVAL,

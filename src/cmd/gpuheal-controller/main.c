@@ -17,6 +17,7 @@
 #include "common/timeutil.h"
 #include "common/version.h"
 #include "control/controller.h"
+#include "control/kube_signals.h"
 #include "engine/policy.h"
 #include "kube/kubeconfig.h"
 #include "signal/signal_json.h"
@@ -73,6 +74,9 @@ static const struct setting {
     {"taint-effect", false, "NoSchedule (default) or NoExecute"},
     {"taint-key", false, "the taint put on isolated nodes (gpuheal.io/unhealthy); agents must "
                          "tolerate it"},
+    {"node-conditions", false, "Node conditions other agents set that become signals: comma-"
+                               "separated types, or none (node-problem-detector's: "
+                               GH_NODE_CONDITIONS_DEFAULT ")"},
     {"drain-timeout", false, "give up on pods a PodDisruptionBudget keeps (60s)"},
     {"request-timeout", false, "record a reset_gpu/reboot_node/run_diagnostics request the node "
                                "agent has not answered after this as timed out (1h)"},
@@ -493,6 +497,14 @@ int main(int argc, char **argv)
                         "gpuheal.io/unhealthy ([PREFIX/]NAME: NAME 1-63 letters, digits, '-', "
                         "'_', '.', starting and ending with a letter or digit; PREFIX a DNS "
                         "subdomain)\n", o.taint_key);
+        goto out;
+    }
+    o.node_conditions = get(&v, "node-conditions");
+    struct gh_node_conditions nconds;
+    struct gh_err cerr = {{0}};
+    if (gh_node_conditions_parse(o.node_conditions ? o.node_conditions : GH_NODE_CONDITIONS_DEFAULT,
+                                 &nconds, &cerr)) {
+        fprintf(stderr, "gpuheal-controller: %s\n", cerr.msg);
         goto out;
     }
     o.identity = get(&v, "identity");
