@@ -4,7 +4,11 @@
  * application explanation, which suspect the job's nodes and ask for probes.
  * Either way the job resumes from the last checkpoint saved before the first
  * anomalous signal, hardware precursors on the suspect nodes (an ECC count
- * rising, a hardware XID) included. A non-finite loss in a job's first steps
+ * rising, a hardware XID) included. A checksum disagreement also bounds the
+ * checkpoint by the latest step whose checksums all agreed: a replica that
+ * diverged stays diverged (nothing re-synchronises weights), so state the
+ * replicas agreed on at step S was clean at every step up to S, and a
+ * checkpoint saved between S and the disagreement is unverified. A non-finite loss in a job's first steps
  * (or the first after a restart), with no replica checksum disagreeing and no
  * hardware evidence on its nodes, is the job's own doing (class application,
  * no node): diverging from the start is what bad hyperparameters, data or
@@ -49,6 +53,9 @@ struct sdcjob {
     int loss_head;
     int64_t last_loss_step;
     bool ck_disagree;       /* a step's replica checksums disagreed (since the last restart) */
+    int64_t agree_step;     /* the highest step of this run whose checksums all agreed (INT64_MIN: none) */
+    int64_t ck_max_step;    /* the highest checksum step seen in this run */
+    int64_t run_ts;         /* when this run's checksums began (a step counter going back: a restart) */
     /* a loss anomaly being localised */
     bool anom;
     int64_t anom_step, anom_ts, anom_deadline;
@@ -125,6 +132,9 @@ static struct sdcjob *job_get(struct sdc *s, const char *name)
         j->name = gh_strmap_key(s->jobs, (size_t)i);
         j->last_final = INT64_MIN;
         j->last_loss_step = INT64_MIN;
+        j->agree_step = INT64_MIN;
+        j->ck_max_step = INT64_MIN;
+        j->run_ts = INT64_MIN;
         gh_strmap_set_value(s->jobs, (size_t)i, j);
     }
     s->last = j;
@@ -263,6 +273,25 @@ static int cmp_replica_rank(const void *a, const void *b)
     return rx < ry ? -1 : rx > ry;
 }
 
+/* The step below which the checkpoint of a checksum disagreement at step
+ * `bad` must lie: one past the latest step the replicas agreed on, when a
+ * checkpoint saved before `before` is that old (a checkpoint verified clean
+ * by agreeing checksums taken after it was saved); else `bad` (the
+ * checkpoints before the disagreement, unverified). */
+static int64_t verified_below(struct gh_engine *e, const struct sdcjob *j, int64_t bad, int64_t before)
+{
+    if (j->agree_step == INT64_MIN || j->agree_step >= bad)
+        return bad;
+    const struct gh_tl_entry *v[64];
+    size_t n = gh_timeline_query(gh_ctx_timeline(e), GH_TL_JOB, j->name, -1,
+                                 GH_KIND_BIT(GH_KIND_CHECKPOINT), INT64_MIN, before - 1, true, v, 64);
+    for (size_t i = 0; i < n; i++)
+        if (v[i]->sig.ckpt_state == GH_CKPT_SAVED && v[i]->sig.has_step &&
+            v[i]->sig.step <= j->agree_step)
+            return j->agree_step + 1;
+    return bad;
+}
+
 /* Compares the checksums of one step. With several ranks per replica (model
  * shards), the i-th rank of every replica holds the same shard: values are
  * compared across replicas position by position. In each position the odd
@@ -332,8 +361,13 @@ static void finalize_ck(struct sdc *s, struct gh_engine *e, struct sdcjob *j, st
                 sus[n_sus++] = col[i];
         }
     }
-    if (n_sus == 0)
+    if (n_sus == 0) {
+        /* Every replica of every position agreed. Verification only when
+         * the step is complete: a missing replica may be the diverged one. */
+        if (n >= j->expected && b->first_ts >= j->run_ts && b->step > j->agree_step)
+            j->agree_step = b->step;
         goto done;
+    }
     j->ck_disagree = true;
     if (already(s, e, j, b->first_ts))
         goto done;
@@ -370,6 +404,7 @@ static void finalize_ck(struct sdc *s, struct gh_engine *e, struct sdcjob *j, st
     f.first_ts = first;
     int64_t pre = precursor(e, j->name, !ambiguous && one_node ? node : NULL, first);
     f.anomaly_ts = pre < first ? pre : first;
+    f.anomaly_step = verified_below(e, j, b->step, f.anomaly_ts);
     const struct gh_signal *s0 = &sus[0]->sig;
     if (!ambiguous && one_node && node) {
         f.node = node;
@@ -398,6 +433,12 @@ static void finalize_ck(struct sdc *s, struct gh_engine *e, struct sdcjob *j, st
                 "majority: every node of the job is a suspect",
                 j->name, (long long)b->step, n_rep);
     }
+    if (f.anomaly_step < b->step) {
+        size_t used = strlen(f.what);
+        gh_sfmt(f.what + used, sizeof f.what - used,
+                "; they last agreed at step %lld, so the checkpoint is one saved at or before it",
+                (long long)(f.anomaly_step - 1));
+    }
     j->reported = true;
     j->reported_ts = first;
     gh_ctx_report(e, &f);
@@ -415,6 +456,15 @@ static void on_checksum(struct sdc *s, struct gh_engine *e, const struct gh_tl_e
         return;
     if (ent->ts_ns > j->last_ts)
         j->last_ts = ent->ts_ns;
+    if (j->ck_max_step != INT64_MIN && sg->step < j->ck_max_step - RESTART_REWIND) {
+        /* A restart: what the replicas agreed on before verifies nothing of
+         * what this run saves. */
+        j->agree_step = INT64_MIN;
+        j->ck_max_step = INT64_MIN;
+        j->run_ts = ent->ts_ns;
+    }
+    if (sg->step > j->ck_max_step)
+        j->ck_max_step = sg->step;
     struct ckbucket *b = NULL;
     int free_i = -1, oldest_i = -1;
     for (int i = 0; i < NB; i++) {

@@ -191,6 +191,64 @@ static void test_corruption_followup_keeps_checkpoint(void **st)
 }
 
 
+/* Checksums of 4 replicas every 10 steps from `from` to 220 (replica 2
+ * diverged from step 180 on), checkpoints at 150 and 175. */
+static void verified_run(struct gh_engine *e, int from)
+{
+    checkpoint(e, 1, "ml/llm", 100, true);
+    for (int stp = 101; stp <= 220; stp++) {
+        double t = 10 + (stp - 101) * 2.0;
+        if (stp == 150 || stp == 175)
+            checkpoint(e, t + 0.5, "ml/llm", stp, true);
+        if (stp < from || stp % 10 != 0)
+            continue;
+        for (int rep = 0; rep < 4; rep++) {
+            int rank = rep * 4;
+            char v[32];
+            snprintf(v, sizeof v, "%08x", stp * 7919);
+            if (rep == 2 && stp >= 180)
+                snprintf(v, sizeof v, "bad%05x", stp);
+            checksum(e, t + rep * 0.01, rank < 8 ? "gpu-01" : "gpu-02", rank % 8, rank, rep, stp, v);
+        }
+    }
+}
+
+/* The replicas agreed at step 170 and disagree at 180: checkpoint 175 was
+ * saved between them (unverified: the divergence may predate it), 150 was
+ * verified clean by the agreement at 170, so the restart resumes from 150. */
+static void test_corruption_checkpoint_verified_by_agreeing_checksums(void **st)
+{
+    (void)st;
+    struct sink sk;
+    struct gh_engine *e = engine(topo_2x8(), &sk);
+    verified_run(e, 110);
+    gh_engine_finish(e, INT64_MAX);
+    assert_int_equal(sk.n, 1);
+    assert_int_equal(sk.v[0].cls, GH_CLASS_SILENT_DATA_CORRUPTION);
+    assert_string_equal(sk.v[0].node, "gpu-02");
+    assert_true(sk.v[0].has_ckpt);
+    assert_int_equal(sk.v[0].ckpt_step, 150);
+    assert_non_null(strstr(sk.v[0].reason, "last agreed at step 170"));
+    gh_engine_free(e);
+}
+
+/* Checksums that first came at the disagreeing step verify nothing: the
+ * latest checkpoint before the disagreement (175) is chosen, as before. */
+static void test_corruption_checkpoint_unverified_without_agreement(void **st)
+{
+    (void)st;
+    struct sink sk;
+    struct gh_engine *e = engine(topo_2x8(), &sk);
+    verified_run(e, 180);
+    gh_engine_finish(e, INT64_MAX);
+    assert_int_equal(sk.n, 1);
+    assert_true(sk.v[0].has_ckpt);
+    assert_int_equal(sk.v[0].ckpt_step, 175);
+    assert_null(strstr(sk.v[0].reason, "last agreed"));
+    gh_engine_free(e);
+}
+
+
 /* NaN at step 3 of a fresh job while that step's replica checksums are
  * still coming in and two of them already differ: not the job's doing. */
 static void test_nan_at_start_with_pending_disagreement_is_corruption(void **st)
@@ -396,6 +454,8 @@ int main(void)
         cmocka_unit_test(test_nan_at_start_with_pending_disagreement_is_corruption),
         cmocka_unit_test(test_corruption_checkpoint_precedes_hardware_precursor),
         cmocka_unit_test(test_corruption_followup_keeps_checkpoint),
+        cmocka_unit_test(test_corruption_checkpoint_verified_by_agreeing_checksums),
+        cmocka_unit_test(test_corruption_checkpoint_unverified_without_agreement),
         cmocka_unit_test(test_straggler_six_percent_in_quiet_job),
         cmocka_unit_test(test_straggler_jitter_threshold_no_false_alarm),
         cmocka_unit_test(test_retraining_port_slower_comm_is_network),
