@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "common/timeutil.h"
 
 static const char *ts(int64_t ns, char *buf)
@@ -59,6 +61,26 @@ static const char *verdict_words(const char *v)
 }
 
 static double ms(int64_t a, int64_t b) { return (double)(b - a) / 1e6; }
+
+/* What the incident left for a safe moment (its impact.deferred): a
+ * follow-up incident runs it when the GPU is idle or the job has ended. */
+static void deferred_lines(FILE *out, const struct gh_audit_incident_rec *r)
+{
+    json_t *inc = r->json ? json_loads(r->json, 0, NULL) : NULL;
+    json_t *d = json_object_get(json_object_get(inc, "impact"), "deferred");
+    size_t i;
+    json_t *a;
+    json_array_foreach(d, i, a) {
+        if (!json_is_string(a))
+            continue;
+        fprintf(out, "    %s node/%s", json_string_value(a), or(r->node, "-"));
+        if (r->gpu >= 0 && strcmp(json_string_value(a), "reset_gpu") == 0)
+            fprintf(out, " GPU %d", r->gpu);
+        fprintf(out, ": waiting for a safe moment (the GPU idle or the job ended; a follow-up "
+                     "incident runs it)\n");
+    }
+    json_decref(inc);
+}
 
 static void explain_one(FILE *out, size_t k, const struct gh_audit_incident_rec *r)
 {
@@ -129,6 +151,7 @@ static void explain_one(FILE *out, size_t k, const struct gh_audit_incident_rec 
             fprintf(out, " (%s)", x->api_result);
         fprintf(out, "\n");
     }
+    deferred_lines(out, r);
     fprintf(out, "  Outcome: %s\n", or(r->phase, "?"));
 }
 

@@ -440,6 +440,22 @@ static void finish_incident(struct worker *w, const json_t *inc, const struct gh
         }
     }
     gh_audit_recs_free(recs, n);
+    /* what waits for a safe moment (impact.deferred): a follow-up runs it */
+    size_t di;
+    json_t *da;
+    json_array_foreach(json_object_get(json_object_get(inc, "impact"), "deferred"), di, da) {
+        if (!json_is_string(da))
+            continue;
+        json_array_append_new(acts, json_pack("{s:s, s:s, s:s}", "action", json_string_value(da),
+                                              "result", "Waiting", "message",
+                                              "waits for a safe moment (the GPU idle or the job "
+                                              "ended): a follow-up incident runs it"));
+        if (used < sizeof msg) {
+            int wn = snprintf(msg + used, sizeof msg - used, "%s%s waits for a safe moment",
+                              used ? "; " : "", json_string_value(da));
+            used += wn > 0 ? (size_t)wn : 0;
+        }
+    }
     /* open intents: still acting */
     struct pending_list l = {.only = id};
     (void)gh_audit_intents_pending(w->a, collect_intent, &l, &err);

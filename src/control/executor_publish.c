@@ -68,6 +68,9 @@ static json_t *incident_spec(const json_t *inc, const char *mode)
     json_t *ck = json_object_get(inc, "checkpoint");
     if (json_is_object(ck))
         json_object_set_new(spec, "checkpoint", json_deep_copy(ck));
+    json_t *impact = json_object_get(inc, "impact");
+    if (json_is_object(impact))
+        json_object_set_new(spec, "impact", json_deep_copy(impact));
     json_t *ev = json_array();
     size_t i;
     json_t *e;

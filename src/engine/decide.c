@@ -1102,6 +1102,9 @@ void gh_decider_job_gone(struct gh_decider *d, const char *node, const struct gh
     gh_sfmt(more, sizeof more, "%s %s: the safe moment for what waited",
             s->job ? s->job : "the job",
             s->kind == GH_KIND_JOB_FINISHED ? "has finished" : "has no pod left on the node");
+    /* The facts changed: assess again, however recently the record was
+     * (a job that leaves within the minute is a safe moment too). */
+    ep->assessed = now - REASSESS_NS;
     if (redecide(d, node, ep, ent, -1, more, now) == GH_OUT_DECIDED)
         rec_clear(ep); /* done: not due again */
 }

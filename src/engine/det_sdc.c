@@ -4,7 +4,12 @@
  * application explanation, which suspect the job's nodes and ask for probes.
  * Either way the job resumes from the last checkpoint saved before the first
  * anomalous signal, hardware precursors on the suspect nodes (an ECC count
- * rising, a hardware XID) included. A non-finite loss in a job's first steps
+ * rising, a hardware XID) included. A checksum disagreement resumes from a
+ * checkpoint verified clean: one that complete, agreeing checksums of a step
+ * at or after its own were taken after it was saved. A replica that diverged
+ * stays diverged (nothing re-synchronises weights), so state the replicas
+ * agreed on at step S was clean at every step up to S; a checkpoint saved
+ * after the last agreement is unverified. A non-finite loss in a job's first steps
  * (or the first after a restart), with no replica checksum disagreeing and no
  * hardware evidence on its nodes, is the job's own doing (class application,
  * no node): diverging from the start is what bad hyperparameters, data or
@@ -29,6 +34,7 @@
 #define CK_WAIT_NS (120 * GH_NS_PER_S) /* a step's checksums may straddle skewed clocks */
 #define LOSS_WAIT_NS (5 * GH_NS_PER_S)
 #define RESTART_REWIND 8 /* a step counter this far back is a restart, not a late report */
+#define AGREE_N 8        /* agreeing comparisons remembered: the checkpoints they verify */
 
 struct ckbucket {
     bool used;
@@ -49,6 +55,10 @@ struct sdcjob {
     int loss_head;
     int64_t last_loss_step;
     bool ck_disagree;       /* a step's replica checksums disagreed (since the last restart) */
+    struct { int64_t step, ts; } agree[AGREE_N]; /* the latest complete, agreeing comparisons (ring) */
+    int n_agree, agree_head;
+    int64_t dis_ts, dis_step; /* the first disagreement since the replicas last agreed
+                               * (INT64_MAX: none), reported or not */
     /* a loss anomaly being localised */
     bool anom;
     int64_t anom_step, anom_ts, anom_deadline;
@@ -131,6 +141,7 @@ static struct sdcjob *job_get(struct sdc *s, struct gh_engine *e, const char *na
         j->name = gh_strmap_key(s->jobs, (size_t)i);
         j->last_final = INT64_MIN;
         j->last_loss_step = INT64_MIN;
+        j->dis_ts = j->dis_step = INT64_MAX;
         gh_strmap_set_value(s->jobs, (size_t)i, j);
     }
     s->last = j;
@@ -269,6 +280,36 @@ static int cmp_replica_rank(const void *a, const void *b)
     return rx < ry ? -1 : rx > ry;
 }
 
+/* The latest checkpoint saved before `before` with a step below `bad` that
+ * agreeing checksums verified: a complete comparison of a step at or after
+ * the checkpoint's, taken after it was saved (so of the run that saved it
+ * or one resumed from it) and before `before`. NULL when none is. *agreed:
+ * the step of that comparison. */
+static const struct gh_tl_entry *verified_checkpoint(struct gh_engine *e, const struct sdcjob *j,
+                                                     int64_t bad, int64_t before, int64_t *agreed)
+{
+    if (j->n_agree == 0)
+        return NULL;
+    const struct gh_tl_entry *v[64];
+    size_t n = gh_timeline_query(gh_ctx_timeline(e), GH_TL_JOB, j->name, -1,
+                                 GH_KIND_BIT(GH_KIND_CHECKPOINT), INT64_MIN, before - 1, true, v, 64);
+    for (size_t i = n; i-- > 0;) {
+        const struct gh_signal *c = &v[i]->sig;
+        if (c->ckpt_state != GH_CKPT_SAVED || !c->has_step || c->step >= bad)
+            continue;
+        int64_t best = INT64_MIN;
+        for (int k = 0; k < j->n_agree; k++)
+            if (j->agree[k].step >= c->step && j->agree[k].ts >= v[i]->ts_ns &&
+                j->agree[k].ts < before && j->agree[k].step > best)
+                best = j->agree[k].step;
+        if (best != INT64_MIN) {
+            *agreed = best;
+            return v[i];
+        }
+    }
+    return NULL;
+}
+
 /* Compares the checksums of one step. With several ranks per replica (model
  * shards), the i-th rank of every replica holds the same shard: values are
  * compared across replicas position by position. In each position the odd
@@ -338,9 +379,33 @@ static void finalize_ck(struct sdc *s, struct gh_engine *e, struct sdcjob *j, st
                 sus[n_sus++] = col[i];
         }
     }
-    if (n_sus == 0)
+    if (n_sus == 0) {
+        /* Every replica of every position agreed. Verification only when
+         * the step is complete: a missing replica may be the diverged one. */
+        if (n >= j->expected) {
+            int64_t ts = INT64_MIN;
+            for (int i = 0; i < n; i++)
+                if (b->ev[i]->ts_ns > ts)
+                    ts = b->ev[i]->ts_ns;
+            j->agree[j->agree_head].step = b->step;
+            j->agree[j->agree_head].ts = ts;
+            j->agree_head = (j->agree_head + 1) % AGREE_N;
+            if (j->n_agree < AGREE_N)
+                j->n_agree++;
+            if (ts > j->dis_ts)
+                j->dis_ts = j->dis_step = INT64_MAX; /* they agree again: a new start */
+        }
         goto done;
+    }
     j->ck_disagree = true;
+    /* The first disagreement since they last agreed bounds the checkpoint
+     * of whichever disagreement is reported (an open incident of another
+     * cause may have held the first ones back). */
+    for (int i = 0; i < n_sus; i++)
+        if (sus[i]->ts_ns < j->dis_ts)
+            j->dis_ts = sus[i]->ts_ns;
+    if (b->step < j->dis_step)
+        j->dis_step = b->step;
     if (already(s, e, j, b->first_ts))
         goto done;
     struct gh_finding f;
@@ -376,6 +441,16 @@ static void finalize_ck(struct sdc *s, struct gh_engine *e, struct sdcjob *j, st
     f.first_ts = first;
     int64_t pre = precursor(e, j->name, !ambiguous && one_node ? node : NULL, first);
     f.anomaly_ts = pre < first ? pre : first;
+    if (j->dis_ts < f.anomaly_ts)
+        f.anomaly_ts = j->dis_ts;
+    int64_t bad = j->dis_step < b->step ? j->dis_step : b->step, agreed = -1;
+    const struct gh_tl_entry *vck = verified_checkpoint(e, j, bad, f.anomaly_ts, &agreed);
+    f.anomaly_step = bad;
+    if (vck) {
+        /* Exactly that checkpoint: none saved after it, none of a later step. */
+        f.anomaly_ts = vck->ts_ns + 1;
+        f.anomaly_step = vck->sig.step + 1;
+    }
     const struct gh_signal *s0 = &sus[0]->sig;
     if (!ambiguous && one_node && node) {
         f.node = node;
@@ -404,6 +479,13 @@ static void finalize_ck(struct sdc *s, struct gh_engine *e, struct sdcjob *j, st
                 "majority: every node of the job is a suspect",
                 j->name, (long long)b->step, n_rep);
     }
+    if (bad < b->step)
+        gh_sfmt(f.what + strlen(f.what), sizeof f.what - strlen(f.what),
+                "; they first disagreed at step %lld", (long long)bad);
+    if (vck)
+        gh_sfmt(f.what + strlen(f.what), sizeof f.what - strlen(f.what),
+                "; checksums agreeing at step %lld verified the checkpoint of step %lld",
+                (long long)agreed, (long long)vck->sig.step);
     j->reported = true;
     j->reported_ts = first;
     gh_ctx_report(e, &f);

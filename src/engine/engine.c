@@ -307,6 +307,37 @@ static bool telemetry_ended(const struct seen *sn, int64_t t)
            quiet >= ENDED_QUIET_NS && quiet >= 20 * every;
 }
 
+#define PODS_MAX 256
+
+static bool same_str(const char *a, const char *b) { return a && b && strcmp(a, b) == 0; }
+
+/* Whether another pod of sg's job that started on sg's node (pod_started)
+ * has not completed there (no pod_succeeded of it since): the job has not
+ * left the node yet. Without pod_started signals (a history without them)
+ * nothing is known to remain. */
+static bool pods_left(struct gh_engine *e, const struct gh_signal *sg)
+{
+    const struct gh_tl_entry *v[PODS_MAX];
+    size_t n = gh_timeline_query(e->tl, GH_TL_NODE, sg->node, -1,
+                                 GH_KIND_BIT(GH_KIND_POD_STARTED) |
+                                     GH_KIND_BIT(GH_KIND_POD_SUCCEEDED),
+                                 INT64_MIN, INT64_MAX, true, v, PODS_MAX);
+    for (size_t i = 0; i < n; i++) {
+        const struct gh_signal *p = &v[i]->sig;
+        if (p->kind != GH_KIND_POD_STARTED || !same_str(p->job, sg->job) || !p->pod ||
+            (same_str(p->pod, sg->pod) && same_str(p->namespace_, sg->namespace_)))
+            continue;
+        bool done = false;
+        for (size_t k = i + 1; k < n && !done; k++)
+            done = v[k]->sig.kind == GH_KIND_POD_SUCCEEDED && same_str(v[k]->sig.pod, p->pod) &&
+                   (same_str(v[k]->sig.namespace_, p->namespace_) ||
+                    (!v[k]->sig.namespace_ && !p->namespace_));
+        if (!done)
+            return true;
+    }
+    return false;
+}
+
 /* What runs now, from the kube kinds (pod_succeeded, job_finished) and
  * from any signal that places a job that had ended or left a node. */
 static void note_placement(struct gh_engine *e, const struct gh_tl_entry *ent, int64_t ts)
@@ -332,6 +363,8 @@ static void note_placement(struct gh_engine *e, const struct gh_tl_entry *ent, i
         gh_topology_job_end(e->topo, (size_t)j, ts);
         gh_decider_job_finished(e->decider, ent, e->now);
     } else if (sg->kind == GH_KIND_POD_SUCCEEDED) {
+        if (sg->node && pods_left(e, sg))
+            return; /* another pod of it still runs there: not its last */
         gh_topology_job_leave(e->topo, (size_t)j, sg->node, ts);
         if (gh_topology_job_gone(e->topo, (size_t)j, sg->node))
             gh_decider_job_gone(e->decider, sg->node, ent, e->now);

@@ -249,7 +249,8 @@ void gh_timeline_config_default(struct gh_timeline_config *c)
         {GH_KIND_THERMAL, 4, 4, 0},         {GH_KIND_POWER, 4, 4, 0},
         {GH_KIND_STEP, 0, 2, 0},            {GH_KIND_CHECKPOINT, 0, 0, 64},
         {GH_KIND_REPLICA_CHECKSUM, 0, 4, 64}, {GH_KIND_POD_FAILED, 256, 0, 512},
-        {GH_KIND_POD_STARTED, 128, 0, 128}, {GH_KIND_NODE_NOT_READY, 32, 0, 0},
+        {GH_KIND_POD_STARTED, 128, 0, 128}, {GH_KIND_POD_SUCCEEDED, 128, 0, 0},
+        {GH_KIND_NODE_NOT_READY, 32, 0, 0},
         {GH_KIND_NODE_READY, 32, 0, 0},     {GH_KIND_PROBE_RESULT, 64, 16, 0},
         {GH_KIND_NODE_CONDITION, 64, 0, 0},
     };

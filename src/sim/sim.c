@@ -81,6 +81,7 @@ struct job {
     double extra_s;     /* pending restart's in-place repair time */
     double corrupt_work;/* < 0: clean; else the work from which results are wrong */
     int corrupt_id;     /* names the current corruption, for the person who finds it */
+    int32_t diverged;   /* the node whose replica diverged (its checksums differ); -1 none */
     /* straggler telemetry window */
     bool win;
     int win_steps, n_sample;
@@ -99,13 +100,16 @@ struct act {
 };
 
 enum { EV_ARRIVAL, EV_EMIT, EV_TICK, EV_JOB, EV_NODE, EV_ACTION, EV_STEP };
-enum { JE_RESTART_DONE, JE_K8S, JE_NCCL, JE_EVICT, JE_DONE, JE_PLANNED, JE_SDC_CHECK, JE_HUMAN_SDC };
+enum { JE_RESTART_DONE, JE_K8S, JE_NCCL, JE_EVICT, JE_DONE, JE_PLANNED, JE_SDC_CHECK, JE_HUMAN_SDC,
+       JE_CK_COMPARE };
 enum { NE_REPAIR_DONE, NE_SLOW_END, NE_HUMAN, NE_HOST_BACK };
 enum { EM_XID, EM_GPU_LOST, EM_ECC, EM_REMAP, EM_NIC_DOWN, EM_NIC_UP, EM_NOTREADY, EM_READY, EM_XID13 };
 
 struct sim {
     const struct gh_sim_config *c;
     struct gh_rng rng;
+    struct gh_rng ck_rng; /* the replicas an agreeing comparison shows: its own stream, so
+                           * that comparing more often changes no fault */
     struct gh_evq *q;
     struct gh_engine *eng;
     struct gh_clock clock;
@@ -124,8 +128,10 @@ struct sim {
     int rc;
     /* accounting, GPU-seconds */
     double waste[GH_SIM_W__COUNT], waste_cls[GH_SIM_CLASS__COUNT], productive;
+    double waste_cb[GH_SIM_CLASS__COUNT][GH_SIM_W__COUNT];
     double interrupts[GH_SIM_CLASS__COUNT], mttr_sum;
-    long mttr_n, isolations, false_iso, human_iso, incidents, signals, jobs_done, acts_dropped;
+    long mttr_n, isolations, false_iso, human_iso, human_rollbacks, incidents, signals, jobs_done,
+        acts_dropped;
 };
 
 static int64_t ns(double t) { return T0_NS + (int64_t)llround(t * 1e9); }
@@ -325,8 +331,10 @@ static double work_now(const struct sim *s, const struct job *j)
 static void charge(struct sim *s, const struct job *j, int w, double gpu_s)
 {
     s->waste[w] += gpu_s;
-    if (j->cls >= 0 && w != GH_SIM_W_CHECKPOINT && w != GH_SIM_W_SLOWDOWN)
+    if (j->cls >= 0 && w != GH_SIM_W_CHECKPOINT && w != GH_SIM_W_SLOWDOWN) {
         s->waste_cls[j->cls] += gpu_s;
+        s->waste_cb[j->cls][w] += gpu_s;
+    }
 }
 
 /* Moves job j's clock to t: progress and checkpoints while running, time
@@ -688,8 +696,8 @@ static void sdc_onset(struct sim *s, struct job *j, int n)
     } else if (w < j->corrupt_work) {
         j->corrupt_work = w;
     }
-    push(s, s->now + gh_rng_exp(&s->rng, 1.0 / s->c->sdc_silent_s), EV_JOB, JE_SDC_CHECK, j->slot, n,
-         j->gen);
+    double silent = s->c->sdc_silent_s > 0 ? gh_rng_exp(&s->rng, 1.0 / s->c->sdc_silent_s) : 0;
+    push(s, s->now + silent, EV_JOB, JE_SDC_CHECK, j->slot, n, j->gen);
 }
 
 static void window_start(struct sim *s, struct job *j);
@@ -731,6 +739,11 @@ static void restart_done(struct sim *s, struct job *j)
     j->cls = -1;
     j->slow = job_slow(s, j);
     schedule_done(s, j);
+    /* Every replica loaded the same checkpoint: they agree again, even
+     * when what they loaded was already wrong. */
+    j->diverged = -1;
+    if (s->c->sdc_check_s > 0)
+        push(s, s->now + s->c->sdc_check_s, EV_JOB, JE_CK_COMPARE, j->slot, 0, j->gen);
     for (int p = 0; p < j->n_nodes; p++)
         if (s->nodes[j->nodes[p]].flags & F_SDC)
             sdc_onset(s, j, j->nodes[p]);
@@ -1212,6 +1225,48 @@ static void flush_checkpoints(struct sim *s)
     }
 }
 
+/* One replica-checksum comparison of job j at its current step: four
+ * replicas (the diverged one on node n first when n >= 0, its value
+ * differing), as the job's reporter ships it. Agreeing comparisons ask the
+ * engine for no decision: they go in without the ticks a fault needs. */
+static void compare_checksums(struct sim *s, struct job *j, int n)
+{
+    long step = current_step(s, j);
+    int pos[4] = {-1, -1, -1, -1}, m = 0;
+    if (n >= 0)
+        pos[m++] = s->nodes[n].pos;
+    struct gh_rng *r = n >= 0 ? &s->rng : &s->ck_rng;
+    for (int tries = 0; m < 4 && tries < 64 && (n < 0 || j->n_nodes >= 4); tries++) {
+        int p = (int)gh_rng_below(r, (uint64_t)j->n_nodes);
+        bool dup = false;
+        for (int k = 0; k < m; k++)
+            dup |= pos[k] == p;
+        if (!dup && j->nodes[p] >= 0 && !(s->nodes[j->nodes[p]].flags & F_SDC))
+            pos[m++] = p;
+    }
+    if (n >= 0)
+        trace(s, "sdc_checksums_disagree", n, j->slot, NULL);
+    for (int k = 0; k < m; k++) {
+        int gpu = k == 0 && n >= 0 ? s->nodes[n].gpu : 0;
+        struct gh_signal g = sig(s, GH_KIND_REPLICA_CHECKSUM, GH_SRC_TELEMETRY, j->nodes[pos[k]], gpu);
+        setstr(s, &g.job, j->name);
+        g.has_rank = true;
+        g.rank = pos[k] * s->G + gpu;
+        g.has_step = true;
+        g.step = step;
+        g.replica = k;
+        char v[32];
+        snprintf(v, sizeof v, "%016llx",
+                 (unsigned long long)((uint64_t)step * 0x9e3779b97f4a7c15ULL ^
+                                      (k == 0 && n >= 0 ? 0xbadULL : 0)));
+        setstr(s, &g.value, v);
+        if (n >= 0)
+            ingest(s, &g);
+        else
+            ingest_raw(s, &g);
+    }
+}
+
 static void on_job_event(struct sim *s, const struct gh_ev *e)
 {
     struct job *j = &s->jobs[e->a];
@@ -1221,6 +1276,7 @@ static void on_job_event(struct sim *s, const struct gh_ev *e)
         if (j->inst != e->b || j->corrupt_work < 0 || (uint32_t)j->corrupt_id != e->gen)
             return;
         trace(s, "human_rolls_back_sdc", -1, j->slot, NULL);
+        s->human_rollbacks++;
         for (int p = 0; p < j->n_nodes; p++)
             if (j->nodes[p] >= 0 && (s->nodes[j->nodes[p]].flags & F_SDC))
                 cordon(s, j->nodes[p], 4, true);
@@ -1279,37 +1335,27 @@ static void on_job_event(struct sim *s, const struct gh_ev *e)
         break;
     }
     case JE_SDC_CHECK: {
-        /* Replica checksums of one step: the bad GPU's replica differs. */
+        /* The bad GPU's replica diverges: its checksums differ from now on. */
         int n = e->b;
         if (j->state != J_RUN || s->nodes[n].job != j->slot || !(s->nodes[n].flags & F_SDC))
             break;
+        if (c->sdc_check_s > 0) {
+            j->diverged = n; /* the job's next comparison shows it */
+            break;
+        }
         advance(s, j, s->now);
-        long step = current_step(s, j);
-        int pos[4] = {s->nodes[n].pos, -1, -1, -1}, m = 1;
-        for (int tries = 0; m < 4 && tries < 64 && j->n_nodes >= 4; tries++) {
-            int p = (int)gh_rng_below(&s->rng, (uint64_t)j->n_nodes);
-            bool dup = false;
-            for (int k = 0; k < m; k++)
-                dup |= pos[k] == p;
-            if (!dup && !(s->nodes[j->nodes[p]].flags & F_SDC))
-                pos[m++] = p;
-        }
-        trace(s, "sdc_checksums_disagree", n, j->slot, NULL);
-        for (int k = 0; k < m; k++) {
-            int gpu = k == 0 ? s->nodes[n].gpu : 0;
-            struct gh_signal g = sig(s, GH_KIND_REPLICA_CHECKSUM, GH_SRC_TELEMETRY, j->nodes[pos[k]], gpu);
-            setstr(s, &g.job, j->name);
-            g.has_rank = true;
-            g.rank = pos[k] * s->G + gpu;
-            g.has_step = true;
-            g.step = step;
-            g.replica = k;
-            char v[32];
-            snprintf(v, sizeof v, "%016llx",
-                     (unsigned long long)((uint64_t)step * 0x9e3779b97f4a7c15ULL ^ (k == 0 ? 0xbadULL : 0)));
-            setstr(s, &g.value, v);
-            ingest(s, &g);
-        }
+        compare_checksums(s, j, n);
+        break;
+    }
+    case JE_CK_COMPARE: {
+        int n = j->diverged;
+        if (j->state != J_RUN)
+            break;
+        if (n >= 0 && (s->nodes[n].job != j->slot || !(s->nodes[n].flags & F_SDC)))
+            n = j->diverged = -1;
+        advance(s, j, s->now);
+        compare_checksums(s, j, n);
+        push(s, s->now + c->sdc_check_s, EV_JOB, JE_CK_COMPARE, j->slot, 0, j->gen);
         break;
     }
     default:
@@ -1433,6 +1479,7 @@ static int setup(struct sim *s, const struct gh_sim_config *c, const struct gh_p
     s->c = c;
     s->G = c->gpus_per_node;
     gh_rng_seed(&s->rng, seed, (uint64_t)run);
+    gh_rng_seed(&s->ck_rng, seed, (uint64_t)run + (1ull << 32));
     s->end = c->days * 86400.0;
     s->tau = gh_sim_interval_s(c);
     s->tick_batch = -1;
@@ -1500,6 +1547,9 @@ static int setup(struct sim *s, const struct gh_sim_config *c, const struct gh_p
         gh_topology_set_job_costs(topo, tj, isfinite(job_days) ? job_days * 86400.0 : s->end,
                                   c->restart_s);
         schedule_done(s, j);
+        j->diverged = -1;
+        if (c->sdc_check_s > 0)
+            push(s, c->sdc_check_s, EV_JOB, JE_CK_COMPARE, j->slot, 0, j->gen);
     }
     for (int n = (int)job_nodes; n < s->n_nodes; n++)
         free_add(s, n);
@@ -1591,12 +1641,15 @@ static int run_once(const struct gh_sim_config *c, const struct gh_policy *polic
         r->interruptions[k] = s->interrupts[k];
         r->interruptions_total += s->interrupts[k];
         r->wasted_by_class_gpu_hours[k] = s->waste_cls[k] / 3600;
+        for (int w = 0; w < GH_SIM_W__COUNT; w++)
+            r->wasted_class_bucket_gpu_hours[k][w] = s->waste_cb[k][w] / 3600;
     }
     for (int w = 0; w < GH_SIM_W__COUNT; w++)
         r->wasted_gpu_hours[w] = s->waste[w] / 3600;
     r->isolations = (double)s->isolations;
     r->false_isolations = (double)s->false_iso;
     r->human_isolations = (double)s->human_iso;
+    r->human_rollbacks = (double)s->human_rollbacks;
     r->incidents = (double)s->incidents;
     r->signals = (double)s->signals;
     r->late_signals = (double)es.timeline.late;

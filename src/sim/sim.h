@@ -84,7 +84,9 @@ struct gh_sim_config {
     double straggler_slow_min, straggler_slow_max; /* compute slowdown factor, log-uniform */
     double straggler_dur_min_s, straggler_dur_max_s; /* episode length, log-uniform */
     double step_jitter;      /* relative noise of per-rank compute time */
-    double sdc_silent_s;     /* mean silent period before checksums disagree (exponential) */
+    double sdc_silent_s;     /* mean silent period before the bad replica diverges (exponential; 0: at once) */
+    double sdc_check_s;      /* the job compares replica checksums this often and ships every
+                              * comparison, agreeing or not; 0: only the disagreeing one */
     double sdc_human_s;      /* a person notices corruption (loss, evals) this long after onset */
     double flapping_fraction;/* nodes that are flapping ("lemon") nodes */
     double flap_up_max_s;    /* a benign link flap lasts up to this */
@@ -133,9 +135,13 @@ struct gh_sim_result {
     double interruptions_total;
     double wasted_gpu_hours[GH_SIM_W__COUNT];
     double wasted_by_class_gpu_hours[GH_SIM_CLASS__COUNT];
+    /* ... split by bucket (lost work, detection, restart, waiting; stalls and
+     * slowdown belong to no outage) */
+    double wasted_class_bucket_gpu_hours[GH_SIM_CLASS__COUNT][GH_SIM_W__COUNT];
     double isolations;       /* node isolations and drains (engine and people) */
     double false_isolations; /* ... of nodes with nothing wrong */
     double human_isolations;
+    double human_rollbacks;  /* corruption a restart left in place, rolled back by a person */
     double incidents;        /* incidents the engine decided */
     double signals;          /* signals fed to the engine */
     double late_signals;     /* ... that the engine saw out of order (should be 0) */

@@ -70,6 +70,18 @@ assert d['policy'] == 'xid-only'
 i = d['interruptions']
 assert all(v == 0 for k, v in i.items() if k not in ('gpu_hard', 'hbm_ecc', 'total')), i"
 
+# The job's replica-checksum comparisons: every one ships (agreeing too),
+# on their own random stream (comparing more often changes no fault).
+"$gh" simulate --days 2 --seed 4 --sdc-check 0 --json > "$tmp/k0.json"
+"$gh" simulate --days 2 --seed 4 --sdc-check 60 --json > "$tmp/k60.json"
+check "--sdc-check 60 ships the comparisons, same faults" python3 -c "
+import json; a=json.load(open('$tmp/k0.json')); b=json.load(open('$tmp/k60.json'))
+assert b['engine']['signals'] > a['engine']['signals'] + 2 * 86400 / 60 * 3, (a['engine'], b['engine'])
+assert a['interruptions']['gpu_hard'] == b['interruptions']['gpu_hard'], (a['interruptions'], b['interruptions'])
+assert 'human_rollbacks' in b"
+"$gh" simulate --sdc-check -1 > /dev/null 2>&1; rc=$?
+check "simulate --sdc-check -1: exit 2" test $rc -eq 2
+
 # A policy file works like a built-in one.
 "$gh" policy default > "$tmp/policy.yaml" 2> /dev/null
 if [ -s "$tmp/policy.yaml" ]; then

@@ -132,6 +132,40 @@ def main():
            {"class": "gpu_memory", "node": "a100x4-c", "gpu": 2, "actions_include": ["reset_gpu"],
             "actions_exclude": NO_OUT + ["restart_from_checkpoint"]}])
 
+    # 2b. The same, and the job's pods complete with no job_finished (a
+    # controller that reports none, or its update not yet seen), within a
+    # minute of the record: the last pod leaving the node is the safe moment.
+    s = [x for x in s if x.get("kind") != "job_finished"]
+    write("harm-remap-pending-pods-complete",
+          "a pending row remap while a job runs is recorded with the reset waiting; 55 s later the job's pods on "
+          "the node complete (pod_succeeded, no job_finished): a follow-up resets the GPU, without draining",
+          header("harm-remap-pending-pods-complete", nodes, 4, [("research/vit-huge", nodes)]), s,
+          [{"class": "gpu_memory", "node": "a100x4-c", "gpu": 2,
+            "actions_exclude": NO_OUT + ["reset_gpu", "restart_from_checkpoint"]},
+           {"class": "gpu_memory", "node": "a100x4-c", "gpu": 2, "actions_include": ["reset_gpu"],
+            "actions_exclude": NO_OUT + ["restart_from_checkpoint"]}])
+
+    # 2c. One of the four pods on the node completes early (an elastic job
+    # shrinking) while the other three run on: the job has not left the
+    # node, so the reset still waits.
+    rng = random.Random(2)
+    s = steps("research/vit-huge", nodes, 4, 1, 40, 0, 3.0, rng)
+    for i, n in enumerate(nodes):
+        for g in range(4):
+            s.append(kube(1 + i, n, "pod_started", namespace="research",
+                          pod="vit-huge-worker-%d" % (4 * i + g), job="research/vit-huge"))
+    s.append(ckpt(60, "research/vit-huge", 20))
+    s.append(sig(70, node="a100x4-c", gpu=2, source="dcgm", kind="row_remap", pending=True,
+                 failure=False, correctable=0, uncorrectable=1))
+    s.append(kube(100, "a100x4-c", "pod_succeeded", namespace="research", pod="vit-huge-worker-8",
+                  job="research/vit-huge"))
+    write("harm-remap-pending-one-pod-done",
+          "a pending row remap while a job runs is recorded with the reset waiting; one of the job's four pods on "
+          "the node completes while three run on there: not yet the safe moment, no reset under them",
+          header("harm-remap-pending-one-pod-done", nodes, 4, [("research/vit-huge", nodes)]), s,
+          [{"class": "gpu_memory", "node": "a100x4-c", "gpu": 2,
+            "actions_exclude": NO_OUT + ["reset_gpu", "restart_from_checkpoint"]}])
+
     # 3. Llama 3 (arXiv:2407.21783 section 3.3.4): "a diurnal 1-2% throughput
     # variation ... higher mid-day temperatures impacting GPU dynamic voltage
     # and frequency scaling". A hot aisle's four nodes throttle for 20 min;

@@ -533,6 +533,20 @@ def gray():
             s.ckpt(t + 0.5, "ml/llm", st)
     s.write([{"class": "silent_data_corruption", "node": "gpu-03", "gpu": 4, "actions_include": HW, "checkpoint_step": 100, "max_decide_s": 1}])
 
+    s = Scn("sdc-checkpoint-unverified", "checksums every 20 steps agree up to step 140 and disagree at 160; the checkpoint of step 150 lies between: unverified, so the restart resumes from 100, which the agreement at 140 verified", nodes, [job("ml/llm", nodes, rpn=8)])
+    for st in range(20, 241, 20):
+        t = 10 + st * 1.2
+        for rep in range(8):
+            r = rep * 4
+            v = "%08x" % (st * 2654435761 % 2 ** 32)
+            if rep == 2 and st >= 160:
+                v = "c0ffee%04x" % st
+            s.add(t + rep * 0.01, node=nodes[r // 8], gpu=r % 8, source="telemetry", kind="replica_checksum",
+                  job="ml/llm", step=st, rank=r, replica=rep, value=v)
+    for st in (50, 100, 150, 200):
+        s.ckpt(10 + st * 1.2 + 0.5, "ml/llm", st)
+    s.write([{"class": "silent_data_corruption", "node": "gpu-02", "gpu": 0, "actions_include": HW, "checkpoint_step": 100, "max_decide_s": 1}])
+
     s = Scn("sdc-loss-spike", "the loss jumps 7x at step 120 with no application error: suspect the job's nodes", nodes, [job("ml/llm", nodes, rpn=R)])
     s.steps("ml/llm", nodes, 1, 130, 10, rpn=R, loss=lambda r, st: (healthy_loss(r, st) * (7.0 if st >= 120 else 1.0)) if r % R == 0 else None)
     for st in (50, 100):

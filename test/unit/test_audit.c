@@ -272,6 +272,28 @@ static void test_postgres(void **st)
     gh_audit_close(a);
 }
 
+/* A record whose reset waits for a safe moment (impact.deferred): explain
+ * lists each deferred action as waiting, the reset with its GPU. */
+static void test_explain_deferred(void **st)
+{
+    (void)st;
+    char json[] = "{\"id\":\"inc-d\",\"class\":\"gpu_memory\",\"node\":\"gpu-17\",\"gpu\":5,"
+                  "\"actions\":[\"none\"],\"impact\":{\"job\":\"none\",\"hardware\":\"can_wait\","
+                  "\"deferred\":[\"drain_node\",\"reset_gpu\"]}}";
+    struct gh_audit_incident_rec r = {.id = "inc-d", .cls = "gpu_memory", .node = "gpu-17",
+                                      .actions = "none", .phase = "Succeeded", .json = json,
+                                      .gpu = 5, .ckpt_step = -1};
+    struct gh_audit_subject s = {GH_AUDIT_NODE, "gpu-17"};
+    char *out = render(explain_fn, &s, &r, 1);
+    assert_non_null(strstr(out, "    reset_gpu node/gpu-17 GPU 5: waiting for a safe moment"));
+    assert_non_null(strstr(out, "    drain_node node/gpu-17: waiting for a safe moment"));
+    free(out);
+    r.json = NULL; /* nothing deferred: no such line */
+    out = render(explain_fn, &s, &r, 1);
+    assert_null(strstr(out, "waiting for a safe moment"));
+    free(out);
+}
+
 static void test_subject_parse(void **st)
 {
     (void)st;
@@ -302,6 +324,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_subject_parse),
+        cmocka_unit_test(test_explain_deferred),
         cmocka_unit_test(test_sqlite),
         cmocka_unit_test_setup_teardown(test_postgres, gh_store_pg_setup, gh_store_pg_teardown),
     };

@@ -2,8 +2,9 @@
  * corruption's checkpoint: a job that diverges from its first steps (or
  * right after a restart) is its own doing, unless hardware evidence or
  * disagreeing replica checksums say corruption; a corruption restart
- * resumes before every hardware precursor, and its follow-ups keep that
- * checkpoint. */
+ * resumes before every hardware precursor, from a checkpoint agreeing
+ * checksums verified (taken after it was saved, of a step at or after its
+ * own, never across a restart), and its follow-ups keep that checkpoint. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -192,6 +193,129 @@ static void test_corruption_followup_keeps_checkpoint(void **st)
 }
 
 
+/* Checksums of 4 replicas every 10 steps from `from` to 220 (replica 2
+ * diverged from step 180 on), checkpoints at 150 and 175. */
+static void verified_run(struct gh_engine *e, int from)
+{
+    checkpoint(e, 1, "ml/llm", 100, true);
+    for (int stp = 101; stp <= 220; stp++) {
+        double t = 10 + (stp - 101) * 2.0;
+        if (stp == 150 || stp == 175)
+            checkpoint(e, t + 0.5, "ml/llm", stp, true);
+        if (stp < from || stp % 10 != 0)
+            continue;
+        for (int rep = 0; rep < 4; rep++) {
+            int rank = rep * 4;
+            char v[32];
+            snprintf(v, sizeof v, "%08x", stp * 7919);
+            if (rep == 2 && stp >= 180)
+                snprintf(v, sizeof v, "bad%05x", stp);
+            checksum(e, t + rep * 0.01, rank < 8 ? "gpu-01" : "gpu-02", rank % 8, rank, rep, stp, v);
+        }
+    }
+}
+
+/* The replicas agreed at step 170 and disagree at 180: checkpoint 175 was
+ * saved between them (unverified: the divergence may predate it), 150 was
+ * verified clean by the agreement at 170, so the restart resumes from 150. */
+static void test_corruption_checkpoint_verified_by_agreeing_checksums(void **st)
+{
+    (void)st;
+    struct sink sk;
+    struct gh_engine *e = engine(topo_2x8(), &sk);
+    verified_run(e, 110);
+    gh_engine_finish(e, INT64_MAX);
+    assert_int_equal(sk.n, 1);
+    assert_int_equal(sk.v[0].cls, GH_CLASS_SILENT_DATA_CORRUPTION);
+    assert_string_equal(sk.v[0].node, "gpu-02");
+    assert_true(sk.v[0].has_ckpt);
+    assert_int_equal(sk.v[0].ckpt_step, 150);
+    assert_non_null(strstr(sk.v[0].reason, "agreeing at step 170 verified the checkpoint of step 150"));
+    gh_engine_free(e);
+}
+
+/* Checksums that first came at the disagreeing step verify nothing: the
+ * latest checkpoint before the disagreement (175) is chosen, as before. */
+static void test_corruption_checkpoint_unverified_without_agreement(void **st)
+{
+    (void)st;
+    struct sink sk;
+    struct gh_engine *e = engine(topo_2x8(), &sk);
+    verified_run(e, 180);
+    gh_engine_finish(e, INT64_MAX);
+    assert_int_equal(sk.n, 1);
+    assert_true(sk.v[0].has_ckpt);
+    assert_int_equal(sk.v[0].ckpt_step, 175);
+    assert_null(strstr(sk.v[0].reason, "verified the checkpoint"));
+    gh_engine_free(e);
+}
+
+
+/* Four replicas' checksums of step stp at time t, replica 2 differing when bad. */
+static void checksums4(struct gh_engine *e, double t, int64_t stp, bool bad)
+{
+    for (int rep = 0; rep < 4; rep++) {
+        int rank = rep * 4;
+        char v[32];
+        snprintf(v, sizeof v, "%08llx", (unsigned long long)(stp * 7919));
+        if (rep == 2 && bad)
+            snprintf(v, sizeof v, "bad%05llx", (unsigned long long)stp);
+        checksum(e, t + rep * 0.01, rank < 8 ? "gpu-01" : "gpu-02", rank % 8, rank, rep, stp, v);
+    }
+}
+
+/* The replicas agreed at step 170, then the job restarted from 100 and the
+ * new run saved 150 before its checksums disagreed at 160: the old run's
+ * agreement was taken before 150 was saved and verifies nothing of the new
+ * run, so the restart resumes from 100 (saved before that agreement). */
+static void test_corruption_agreement_before_save_verifies_nothing(void **st)
+{
+    (void)st;
+    struct sink sk;
+    struct gh_engine *e = engine(topo_2x8(), &sk);
+    checkpoint(e, 1, "ml/llm", 100, true);
+    for (int stp = 110; stp <= 170; stp += 10)
+        checksums4(e, 10 + (stp - 100) * 2.0, stp, false);
+    /* restart from 100 at t = 200 */
+    checkpoint(e, 200 + 50 * 2.0 + 0.5, "ml/llm", 150, true);
+    checksums4(e, 200 + 60 * 2.0, 160, true);
+    gh_engine_finish(e, INT64_MAX);
+    assert_int_equal(sk.n, 1);
+    assert_int_equal(sk.v[0].cls, GH_CLASS_SILENT_DATA_CORRUPTION);
+    assert_true(sk.v[0].has_ckpt);
+    assert_int_equal(sk.v[0].ckpt_step, 100);
+    gh_engine_free(e);
+}
+
+
+/* A disagreement at step 130 comes while an application incident of the job
+ * is open (it explains it, nothing is reported); no checksums agreed before
+ * (nothing is verified) or after, and when the disagreement is reported after that incident's
+ * episode, the restart still resumes from before the first one (100), not
+ * from the checkpoint saved in between (150). */
+static void test_corruption_first_disagreement_held_back_bounds_checkpoint(void **st)
+{
+    (void)st;
+    struct sink sk;
+    struct gh_engine *e = engine(topo_2x8(), &sk);
+    checkpoint(e, 1, "ml/llm", 100, true);
+    podfail(e, 30, "gpu-01", "ml/llm", "llm-0", "Error", 1, "Traceback: ValueError: bad batch");
+    checksums4(e, 60, 130, true);
+    checkpoint(e, 100, "ml/llm", 150, true);
+    checksums4(e, 2400, 1300, true);
+    gh_engine_finish(e, INT64_MAX);
+    int k = -1;
+    for (int i = 0; i < sk.n; i++)
+        if (sk.v[i].cls == GH_CLASS_SILENT_DATA_CORRUPTION)
+            k = i;
+    assert_true(k >= 0);
+    assert_true(sk.v[k].has_ckpt);
+    assert_int_equal(sk.v[k].ckpt_step, 100);
+    assert_non_null(strstr(sk.v[k].reason, "first disagreed at step 130"));
+    gh_engine_free(e);
+}
+
+
 /* NaN at step 3 of a fresh job while that step's replica checksums are
  * still coming in and two of them already differ: not the job's doing. */
 static void test_nan_at_start_with_pending_disagreement_is_corruption(void **st)
@@ -228,6 +352,10 @@ int main(void)
         cmocka_unit_test(test_nan_at_start_with_pending_disagreement_is_corruption),
         cmocka_unit_test(test_corruption_checkpoint_precedes_hardware_precursor),
         cmocka_unit_test(test_corruption_followup_keeps_checkpoint),
+        cmocka_unit_test(test_corruption_checkpoint_verified_by_agreeing_checksums),
+        cmocka_unit_test(test_corruption_checkpoint_unverified_without_agreement),
+        cmocka_unit_test(test_corruption_agreement_before_save_verifies_nothing),
+        cmocka_unit_test(test_corruption_first_disagreement_held_back_bounds_checkpoint),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,6 +28,7 @@ static void usage(FILE *f)
             "                        [--checkpoint-stall S] [--checkpoint-interval S|auto]\n"
             "                        [--restart S] [--policy NAME|FILE] [--seed N] [--runs K] [--json]\n"
             "                        [--job-gpus N] [--job-days D] [--spare-fraction F] [--trace FILE]\n"
+            "                        [--sdc-silent S] [--sdc-check S]\n"
             "       gpuheal simulate --sweep checkpoint-interval [--out PREFIX] [--points N] [options]\n"
             "       gpuheal simulate --list-presets | --print-presets\n"
             "\n"
@@ -129,6 +130,7 @@ static json_t *result_json(const struct gh_sim_config *c, const char *policy, ui
     json_object_set_new(o, "isolations", json_real(r->isolations));
     json_object_set_new(o, "false_isolations", json_real(r->false_isolations));
     json_object_set_new(o, "human_isolations", json_real(r->human_isolations));
+    json_object_set_new(o, "human_rollbacks", json_real(r->human_rollbacks));
     json_object_set_new(o, "jobs_completed", json_real(r->jobs_completed));
     json_object_set_new(o, "job_gpu_hours", json_real(r->job_gpu_hours));
     json_object_set_new(o, "cluster_gpu_hours", json_real(r->cluster_gpu_hours));
@@ -164,6 +166,7 @@ static void print_table(FILE *f, const struct gh_sim_config *c, const char *poli
     fprintf(f, "  %-22s %.0f s\n", "MTTR", r->mttr_s);
     fprintf(f, "  %-22s %.1f (false %.1f, by people %.1f)\n", "isolations", r->isolations,
             r->false_isolations, r->human_isolations);
+    fprintf(f, "  %-22s %.1f\n", "rolled back by people", r->human_rollbacks);
     double total = 0;
     for (int i = 0; i < GH_SIM_W__COUNT; i++)
         total += r->wasted_gpu_hours[i];
@@ -178,7 +181,23 @@ static void print_table(FILE *f, const struct gh_sim_config *c, const char *poli
                     r->wasted_by_class_gpu_hours[i]);
             first = false;
         }
-    fprintf(f, "\n  %-22s %.0f incidents, %.0f signals, %.0f late\n", "engine", r->incidents, r->signals,
+    fputc('\n', f);
+    /* Where each class's outages went: the lost (rolled-back) work, the
+     * time until a restart began, the restarts, the wait for nodes. */
+    for (int i = 0; i < GH_SIM_CLASS__COUNT; i++) {
+        if (r->wasted_by_class_gpu_hours[i] < 0.5)
+            continue;
+        fprintf(f, "    %-20s", gh_sim_class_name((enum gh_sim_class)i));
+        const char *sep = " ";
+        for (int w = 0; w < GH_SIM_W__COUNT; w++)
+            if (r->wasted_class_bucket_gpu_hours[i][w] >= 0.5) {
+                fprintf(f, "%s%s %.0f", sep, gh_sim_waste_name((enum gh_sim_waste)w),
+                        r->wasted_class_bucket_gpu_hours[i][w]);
+                sep = ", ";
+            }
+        fputc('\n', f);
+    }
+    fprintf(f, "  %-22s %.0f incidents, %.0f signals, %.0f late\n", "engine", r->incidents, r->signals,
             r->late_signals);
 }
 
@@ -392,6 +411,10 @@ int gh_cmd_simulate(int argc, char **argv)
         else if (strcmp(a, "--checkpoint-interval") == 0)
             ok = strcmp(v, "auto") == 0 ? (c.ckpt_interval_s = 0, true)
                                         : num(v, 1e-3, 1e9, &d) && (c.ckpt_interval_s = d, true);
+        else if (strcmp(a, "--sdc-silent") == 0)
+            ok = num(v, 0, 1e7, &d) && (c.sdc_silent_s = d, true);
+        else if (strcmp(a, "--sdc-check") == 0)
+            ok = num(v, 0, 1e7, &d) && (c.sdc_check_s = d, true);
         else if (strcmp(a, "--restart") == 0)
             ok = num(v, 0, 1e7, &d) && (c.restart_s = d, true);
         else if (strcmp(a, "--policy") == 0)
