@@ -404,6 +404,8 @@ static void reports(struct gh_controller *ctl)
                 GH_LOG(GH_LOG_ERROR, "event=decision_not_recorded id=%s node=%s error=\"%s\" "
                        "(stopping: the journal keeps its signals for the next start)", r[i].id,
                        r[i].node[0] ? r[i].node : "-", r[i].error);
+            if (r[i].kind == GH_TASK_RELEASE && r[i].n > 0)
+                gh_ctl_release_done(ctl, r[i].node, r[i].id, r[i].acts[0].result);
             for (int k = 0; k < r[i].n; k++)
                 gh_ctl_metrics_action(ctl->metrics,
                                       r[i].kind == GH_TASK_RELEASE ? -1 : (int)r[i].acts[k].action,

@@ -293,6 +293,31 @@ static void count_nodes(struct gh_controller *ctl)
 
 static void check_release(struct gh_controller *ctl, const char *node_name);
 
+/* Whether gpuheal's own validation gate released the isolation old shows
+ * (check_release submitted it): then the release's report tells the engine,
+ * at the moment the uncordon took effect (gh_ctl_release_done), and the
+ * informer's later sight of it must not: by then a new fault there may
+ * have been decided, and its episode would be ended by a stale return. */
+static bool released_by_gpuheal(struct gh_controller *ctl, const char *name, const json_t *old)
+{
+    const char *at = ann(old, GH_ANN_ISOLATED_AT);
+    char key[400];
+    if (!at)
+        return false;
+    snprintf(key, sizeof key, "%s@%s", name, at);
+    return gh_strmap_find(ctl->released, key) >= 0;
+}
+
+void gh_ctl_release_done(struct gh_controller *ctl, const char *node, const char *incident,
+                         const char *result)
+{
+    if (strcmp(result, "succeeded") != 0 && strcmp(result, "noop") != 0)
+        return;
+    gh_engine_node_returned(ctl->engine, node, now(ctl));
+    GH_LOG(GH_LOG_INFO, "event=node_returned node=%s by=validation incident=%s (new evidence "
+           "there is a new incident)", node, incident && *incident ? incident : "-");
+}
+
 static void node_change(void *ud, const json_t *old, const json_t *obj)
 {
     struct gh_controller *ctl = ud;
@@ -304,8 +329,11 @@ static void node_change(void *ud, const json_t *old, const json_t *obj)
         gh_guard_set_isolated(ctl->guard, name, true);
     else if (!old || gh_ctl_held_by_gpuheal(old))
         gh_guard_set_isolated(ctl->guard, name, false);
-    if (returned_to_service(old, obj))
+    if (returned_to_service(old, obj) && !released_by_gpuheal(ctl, name, old)) {
         gh_engine_node_returned(ctl->engine, name, now(ctl));
+        GH_LOG(GH_LOG_INFO, "event=node_returned node=%s by=uncordon (new evidence there is a "
+               "new incident)", name);
+    }
     count_nodes(ctl);
     struct gh_signal s[GH_KUBE_SIGNALS_MAX];
     if (gh_kube_node_signals(old, obj, now(ctl), s, 1) == 1)

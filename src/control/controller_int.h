@@ -158,6 +158,11 @@ bool gh_ctl_held_by_gpuheal(const json_t *node);
 void gh_ctl_job_costs_refresh(struct gh_controller *ctl);
 /* Each loop turn: requests unanswered past --request-timeout, once a second. */
 void gh_ctl_scan_requests(struct gh_controller *ctl);
+/* A RELEASE report (reports()): once the validation gate's uncordon took
+ * effect (result "succeeded" or "noop"), the engine takes new evidence on
+ * node as a new incident (gh_engine_node_returned), logged node_returned. */
+void gh_ctl_release_done(struct gh_controller *ctl, const char *node, const char *incident,
+                         const char *result);
 
 /* ---- controller_decide.c */
 

@@ -154,6 +154,10 @@ check "healthz" sh -c "curl -s http://127.0.0.1:$PORT/healthz | grep -q ok"
   -p '{"status":{"conditions":[{"type":"Validated","status":"True","reason":"ProbePassed","message":"gemm_checksum passed","lastTransitionTime":"'"$(date -u -d '+2 seconds' +%FT%TZ)"'"}]}}' >/dev/null
 check "validated node uncordoned" wait_for 20 uncordoned "$B"
 check "validated node untainted" wait_for 10 untainted "$B"
+# the controller says when its engine took the node as returned (the
+# release's own report, not the informer's later sight of the Node)
+check "node_returned logged (by the validation gate)" wait_for 20 \
+  grep -q "event=node_returned node=$B by=validation" "$CTL_LOG"
 # returned to service, the node faults again within the old incident's
 # episode (30 min): a new incident, the node out of service again
 xid79 "$B" 6 | inject
