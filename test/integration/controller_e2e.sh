@@ -150,8 +150,9 @@ check "metrics: latency histogram" sh -c "curl -s http://127.0.0.1:$PORT/metrics
 check "healthz" sh -c "curl -s http://127.0.0.1:$PORT/healthz | grep -q ok"
 
 # ---- 4. the validation gate returns the node to service --------------------
+VALIDATED_AT=$(date -u -d '+2 seconds' +%s)
 "$K" patch gpunodehealth "$B" --subresource=status --type=merge \
-  -p '{"status":{"conditions":[{"type":"Validated","status":"True","reason":"ProbePassed","message":"gemm_checksum passed","lastTransitionTime":"'"$(date -u -d '+2 seconds' +%FT%TZ)"'"}]}}' >/dev/null
+  -p '{"status":{"conditions":[{"type":"Validated","status":"True","reason":"ProbePassed","message":"gemm_checksum passed","lastTransitionTime":"'"$(date -u -d "@$VALIDATED_AT" +%FT%TZ)"'"}]}}' >/dev/null
 check "validated node uncordoned" wait_for 20 uncordoned "$B"
 check "validated node untainted" wait_for 10 untainted "$B"
 # the controller says when its engine took the node as returned (the
@@ -159,7 +160,10 @@ check "validated node untainted" wait_for 10 untainted "$B"
 check "node_returned logged (by the validation gate)" wait_for 20 \
   grep -q "event=node_returned node=$B by=validation" "$CTL_LOG"
 # returned to service, the node faults again within the old incident's
-# episode (30 min): a new incident, the node out of service again
+# episode (30 min): a new incident, the node out of service again. After
+# the validation's own time has passed: a validation stamped after the new
+# isolation would (rightly) pass the gate for it too.
+check "the validation's time has passed" wait_for 10 sh -c "[ \$(date +%s) -gt $VALIDATED_AT ]"
 xid79 "$B" 6 | inject
 check "returned node faults again: cordoned again" wait_for 20 cordoned "$B"
 check "returned node faults again: two incidents" sh -c "[ \$('$GH_BIN/gpuheal' explain node/$B --db '$DB' | grep -c '^\[[0-9]*\] inc-') -ge 2 ]"
