@@ -40,7 +40,7 @@
  * sequence number has been durably handed off (gh_kmsg_source_commit(),
  * e.g. once the spool has fsync'd the signal). The source persists
  * "<boot_id> <seq>" in opts.state_path (tmp file + fsync + rename, at most
- * every opts.persist_interval_ns and on stop/free). After a restart, a
+ * every opts.persist_interval_ns and on free). After a restart, a
  * signal whose record seq is <= the persisted seq of the same boot_id is
  * not emitted (counted as skipped); every record is still parsed so that
  * the parser's PCI -> UUID map and SXid folding see the whole ring. A
@@ -48,16 +48,15 @@
  * its persistence a crash re-ships at most persist_interval_ns of signals,
  * which the controller drops as duplicates by id (at-least-once).
  *
- * Driving: either gh_kmsg_source_start() (a thread that reads, and waits
- * with poll() when caught up), or the caller's own loop calling
- * gh_kmsg_source_poll() (never blocks: the fd is non-blocking). Not both.
+ * Driving: the caller's own loop calls gh_kmsg_source_poll() (never
+ * blocks: the fd is non-blocking; the agent polls on its loop's timer).
  * When caught up the parser is flushed (gh_kmsg_parser_flush) so that the
  * last SXid event is not held back.
  *
- * Threads: emit is called from the thread that reads (the source's thread
- * or the poll() caller), never concurrently with itself; the signal is
- * borrowed for the call; emit must not call back into the source, except
- * gh_kmsg_source_commit(), which (like stats) is safe from any thread. */
+ * Threads: emit is called from the poll() caller, never concurrently with
+ * itself; the signal is borrowed for the call; emit must not call back into
+ * the source, except gh_kmsg_source_commit(), which (like stats) is safe
+ * from any thread. */
 #ifndef GH_AGENT_KMSG_SOURCE_H
 #define GH_AGENT_KMSG_SOURCE_H
 
@@ -88,8 +87,6 @@ struct gh_kmsg_source_opts {
     int64_t boot_time_ns;       /* wall time of boot (UTC ns); 0 = now - CLOCK_BOOTTIME
                                    by opts.clock; GH_KMSG_BOOT_UNKNOWN = unknown */
     bool file_from_start;       /* file mode: read the existing content first */
-    int64_t poll_interval_ns;   /* 0 = 250 ms: start()'s wait when caught up on a
-                                   file, and how often file mode checks rotation */
     int64_t persist_interval_ns; /* 0 = 1 s; < 0 = persist on every commit */
     const struct gh_clock *clock; /* borrowed, must outlive the source; NULL = real */
     gh_kmsg_source_emit_fn emit;  /* required */
@@ -117,13 +114,6 @@ int gh_kmsg_source_new(const struct gh_kmsg_source_opts *opts, struct gh_kmsg_so
  * available. Never blocks. Returns GH_OK, or GH_EIO on a read error other
  * than EPIPE/EAGAIN (counted too; the next call retries, reopening a file). */
 int gh_kmsg_source_poll(struct gh_kmsg_source *src, bool *caught_up, struct gh_err *err);
-
-/* Starts the reading thread (poll, then wait for input or the interval).
- * GH_EINVAL if already started. */
-int gh_kmsg_source_start(struct gh_kmsg_source *src, struct gh_err *err);
-/* Stops the thread (returns promptly) and persists the committed seq.
- * Idempotent; accepts a source never started. */
-void gh_kmsg_source_stop(struct gh_kmsg_source *src);
 
 /* Marks every signal whose record seq is <= seq as durably handed off.
  * Lower values than an earlier commit are ignored. Thread-safe, cheap (the
@@ -165,7 +155,7 @@ size_t gh_kmsg_source_rejects(struct gh_kmsg_source *src, struct gh_kmsg_reject 
 /* The boot id in use ("" when unknown). Borrowed, valid until free. */
 const char *gh_kmsg_source_boot_id(const struct gh_kmsg_source *src);
 
-/* Stops, persists, closes and frees. Accepts NULL. */
+/* Persists, closes and frees. Accepts NULL. */
 void gh_kmsg_source_free(struct gh_kmsg_source *src);
 
 #endif
