@@ -10,8 +10,8 @@
  * dcgmlib/dcgm_structs.h, dcgm_errors.h (see shared/data/gpu-signals.md 4). */
 #include "agent/dcgm.h"
 #include "agent/dcgm_shipped.h"
+#include "agent/worker.h"
 #include "common/pci.h"
-#include "common/mono.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
@@ -30,93 +30,6 @@
 #define MSG_MAX 512
 
 /* ---- shared helpers ---- */
-
-/* A periodic thread: calls tick(arg) every interval until stopped. */
-struct ticker {
-    pthread_mutex_t mu;
-    pthread_cond_t cond; /* CLOCK_MONOTONIC */
-    bool running, stopping;
-    pthread_t thread;
-    int64_t interval_ns;
-    void (*tick)(void *arg);
-    void *arg;
-};
-
-static int ticker_init(struct ticker *t, int64_t interval_ns, void (*tick)(void *), void *arg)
-{
-    memset(t, 0, sizeof *t);
-    t->interval_ns = interval_ns;
-    t->tick = tick;
-    t->arg = arg;
-    if (pthread_mutex_init(&t->mu, NULL))
-        return GH_EIO;
-    if (gh_cond_init_monotonic(&t->cond)) {
-        pthread_mutex_destroy(&t->mu);
-        return GH_EIO;
-    }
-    return GH_OK;
-}
-
-static void *ticker_main(void *arg)
-{
-    struct ticker *t = arg;
-    int64_t next = gh_mono_ns();
-    pthread_mutex_lock(&t->mu);
-    while (!t->stopping) {
-        int64_t now;
-        pthread_mutex_unlock(&t->mu);
-        t->tick(t->arg);
-        pthread_mutex_lock(&t->mu);
-        now = gh_mono_ns();
-        next += t->interval_ns;
-        if (next < now)
-            next = now + t->interval_ns;
-        while (!t->stopping && gh_cond_wait_until(&t->cond, &t->mu, next))
-            ;
-    }
-    pthread_mutex_unlock(&t->mu);
-    return NULL;
-}
-
-static int ticker_start(struct ticker *t, const char *what, struct gh_err *err)
-{
-    int rc;
-    pthread_mutex_lock(&t->mu);
-    if (t->running) {
-        pthread_mutex_unlock(&t->mu);
-        return gh_err_set(err, GH_EINVAL, "%s already started", what);
-    }
-    t->stopping = false;
-    rc = pthread_create(&t->thread, NULL, ticker_main, t);
-    if (!rc)
-        t->running = true;
-    pthread_mutex_unlock(&t->mu);
-    if (rc)
-        return gh_err_set(err, GH_EIO, "%s: cannot start a thread: %s", what, strerror(rc));
-    return GH_OK;
-}
-
-/* Bounded by one tick (its own timeouts). */
-static void ticker_stop(struct ticker *t)
-{
-    bool was;
-    pthread_mutex_lock(&t->mu);
-    was = t->running;
-    t->stopping = true;
-    pthread_cond_broadcast(&t->cond);
-    pthread_mutex_unlock(&t->mu);
-    if (was) {
-        pthread_join(t->thread, NULL);
-        t->running = false;
-    }
-}
-
-static void ticker_destroy(struct ticker *t)
-{
-    ticker_stop(t);
-    pthread_cond_destroy(&t->cond);
-    pthread_mutex_destroy(&t->mu);
-}
 
 /* Level state (thermal/power) with a hold-down, as in nvml.c. */
 struct level {
@@ -476,8 +389,7 @@ struct gh_dcgm_exporter {
     struct gh_dcgm_xid_seen seen[GH_DCGM_MAX_GPUS]; /* XIDs shipped (dcgm_shipped.h) */
     bool seen_dirty;
     struct gh_dcgm_exporter_stats stats;
-    struct ticker ticker;
-    bool ticker_ok;
+    struct gh_worker *worker; /* ticks every interval */
 };
 
 static bool label_is(const struct gh_dcgm_promtext_label *l, const char *name)
@@ -985,8 +897,9 @@ out:
     return rc;
 }
 
-static void exporter_tick(void *arg)
+static void exporter_tick(void *arg, struct gh_worker *w)
 {
+    (void)w;
     gh_dcgm_exporter_scrape_once(arg, NULL);
 }
 
@@ -1064,12 +977,10 @@ int gh_dcgm_exporter_new(const struct gh_dcgm_exporter_opts *opts, struct gh_dcg
         curl_easy_setopt(ex->curl, CURLOPT_HTTPHEADER, h);
         curl_easy_setopt(ex->curl, CURLOPT_PRIVATE, (void *)h); /* freed in free() */
     }
-    rc = ticker_init(&ex->ticker, interval, exporter_tick, ex);
-    if (rc) {
-        rc = gh_err_set(err, rc, "dcgm-exporter: thread setup failed");
+    struct gh_worker_opts wo = {.name = "dcgm-exporter scraper", .period_ns = interval,
+                                .cadence = GH_WORKER_RATE, .run = exporter_tick, .arg = ex};
+    if ((rc = gh_worker_new(&wo, &ex->worker, err)))
         goto fail;
-    }
-    ex->ticker_ok = true;
     *out = ex;
     return GH_OK;
 fail:
@@ -1079,13 +990,13 @@ fail:
 
 int gh_dcgm_exporter_start(struct gh_dcgm_exporter *ex, struct gh_err *err)
 {
-    return ticker_start(&ex->ticker, "dcgm-exporter scraper", err);
+    return gh_worker_start(ex->worker, err);
 }
 
 void gh_dcgm_exporter_stop(struct gh_dcgm_exporter *ex)
 {
-    if (ex && ex->ticker_ok)
-        ticker_stop(&ex->ticker);
+    if (ex)
+        gh_worker_stop(ex->worker);
 }
 
 void gh_dcgm_exporter_stats(struct gh_dcgm_exporter *ex, struct gh_dcgm_exporter_stats *out)
@@ -1099,8 +1010,7 @@ void gh_dcgm_exporter_free(struct gh_dcgm_exporter *ex)
 {
     if (!ex)
         return;
-    if (ex->ticker_ok)
-        ticker_destroy(&ex->ticker);
+    gh_worker_free(ex->worker); /* stops it first */
     if (ex->curl) {
         char *priv = NULL;
         curl_easy_getinfo(ex->curl, CURLINFO_PRIVATE, &priv);
@@ -1203,8 +1113,7 @@ struct gh_dcgm_health {
     const struct gh_clock *clock;
     gh_dcgm_emit_fn emit;
     void *emit_ctx;
-    struct ticker ticker;
-    bool ticker_ok;
+    struct gh_worker *worker; /* ticks every interval */
 };
 
 static const char *dcgm_str(struct gh_dcgm_health *h, dcgmReturn_t r)
@@ -1381,8 +1290,9 @@ out:
     return rc;
 }
 
-static void health_tick(void *arg)
+static void health_tick(void *arg, struct gh_worker *w)
 {
+    (void)w;
     gh_dcgm_health_check_once(arg, NULL);
 }
 
@@ -1495,13 +1405,12 @@ int gh_dcgm_health_new(const struct gh_dcgm_health_opts *opts, struct gh_dcgm_he
         rc = gh_err_set(err, GH_EIO, "DCGM: dcgmHealthSet failed: %s (%d)", dcgm_str(h, r), r);
         goto fail;
     }
-    rc = ticker_init(&h->ticker, opts->interval_ns ? opts->interval_ns : 10 * GH_NS_PER_S,
-                     health_tick, h);
-    if (rc) {
-        rc = gh_err_set(err, rc, "DCGM: thread setup failed");
+    struct gh_worker_opts wo = {.name = "DCGM health checker",
+                                .period_ns = opts->interval_ns ? opts->interval_ns
+                                                               : 10 * GH_NS_PER_S,
+                                .cadence = GH_WORKER_RATE, .run = health_tick, .arg = h};
+    if ((rc = gh_worker_new(&wo, &h->worker, err)))
         goto fail;
-    }
-    h->ticker_ok = true;
     *out = h;
     return GH_OK;
 fail:
@@ -1511,21 +1420,20 @@ fail:
 
 int gh_dcgm_health_start(struct gh_dcgm_health *h, struct gh_err *err)
 {
-    return ticker_start(&h->ticker, "DCGM health checker", err);
+    return gh_worker_start(h->worker, err);
 }
 
 void gh_dcgm_health_stop(struct gh_dcgm_health *h)
 {
-    if (h && h->ticker_ok)
-        ticker_stop(&h->ticker);
+    if (h)
+        gh_worker_stop(h->worker);
 }
 
 void gh_dcgm_health_free(struct gh_dcgm_health *h)
 {
     if (!h)
         return;
-    if (h->ticker_ok)
-        ticker_destroy(&h->ticker);
+    gh_worker_free(h->worker); /* stops it first */
     if (h->embedded)
         h->fn.stop_embedded(h->handle);
     if (h->connected)

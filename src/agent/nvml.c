@@ -35,6 +35,7 @@
 #include <time.h>
 
 #include "agent/nvml_api.h"
+#include "agent/worker.h"
 #include "common/mono.h"
 
 #define DEFAULT_POLL_NS     (1 * GH_NS_PER_S)
@@ -209,10 +210,9 @@ struct gh_nvml_source {
     pthread_mutex_t health_mu;
     struct gh_nvml_gpu_health *health;
 
-    pthread_mutex_t run_mu;   /* poll thread control */
-    pthread_cond_t run_cond;  /* CLOCK_MONOTONIC */
-    bool stopping, poll_running, ev_running;
-    pthread_t poll_thread, ev_thread;
+    struct gh_worker *poller; /* poll_once every poll_ns */
+    bool ev_running;          /* event thread control */
+    pthread_t ev_thread;
 };
 
 /* ---- time and small helpers ---- */
@@ -1128,26 +1128,12 @@ out:
 
 /* ---- threads ---- */
 
-static void *poll_main(void *arg)
+/* The poller's run (worker.h's GH_WORKER_RATE: after a hang the cadence
+ * restarts). */
+static void poll_run(void *arg, struct gh_worker *w)
 {
-    struct gh_nvml_source *src = arg;
-    int64_t next = gh_mono_ns();
-
-    pthread_mutex_lock(&src->run_mu);
-    while (!src->stopping) {
-        int64_t now;
-        pthread_mutex_unlock(&src->run_mu);
-        gh_nvml_source_poll_once(src, NULL);
-        pthread_mutex_lock(&src->run_mu);
-        now = gh_mono_ns();
-        next += src->poll_ns;
-        if (next < now)
-            next = now + src->poll_ns; /* fell behind (a hang): restart the cadence */
-        while (!src->stopping && gh_cond_wait_until(&src->run_cond, &src->run_mu, next))
-            ;
-    }
-    pthread_mutex_unlock(&src->run_mu);
-    return NULL;
+    (void)w;
+    gh_nvml_source_poll_once(arg, NULL);
 }
 
 static int find_gpu(const struct core *c, nvmlDevice_t h)
@@ -1232,19 +1218,8 @@ int gh_nvml_source_start(struct gh_nvml_source *src, struct gh_err *err)
     struct core *c = src->core;
     int rc;
 
-    pthread_mutex_lock(&src->run_mu);
-    if (src->poll_running) {
-        pthread_mutex_unlock(&src->run_mu);
-        return gh_err_set(err, GH_EINVAL, "NVML source already started");
-    }
-    src->stopping = false;
-    rc = pthread_create(&src->poll_thread, NULL, poll_main, src);
-    if (rc) {
-        pthread_mutex_unlock(&src->run_mu);
-        return gh_err_set(err, GH_EIO, "NVML: cannot start the poll thread: %s", strerror(rc));
-    }
-    src->poll_running = true;
-    pthread_mutex_unlock(&src->run_mu);
+    if ((rc = gh_worker_start(src->poller, err)))
+        return rc;
 
     pthread_mutex_lock(&c->mu);
     if (c->events_ok && c->evset && !src->ev_running && !c->ev_abandoned) {
@@ -1271,21 +1246,11 @@ int gh_nvml_source_start(struct gh_nvml_source *src, struct gh_err *err)
 void gh_nvml_source_stop(struct gh_nvml_source *src)
 {
     struct core *c;
-    bool was;
 
     if (!src)
         return;
     c = src->core;
-    pthread_mutex_lock(&src->run_mu);
-    was = src->poll_running;
-    src->stopping = true;
-    pthread_cond_broadcast(&src->run_cond);
-    pthread_mutex_unlock(&src->run_mu);
-    if (was) {
-        /* Bounded: poll_once waits at most the deadline. */
-        pthread_join(src->poll_thread, NULL);
-        src->poll_running = false;
-    }
+    gh_worker_stop(src->poller); /* bounded: poll_once waits at most the deadline */
     if (src->ev_running) {
         int64_t until = gh_mono_ns() + (int64_t)EVENT_WAIT_MS * GH_NS_PER_MS + src->deadline_ns;
         bool exited;
@@ -1440,12 +1405,15 @@ int gh_nvml_source_new(const struct gh_nvml_opts *opts, struct gh_nvml_source **
         h->nvlinks = __builtin_popcount(c->dev[i].links);
     }
     if (pthread_mutex_init(&src->poll_mu, NULL) || pthread_mutex_init(&src->emit_mu, NULL) ||
-        pthread_mutex_init(&src->health_mu, NULL) || pthread_mutex_init(&src->run_mu, NULL) ||
-        gh_cond_init_monotonic(&src->run_cond)) {
+        pthread_mutex_init(&src->health_mu, NULL)) {
         /* Leaks the mutexes that did initialise; glibc's need no cleanup. */
         rc = gh_err_set(err, GH_EIO, "NVML source: mutex init failed");
         goto fail_worker;
     }
+    struct gh_worker_opts wo = {.name = "NVML source", .period_ns = src->poll_ns,
+                                .cadence = GH_WORKER_RATE, .run = poll_run, .arg = src};
+    if ((rc = gh_worker_new(&wo, &src->poller, err)))
+        goto fail_worker;
     *out = src;
     return GH_OK;
 
@@ -1496,8 +1464,7 @@ void gh_nvml_source_free(struct gh_nvml_source *src)
     worker_release(c, src->deadline_ns);
     core_unref(c);
 
-    pthread_cond_destroy(&src->run_cond);
-    pthread_mutex_destroy(&src->run_mu);
+    gh_worker_free(src->poller);
     pthread_mutex_destroy(&src->health_mu);
     pthread_mutex_destroy(&src->emit_mu);
     pthread_mutex_destroy(&src->poll_mu);
