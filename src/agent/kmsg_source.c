@@ -336,23 +336,6 @@ static void maybe_persist(struct gh_kmsg_source *src)
         gh_kmsg_source_persist(src, NULL);
 }
 
-bool gh_kmsg_source_signal_seq(const struct gh_signal *s, uint64_t *seq)
-{
-    if (!s->id)
-        return false;
-    const char *slash = strrchr(s->id, '/');
-    const char *d = slash ? slash + 1 : NULL;
-    if (!d || *d < '0' || *d > '9')
-        return false;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(d, &end, 10);
-    if (errno || *end)
-        return false;
-    *seq = v;
-    return true;
-}
-
 /* ---- parsing ------------------------------------------------------------------ */
 
 static int on_signal(void *ctx, const struct gh_signal *s)

@@ -10,7 +10,8 @@
  *   one per line; dictionary lines starting with a space are skipped) may
  *   stand in for the device in tests. Reading starts at the oldest record
  *   the ring still holds, so faults from before the agent started are seen.
- *   Signals carry id "<node>/<boot_id>/<seq>" (the parser makes it).
+ *   Signals carry id "<node>/<boot_id>/<seq>" (the parser makes it) and
+ *   the seq as a number (kmsg_seq, has_kmsg_seq: what to commit).
  * - GH_KMSG_SRC_FILE: a text log (kern.log, a dmesg dump) followed like
  *   `tail -F`: appends are read; a new inode at the path (rotation) is read
  *   from its start after the old file is drained; a file that shrinks
@@ -126,10 +127,6 @@ void gh_kmsg_source_commit_read(struct gh_kmsg_source *src);
 /* Writes the state file now (tmp + fsync + rename). GH_OK when there is
  * nothing to write or no state_path; GH_EIO. Thread-safe. */
 int gh_kmsg_source_persist(struct gh_kmsg_source *src, struct gh_err *err);
-
-/* The record seq of a signal this source emitted: the number after the last
- * '/' of its id. false when s has no such id. */
-bool gh_kmsg_source_signal_seq(const struct gh_signal *s, uint64_t *seq);
 
 /* Counters for /metrics. Thread-safe. */
 struct gh_kmsg_source_stats {

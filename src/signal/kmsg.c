@@ -964,6 +964,8 @@ static int emit_signal(struct gh_kmsg_parser *p, struct gh_signal *s,
                          (unsigned long long)m->seq);
         if (k > 0 && (rc = gh_signal_set_str(&s->id, id, strlen(id))))
             goto oom;
+        s->kmsg_seq = m->seq;
+        s->has_kmsg_seq = true;
     }
     if (p->emit) {
         p->cur_meta = m;
