@@ -5,6 +5,7 @@
 #include "agent/dcgm.h"
 #include "agent/dcgm_shipped.h"
 #include "agent/dcgm_signal.h"
+#include "agent/level.h"
 #include "agent/worker.h"
 #include "common/pci.h"
 
@@ -19,25 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-/* Level state (thermal/power) with a hold-down, as in nvml.c. */
-struct level {
-    bool ever;
-    int emitted;
-    int64_t emitted_at;
-};
-
-static bool level_due(struct level *lv, int state, int64_t now, int64_t holddown)
-{
-    if (state == lv->emitted)
-        return false;
-    if (lv->ever && now - lv->emitted_at < holddown)
-        return false;
-    lv->ever = true;
-    lv->emitted = state;
-    lv->emitted_at = now;
-    return true;
-}
 
 enum xm {
     XM_XID_LAST,
@@ -154,7 +136,7 @@ struct gh_dcgm_exporter {
     char curl_err[CURL_ERROR_SIZE];
     struct xgpu cur[GH_DCGM_MAX_GPUS], prev[GH_DCGM_MAX_GPUS];
     bool have_prev[GH_DCGM_MAX_GPUS];
-    struct level thermal[GH_DCGM_MAX_GPUS], power[GH_DCGM_MAX_GPUS];
+    struct gh_level thermal[GH_DCGM_MAX_GPUS], power[GH_DCGM_MAX_GPUS];
     char *state_path, *boot_id;   /* NULL: nothing remembered across restarts */
     struct gh_dcgm_xid_seen seen[GH_DCGM_MAX_GPUS]; /* XIDs shipped (dcgm_shipped.h) */
     bool seen_dirty;
@@ -506,8 +488,8 @@ static int diff_gpu(struct gh_dcgm_exporter *ex, int gpu, int64_t now)
                                : 0;
         bool hot = c->v[XM_TEMP] >= thr;
         bool throttled = (reasons & THERMAL_REASONS) != 0;
-        if (level_due(&ex->thermal[gpu], (hot ? 1 : 0) | (throttled ? 2 : 0), now,
-                      ex->holddown_ns)) {
+        if (gh_level_due(&ex->thermal[gpu], (hot ? 1 : 0) | (throttled ? 2 : 0), now,
+                         ex->holddown_ns)) {
             xbegin(&s, GH_KIND_THERMAL, gpu, now);
             s.celsius = c->v[XM_TEMP];
             s.throttled = throttled;
@@ -521,7 +503,7 @@ static int diff_gpu(struct gh_dcgm_exporter *ex, int gpu, int64_t now)
     if (HAS(c, XM_POWER) && HAS(c, XM_REASONS) && c->v[XM_REASONS] < 1.8e19) {
         uint64_t reasons = (uint64_t)c->v[XM_REASONS];
         bool throttled = (reasons & POWER_REASONS) != 0;
-        if (level_due(&ex->power[gpu], throttled ? 1 : 0, now, ex->holddown_ns)) {
+        if (gh_level_due(&ex->power[gpu], throttled ? 1 : 0, now, ex->holddown_ns)) {
             xbegin(&s, GH_KIND_POWER, gpu, now);
             s.watts = c->v[XM_POWER];
             s.throttled = throttled;

@@ -80,20 +80,6 @@ static double temp_threshold(const struct gh_nvml_derive_cfg *src, const struct 
     return DEFAULT_TEMP_C;
 }
 
-/* Decides whether a level state change is reported now (see nvml.h). */
-static bool level_due(const struct gh_nvml_derive_cfg *src, struct gh_nvml_level *lv, int state,
-                      int64_t now)
-{
-    if (state == lv->emitted)
-        return false;
-    if (lv->ever && now - lv->emitted_at < src->holddown_ns)
-        return false;
-    lv->ever = true;
-    lv->emitted = state;
-    lv->emitted_at = now;
-    return true;
-}
-
 int gh_nvml_derive(const struct gh_nvml_derive_cfg *src, unsigned i, const struct gh_nvml_dev *d,
                    struct gh_nvml_gpu_state *g, const struct gh_nvml_sample *s)
 {
@@ -264,7 +250,7 @@ int gh_nvml_derive(const struct gh_nvml_derive_cfg *src, unsigned i, const struc
         bool hot = celsius >= thr;
         bool throttled = (reasons & THERMAL_REASONS) != 0;
         int state = (hot ? 1 : 0) | (throttled ? 2 : 0);
-        if (level_due(src, &g->thermal, state, now)) {
+        if (gh_level_due(&g->thermal, state, now, src->holddown_ns)) {
             gh_nvml_signal_begin(src, &sig, GH_KIND_THERMAL, (int)i);
             sig.celsius = celsius;
             sig.throttled = throttled;
@@ -280,7 +266,7 @@ int gh_nvml_derive(const struct gh_nvml_derive_cfg *src, unsigned i, const struc
         double watts = (double)s->v[GH_NVML_M_POWER] / 1000.0;
         uint64_t reasons = s->v[GH_NVML_M_REASONS];
         bool throttled = (reasons & POWER_REASONS) != 0;
-        if (level_due(src, &g->power, throttled ? 1 : 0, now)) {
+        if (gh_level_due(&g->power, throttled ? 1 : 0, now, src->holddown_ns)) {
             gh_nvml_signal_begin(src, &sig, GH_KIND_POWER, (int)i);
             sig.watts = watts;
             sig.throttled = throttled;

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "agent/level.h"
 #include "agent/nvml.h"
 #include "agent/nvml_api.h"
 #include "common/timeutil.h"
@@ -66,18 +67,11 @@ struct gh_nvml_dev {
     uint8_t link_unsupported[NVML_NVLINK_MAX_LINKS];
 };
 
-/* Hysteresis-free level state (thermal or power) with a hold-down. */
-struct gh_nvml_level {
-    bool ever;                /* emitted at least once */
-    int emitted;              /* state last emitted (0 = normal) */
-    int64_t emitted_at;       /* source clock */
-};
-
 /* What earlier polls left of one GPU: the derivation's memory. */
 struct gh_nvml_gpu_state {
     struct gh_nvml_sample base;       /* base.valid: which baselines exist */
     bool lost;
-    struct gh_nvml_level thermal, power;
+    struct gh_level thermal, power; /* level.h */
 };
 
 /* Receives one derived signal: fill its node, pci (from the GPU index),
