@@ -6,13 +6,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,13 +23,12 @@
 struct gh_inject {
     char *path, *node;
     bool follow, is_fifo;
-    int64_t poll_interval_ns;
     gh_inject_emit_fn emit;
     void *emit_ctx;
     gh_inject_reject_fn on_reject;
     void *reject_ctx;
 
-    int fd, stopfd;
+    int fd;
     char *rbuf;
     char *line;             /* partial line, GH_SIGNAL_LINE_MAX bytes */
     size_t line_len;
@@ -43,10 +40,6 @@ struct gh_inject {
     struct gh_inject_stats st;
     struct gh_inject_reject rejects[GH_INJECT_REJECTS_KEEP];
     size_t rej_next, rej_count;
-
-    pthread_t thread;
-    bool started;
-    atomic_bool stopping;
 };
 
 void gh_inject_opts_init(struct gh_inject_opts *o)
@@ -202,14 +195,11 @@ int gh_inject_new(const struct gh_inject_opts *opts, struct gh_inject **out, str
     in = calloc(1, sizeof *in);
     if (!in)
         return gh_err_set(err, GH_ENOMEM, "inject: out of memory");
-    in->fd = in->stopfd = -1;
+    in->fd = -1;
     pthread_mutex_init(&in->mu, NULL);
     atomic_init(&in->done, false);
-    atomic_init(&in->stopping, false);
     in->follow = opts->follow;
     in->is_fifo = S_ISFIFO(st.st_mode);
-    in->poll_interval_ns = opts->poll_interval_ns > 0 ? opts->poll_interval_ns
-                                                      : 200 * GH_NS_PER_MS;
     in->emit = opts->emit;
     in->emit_ctx = opts->emit_ctx;
     in->on_reject = opts->on_reject;
@@ -226,11 +216,6 @@ int gh_inject_new(const struct gh_inject_opts *opts, struct gh_inject **out, str
     in->fd = open(in->path, (in->is_fifo ? O_RDWR : O_RDONLY) | O_NONBLOCK | O_CLOEXEC);
     if (in->fd < 0) {
         rc = gh_err_set(err, GH_EIO, "inject: open %s: %s", in->path, strerror(errno));
-        goto out;
-    }
-    in->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (in->stopfd < 0) {
-        rc = gh_err_set(err, GH_EIO, "inject: eventfd: %s", strerror(errno));
         goto out;
     }
     *out = in;
@@ -277,48 +262,6 @@ bool gh_inject_done(struct gh_inject *in)
     return atomic_load(&in->done);
 }
 
-static void *reader_main(void *arg)
-{
-    struct gh_inject *in = arg;
-    while (!atomic_load(&in->stopping)) {
-        int rc = gh_inject_poll(in, NULL);
-        if (rc == GH_ENOTFOUND)
-            break;
-        struct pollfd pf[2] = {{.fd = in->stopfd, .events = POLLIN},
-                               {.fd = in->fd, .events = POLLIN}};
-        int ms = (int)(in->poll_interval_ns / GH_NS_PER_MS);
-        poll(pf, in->is_fifo && rc == GH_OK ? 2 : 1, ms > 0 ? ms : 1);
-    }
-    return NULL;
-}
-
-int gh_inject_start(struct gh_inject *in, struct gh_err *err)
-{
-    if (in->started)
-        return gh_err_set(err, GH_EINVAL, "inject: already started");
-    atomic_store(&in->stopping, false);
-    int e = pthread_create(&in->thread, NULL, reader_main, in);
-    if (e)
-        return gh_err_set(err, GH_EIO, "inject: pthread_create: %s", strerror(e));
-    in->started = true;
-    return GH_OK;
-}
-
-void gh_inject_stop(struct gh_inject *in)
-{
-    if (!in || !in->started)
-        return;
-    atomic_store(&in->stopping, true);
-    uint64_t one = 1;
-    ssize_t w = write(in->stopfd, &one, sizeof one);
-    (void)w;
-    pthread_join(in->thread, NULL);
-    uint64_t v;
-    ssize_t r = read(in->stopfd, &v, sizeof v);
-    (void)r;
-    in->started = false;
-}
-
 void gh_inject_stats(struct gh_inject *in, struct gh_inject_stats *out)
 {
     pthread_mutex_lock(&in->mu);
@@ -341,11 +284,8 @@ void gh_inject_free(struct gh_inject *in)
 {
     if (!in)
         return;
-    gh_inject_stop(in);
     if (in->fd >= 0)
         close(in->fd);
-    if (in->stopfd >= 0)
-        close(in->stopfd);
     pthread_mutex_destroy(&in->mu);
     free(in->path);
     free(in->node);

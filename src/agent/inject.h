@@ -15,9 +15,9 @@
  * writing, so that writers may come and go without an end of file; it is
  * never done.
  *
- * Driving: gh_inject_start() (own thread) or gh_inject_poll() from the
- * caller's loop (never blocks). Not both. emit and on_reject are called
- * from the reading thread, never concurrently with themselves. */
+ * Driving: gh_inject_poll() from the caller's loop (never blocks; the
+ * agent polls on its loop's timer). emit and on_reject are called from the
+ * poll() caller, never concurrently with themselves. */
 #ifndef GH_AGENT_INJECT_H
 #define GH_AGENT_INJECT_H
 
@@ -41,7 +41,6 @@ struct gh_inject_opts {
     const char *path;           /* copied; required: a regular file or a FIFO */
     const char *node;           /* copied; filled into lines without node; may be NULL */
     bool follow;                /* regular file: keep reading appends */
-    int64_t poll_interval_ns;   /* 0 = 200 ms: start()'s wait on a regular file */
     gh_inject_emit_fn emit;     /* required */
     void *emit_ctx;
     gh_inject_reject_fn on_reject; /* optional */
@@ -63,11 +62,6 @@ int gh_inject_new(const struct gh_inject_opts *opts, struct gh_inject **out, str
  * end (done; a final line without newline is processed); GH_EIO. */
 int gh_inject_poll(struct gh_inject *in, struct gh_err *err);
 
-/* Starts the reading thread; it ends by itself when done. GH_EINVAL if
- * already started. */
-int gh_inject_start(struct gh_inject *in, struct gh_err *err);
-/* Stops the thread promptly. Idempotent. */
-void gh_inject_stop(struct gh_inject *in);
 /* true once a non-followed regular file has been read to its end. Thread-safe. */
 bool gh_inject_done(struct gh_inject *in);
 
@@ -86,7 +80,7 @@ struct gh_inject_reject {
 /* Copies up to cap recent rejects, oldest first; returns how many. Thread-safe. */
 size_t gh_inject_rejects(struct gh_inject *in, struct gh_inject_reject *out, size_t cap);
 
-/* Stops, closes and frees. Accepts NULL. */
+/* Closes and frees. Accepts NULL. */
 void gh_inject_free(struct gh_inject *in);
 
 #endif

@@ -9,13 +9,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,7 +38,7 @@ struct gh_kmsg_source {
     enum gh_kmsg_src_mode mode;
     char *path, *state_path, *state_tmp;
     char boot_id[BOOT_ID_MAX];
-    int64_t poll_interval_ns, persist_interval_ns;
+    int64_t persist_interval_ns;
     bool file_from_start;
     gh_kmsg_source_emit_fn emit;
     void *emit_ctx;
@@ -51,8 +48,6 @@ struct gh_kmsg_source {
     bool dirty;                     /* fed since the last flush */
 
     int fd;
-    bool fd_pollable;               /* char device or FIFO: poll() on it */
-    bool last_eof;                  /* the last read returned 0 */
     char *rbuf;
     /* the partial last line (see take_bytes) */
     char *part;
@@ -76,11 +71,6 @@ struct gh_kmsg_source {
     bool has_committed, has_persisted;
     int64_t last_persist_mono;
     pthread_mutex_t persist_mu;     /* one state-file writer at a time */
-
-    pthread_t thread;
-    bool started;
-    atomic_bool stopping;
-    int stopfd;
 };
 
 void gh_kmsg_source_opts_init(struct gh_kmsg_source_opts *o)
@@ -346,23 +336,6 @@ static void maybe_persist(struct gh_kmsg_source *src)
         gh_kmsg_source_persist(src, NULL);
 }
 
-bool gh_kmsg_source_signal_seq(const struct gh_signal *s, uint64_t *seq)
-{
-    if (!s->id)
-        return false;
-    const char *slash = strrchr(s->id, '/');
-    const char *d = slash ? slash + 1 : NULL;
-    if (!d || *d < '0' || *d > '9')
-        return false;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(d, &end, 10);
-    if (errno || *end)
-        return false;
-    *seq = v;
-    return true;
-}
-
 /* ---- parsing ------------------------------------------------------------------ */
 
 static int on_signal(void *ctx, const struct gh_signal *s)
@@ -494,8 +467,6 @@ static int open_file(struct gh_kmsg_source *src, const char *path, bool from_sta
         return gh_err_set(err, GH_EIO, "kmsg: fstat %s: %s", path, strerror(e));
     }
     src->fd = fd;
-    src->fd_pollable = S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode);
-    src->last_eof = false;
     src->dev = st.st_dev;
     src->ino = st.st_ino;
     src->off = 0;
@@ -625,14 +596,10 @@ int gh_kmsg_source_new(const struct gh_kmsg_source_opts *opts, struct gh_kmsg_so
     if (!src)
         return gh_err_set(err, GH_ENOMEM, "kmsg: out of memory");
     src->fd = -1;
-    src->stopfd = -1;
     pthread_mutex_init(&src->pmu, NULL);
     pthread_mutex_init(&src->mu, NULL);
     pthread_mutex_init(&src->persist_mu, NULL);
-    atomic_init(&src->stopping, false);
     src->mode = opts->mode;
-    src->poll_interval_ns = opts->poll_interval_ns > 0 ? opts->poll_interval_ns
-                                                       : 250 * GH_NS_PER_MS;
     src->persist_interval_ns = opts->persist_interval_ns ? opts->persist_interval_ns
                                                          : GH_NS_PER_S;
     src->file_from_start = opts->file_from_start;
@@ -643,11 +610,6 @@ int gh_kmsg_source_new(const struct gh_kmsg_source_opts *opts, struct gh_kmsg_so
     src->part = malloc(PART_MAX + 1);
     if (!src->path || !src->rbuf || !src->part) {
         rc = gh_err_set(err, GH_ENOMEM, "kmsg: out of memory");
-        goto out;
-    }
-    src->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (src->stopfd < 0) {
-        rc = gh_err_set(err, GH_EIO, "kmsg: eventfd: %s", strerror(errno));
         goto out;
     }
 
@@ -744,14 +706,12 @@ static int poll_device(struct gh_kmsg_source *src, bool *caught_up, struct gh_er
     while (total < POLL_BUDGET) {
         ssize_t n = read(src->fd, src->rbuf, RBUF_SIZE);
         if (n > 0) {
-            src->last_eof = false;
             count(src, &src->st.bytes, (uint64_t)n);
             take_bytes(src, src->rbuf, (size_t)n);
             total += (size_t)n;
             continue;
         }
         if (n == 0) { /* stand-in file at its end, or a FIFO without writer */
-            src->last_eof = true;
             *caught_up = true;
             return GH_OK;
         }
@@ -881,59 +841,6 @@ int gh_kmsg_source_poll(struct gh_kmsg_source *src, bool *caught_up, struct gh_e
     return rc;
 }
 
-/* ---- the thread -------------------------------------------------------------- */
-
-static void *reader_main(void *arg)
-{
-    struct gh_kmsg_source *src = arg;
-    while (!atomic_load(&src->stopping)) {
-        bool caught_up = false;
-        int rc = gh_kmsg_source_poll(src, &caught_up, NULL);
-        if (rc == GH_OK && !caught_up)
-            continue; /* budget used up: more to read */
-        struct pollfd pf[2] = {{.fd = src->stopfd, .events = POLLIN}, {.fd = -1}};
-        int nfd = 1;
-        if (rc == GH_OK && src->fd >= 0 && src->fd_pollable && !src->last_eof) {
-            pf[1].fd = src->fd;
-            pf[1].events = POLLIN;
-            nfd = 2;
-        }
-        int ms = (int)(src->poll_interval_ns / GH_NS_PER_MS);
-        poll(pf, (nfds_t)nfd, ms > 0 ? ms : 1);
-    }
-    return NULL;
-}
-
-int gh_kmsg_source_start(struct gh_kmsg_source *src, struct gh_err *err)
-{
-    if (src->started)
-        return gh_err_set(err, GH_EINVAL, "kmsg: already started");
-    atomic_store(&src->stopping, false);
-    int e = pthread_create(&src->thread, NULL, reader_main, src);
-    if (e)
-        return gh_err_set(err, GH_EIO, "kmsg: pthread_create: %s", strerror(e));
-    src->started = true;
-    return GH_OK;
-}
-
-void gh_kmsg_source_stop(struct gh_kmsg_source *src)
-{
-    if (!src)
-        return;
-    if (src->started) {
-        atomic_store(&src->stopping, true);
-        uint64_t one = 1;
-        ssize_t w = write(src->stopfd, &one, sizeof one);
-        (void)w;
-        pthread_join(src->thread, NULL);
-        uint64_t v;
-        ssize_t r = read(src->stopfd, &v, sizeof v);
-        (void)r;
-        src->started = false;
-    }
-    gh_kmsg_source_persist(src, NULL);
-}
-
 /* ---- readers ------------------------------------------------------------------- */
 
 void gh_kmsg_source_stats(struct gh_kmsg_source *src, struct gh_kmsg_source_stats *out)
@@ -969,11 +876,9 @@ void gh_kmsg_source_free(struct gh_kmsg_source *src)
     if (!src)
         return;
     if (src->parser)
-        gh_kmsg_source_stop(src);
+        gh_kmsg_source_persist(src, NULL);
     if (src->fd >= 0)
         close(src->fd);
-    if (src->stopfd >= 0)
-        close(src->stopfd);
     gh_kmsg_parser_free(src->parser);
     pthread_mutex_destroy(&src->pmu);
     pthread_mutex_destroy(&src->mu);

@@ -10,7 +10,8 @@
  *   one per line; dictionary lines starting with a space are skipped) may
  *   stand in for the device in tests. Reading starts at the oldest record
  *   the ring still holds, so faults from before the agent started are seen.
- *   Signals carry id "<node>/<boot_id>/<seq>" (the parser makes it).
+ *   Signals carry id "<node>/<boot_id>/<seq>" (the parser makes it) and
+ *   the seq as a number (kmsg_seq, has_kmsg_seq: what to commit).
  * - GH_KMSG_SRC_FILE: a text log (kern.log, a dmesg dump) followed like
  *   `tail -F`: appends are read; a new inode at the path (rotation) is read
  *   from its start after the old file is drained; a file that shrinks
@@ -40,7 +41,7 @@
  * sequence number has been durably handed off (gh_kmsg_source_commit(),
  * e.g. once the spool has fsync'd the signal). The source persists
  * "<boot_id> <seq>" in opts.state_path (tmp file + fsync + rename, at most
- * every opts.persist_interval_ns and on stop/free). After a restart, a
+ * every opts.persist_interval_ns and on free). After a restart, a
  * signal whose record seq is <= the persisted seq of the same boot_id is
  * not emitted (counted as skipped); every record is still parsed so that
  * the parser's PCI -> UUID map and SXid folding see the whole ring. A
@@ -48,16 +49,15 @@
  * its persistence a crash re-ships at most persist_interval_ns of signals,
  * which the controller drops as duplicates by id (at-least-once).
  *
- * Driving: either gh_kmsg_source_start() (a thread that reads, and waits
- * with poll() when caught up), or the caller's own loop calling
- * gh_kmsg_source_poll() (never blocks: the fd is non-blocking). Not both.
+ * Driving: the caller's own loop calls gh_kmsg_source_poll() (never
+ * blocks: the fd is non-blocking; the agent polls on its loop's timer).
  * When caught up the parser is flushed (gh_kmsg_parser_flush) so that the
  * last SXid event is not held back.
  *
- * Threads: emit is called from the thread that reads (the source's thread
- * or the poll() caller), never concurrently with itself; the signal is
- * borrowed for the call; emit must not call back into the source, except
- * gh_kmsg_source_commit(), which (like stats) is safe from any thread. */
+ * Threads: emit is called from the poll() caller, never concurrently with
+ * itself; the signal is borrowed for the call; emit must not call back into
+ * the source, except gh_kmsg_source_commit(), which (like stats) is safe
+ * from any thread. */
 #ifndef GH_AGENT_KMSG_SOURCE_H
 #define GH_AGENT_KMSG_SOURCE_H
 
@@ -88,8 +88,6 @@ struct gh_kmsg_source_opts {
     int64_t boot_time_ns;       /* wall time of boot (UTC ns); 0 = now - CLOCK_BOOTTIME
                                    by opts.clock; GH_KMSG_BOOT_UNKNOWN = unknown */
     bool file_from_start;       /* file mode: read the existing content first */
-    int64_t poll_interval_ns;   /* 0 = 250 ms: start()'s wait when caught up on a
-                                   file, and how often file mode checks rotation */
     int64_t persist_interval_ns; /* 0 = 1 s; < 0 = persist on every commit */
     const struct gh_clock *clock; /* borrowed, must outlive the source; NULL = real */
     gh_kmsg_source_emit_fn emit;  /* required */
@@ -118,13 +116,6 @@ int gh_kmsg_source_new(const struct gh_kmsg_source_opts *opts, struct gh_kmsg_so
  * than EPIPE/EAGAIN (counted too; the next call retries, reopening a file). */
 int gh_kmsg_source_poll(struct gh_kmsg_source *src, bool *caught_up, struct gh_err *err);
 
-/* Starts the reading thread (poll, then wait for input or the interval).
- * GH_EINVAL if already started. */
-int gh_kmsg_source_start(struct gh_kmsg_source *src, struct gh_err *err);
-/* Stops the thread (returns promptly) and persists the committed seq.
- * Idempotent; accepts a source never started. */
-void gh_kmsg_source_stop(struct gh_kmsg_source *src);
-
 /* Marks every signal whose record seq is <= seq as durably handed off.
  * Lower values than an earlier commit are ignored. Thread-safe, cheap (the
  * file is written later by the reading side; see persist_interval_ns). */
@@ -136,10 +127,6 @@ void gh_kmsg_source_commit_read(struct gh_kmsg_source *src);
 /* Writes the state file now (tmp + fsync + rename). GH_OK when there is
  * nothing to write or no state_path; GH_EIO. Thread-safe. */
 int gh_kmsg_source_persist(struct gh_kmsg_source *src, struct gh_err *err);
-
-/* The record seq of a signal this source emitted: the number after the last
- * '/' of its id. false when s has no such id. */
-bool gh_kmsg_source_signal_seq(const struct gh_signal *s, uint64_t *seq);
 
 /* Counters for /metrics. Thread-safe. */
 struct gh_kmsg_source_stats {
@@ -165,7 +152,7 @@ size_t gh_kmsg_source_rejects(struct gh_kmsg_source *src, struct gh_kmsg_reject 
 /* The boot id in use ("" when unknown). Borrowed, valid until free. */
 const char *gh_kmsg_source_boot_id(const struct gh_kmsg_source *src);
 
-/* Stops, persists, closes and frees. Accepts NULL. */
+/* Persists, closes and frees. Accepts NULL. */
 void gh_kmsg_source_free(struct gh_kmsg_source *src);
 
 #endif

@@ -7,15 +7,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "agent/worker.h"
 #include "common/pci.h"
 
 #define NAME_MAX_LEN 64
@@ -45,10 +43,7 @@ struct gh_nic_source {
     struct port ports[GH_NIC_MAX_PORTS];
     struct gh_nic_stats st;
 
-    int stopfd;
-    pthread_t thread;
-    bool started;
-    atomic_bool stopping;
+    struct gh_worker *worker; /* polls every poll_interval_ns */
 };
 
 void gh_nic_opts_init(struct gh_nic_opts *o)
@@ -79,6 +74,8 @@ static int parse_counters(struct gh_nic_source *src, const char *list, struct gh
     return GH_OK;
 }
 
+static void poll_run(void *arg, struct gh_worker *w);
+
 int gh_nic_source_new(const struct gh_nic_opts *opts, struct gh_nic_source **out,
                       struct gh_err *err)
 {
@@ -91,9 +88,7 @@ int gh_nic_source_new(const struct gh_nic_opts *opts, struct gh_nic_source **out
     src = calloc(1, sizeof *src);
     if (!src)
         return gh_err_set(err, GH_ENOMEM, "nic: out of memory");
-    src->stopfd = -1;
     pthread_mutex_init(&src->mu, NULL);
-    atomic_init(&src->stopping, false);
     src->poll_interval_ns = opts->poll_interval_ns > 0 ? opts->poll_interval_ns
                                                        : 5 * GH_NS_PER_S;
     src->clock = opts->clock ? opts->clock : gh_clock_real();
@@ -108,11 +103,10 @@ int gh_nic_source_new(const struct gh_nic_opts *opts, struct gh_nic_source **out
     if ((rc = parse_counters(src, opts->counters ? opts->counters : GH_NIC_DEFAULT_COUNTERS,
                              err)))
         goto out;
-    src->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (src->stopfd < 0) {
-        rc = gh_err_set(err, GH_EIO, "nic: eventfd: %s", strerror(errno));
+    struct gh_worker_opts wo = {.name = "nic", .period_ns = src->poll_interval_ns,
+                                .cadence = GH_WORKER_AFTER, .run = poll_run, .arg = src};
+    if ((rc = gh_worker_new(&wo, &src->worker, err)))
         goto out;
-    }
     *out = src;
     return GH_OK;
 out:
@@ -372,43 +366,21 @@ int gh_nic_source_poll_once(struct gh_nic_source *src, struct gh_err *err)
     return GH_OK;
 }
 
-static void *poll_main(void *arg)
+static void poll_run(void *arg, struct gh_worker *w)
 {
-    struct gh_nic_source *src = arg;
-    while (!atomic_load(&src->stopping)) {
-        gh_nic_source_poll_once(src, NULL);
-        struct pollfd pf = {.fd = src->stopfd, .events = POLLIN};
-        int ms = (int)(src->poll_interval_ns / GH_NS_PER_MS);
-        poll(&pf, 1, ms > 0 ? ms : 1);
-    }
-    return NULL;
+    (void)w;
+    gh_nic_source_poll_once(arg, NULL);
 }
 
 int gh_nic_source_start(struct gh_nic_source *src, struct gh_err *err)
 {
-    if (src->started)
-        return gh_err_set(err, GH_EINVAL, "nic: already started");
-    atomic_store(&src->stopping, false);
-    int e = pthread_create(&src->thread, NULL, poll_main, src);
-    if (e)
-        return gh_err_set(err, GH_EIO, "nic: pthread_create: %s", strerror(e));
-    src->started = true;
-    return GH_OK;
+    return gh_worker_start(src->worker, err);
 }
 
 void gh_nic_source_stop(struct gh_nic_source *src)
 {
-    if (!src || !src->started)
-        return;
-    atomic_store(&src->stopping, true);
-    uint64_t one = 1;
-    ssize_t w = write(src->stopfd, &one, sizeof one);
-    (void)w;
-    pthread_join(src->thread, NULL);
-    uint64_t v;
-    ssize_t r = read(src->stopfd, &v, sizeof v);
-    (void)r;
-    src->started = false;
+    if (src)
+        gh_worker_stop(src->worker);
 }
 
 size_t gh_nic_source_ports(struct gh_nic_source *src, struct gh_nic_port_info *out, size_t cap)
@@ -446,9 +418,7 @@ void gh_nic_source_free(struct gh_nic_source *src)
 {
     if (!src)
         return;
-    gh_nic_source_stop(src);
-    if (src->stopfd >= 0)
-        close(src->stopfd);
+    gh_worker_free(src->worker); /* stops it first */
     pthread_mutex_destroy(&src->mu);
     free(src->root);
     free(src->node);

@@ -12,7 +12,8 @@
  * dlclose'd only by the last reference, i.e. when no thread can be inside
  * it. Everything the poller derives (baselines, lost/level states, the
  * /metrics snapshot) lives in the source and is touched only by the polling
- * caller, except the snapshot (health_mu) and the stats (emit_mu).
+ * caller, except the snapshot (health_mu) and the stats (emit_mu); what a
+ * poll's samples mean is decided by nvml_derive.c, which calls no NVML.
  *
  * Hand-over. A poll posts job N under core->mu and waits on core->cond for
  * done_seq >= N until the deadline. The worker fills core->samples only
@@ -35,20 +36,17 @@
 #include <time.h>
 
 #include "agent/nvml_api.h"
+#include "agent/nvml_derive.h"
+#include "agent/worker.h"
 #include "common/mono.h"
 
 #define DEFAULT_POLL_NS     (1 * GH_NS_PER_S)
 #define DEFAULT_DEADLINE_NS (5 * GH_NS_PER_S)
 #define DEFAULT_HOLDDOWN_NS (30 * GH_NS_PER_S)
-#define DEFAULT_TEMP_C      85.0
-#define SLOWDOWN_MARGIN_C   5.0
 #define EVENT_WAIT_MS       500u
 #define EVENT_BACKOFF_NS    (1 * GH_NS_PER_S)
-#define MSG_MAX             384
+#define MSG_MAX             GH_NVML_MSG_MAX
 
-/* Clock-event bits that mean "throttled" (shared/data/gpu-signals.md 3.4). */
-#define THERMAL_REASONS (nvmlClocksEventReasonSwThermalSlowdown | nvmlClocksThrottleReasonHwThermalSlowdown)
-#define POWER_REASONS   (nvmlClocksEventReasonSwPowerCap | nvmlClocksThrottleReasonHwPowerBrakeSlowdown)
 
 /* ---- the dlsym'ed functions: (symbol, required) ---- */
 #define GH_NVML_SYMS(X)                                                        \
@@ -86,56 +84,6 @@ struct nvml_fns {
     const char *reasons_name;
 };
 
-/* ---- raw samples ---- */
-enum metric {
-    M_TEMP,
-    M_POWER,
-    M_REASONS,
-    M_SBE_VOL,
-    M_DBE_VOL,
-    M_SBE_AGG,
-    M_DBE_AGG,
-    M_REMAP,
-    M_RETIRED_SBE,
-    M_RETIRED_DBE,
-    M_RETIRED_PENDING,
-    M_PCIE_REPLAY,
-    M__COUNT
-};
-#define BIT(m) (1u << (m))
-
-/* In nvmlNvLinkErrorCounter_t order. */
-enum { L__COUNT = 4 };
-static const char *const link_counter_names[L__COUNT] = {"replay", "recovery", "crc_flit",
-                                                         "crc_data"};
-
-struct sample {
-    uint32_t valid;           /* BIT(metric) read this poll */
-    bool lost;                /* a call said GPU_IS_LOST or RESET_REQUIRED */
-    nvmlReturn_t lost_rc;
-    const char *lost_call;    /* static string */
-    uint64_t v[M__COUNT];
-    unsigned remap_corr, remap_unc, remap_pending, remap_failure;
-    uint8_t link_valid[NVML_NVLINK_MAX_LINKS]; /* bit per link counter */
-    uint64_t link[NVML_NVLINK_MAX_LINKS][L__COUNT];
-};
-
-/* What initialisation learned about a GPU; written by the worker during
- * init (and unsupported/handle during polls), read by others only after. */
-struct dev {
-    nvmlDevice_t h;           /* NULL when the handle could not be had */
-    nvmlReturn_t handle_rc;   /* why not */
-    char pci[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
-    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
-    bool has_slowdown;
-    unsigned slowdown_c;
-    bool has_power_limit;
-    unsigned power_limit_mw;
-    uint32_t links;           /* bit per NVLink that exists */
-    uint32_t unsupported;     /* worker only: BIT(metric) said NOT_SUPPORTED */
-    uint8_t link_unsupported[NVML_NVLINK_MAX_LINKS];
-};
-
 enum job { J_NONE, J_INIT, J_POLL };
 
 struct core {
@@ -149,7 +97,7 @@ struct core {
     /* init results (worker writes during J_INIT) */
     bool initialized;
     unsigned ngpus;
-    struct dev dev[GH_NVML_MAX_GPUS];
+    struct gh_nvml_dev dev[GH_NVML_MAX_GPUS];
     nvmlDevice_t ev_handle[GH_NVML_MAX_GPUS]; /* as at init; the event thread's map */
     nvmlEventSet_t evset;
     bool events_ok;
@@ -167,25 +115,12 @@ struct core {
     _Atomic int cur_gpu;
     bool quit, worker_exited, worker_abandoned;
 
-    struct sample samples[GH_NVML_MAX_GPUS];
+    struct gh_nvml_sample samples[GH_NVML_MAX_GPUS];
 
     /* event thread */
     bool ev_quit, ev_exited, ev_abandoned, ev_in_source, ev_in_wait;
     int64_t ev_wait_since;    /* monotonic ns */
     uint64_t ev_wait_returns;
-};
-
-/* Hysteresis-free level state (thermal or power) with a hold-down. */
-struct level {
-    bool ever;                /* emitted at least once */
-    int emitted;              /* state last emitted (0 = normal) */
-    int64_t emitted_at;       /* source clock */
-};
-
-struct gpu_state {
-    struct sample base;       /* base.valid: which baselines exist */
-    bool lost;
-    struct level thermal, power;
 };
 
 struct gh_nvml_source {
@@ -199,9 +134,11 @@ struct gh_nvml_source {
     unsigned ngpus;
 
     pthread_mutex_t poll_mu;  /* serialises poll_once; guards gs[] */
-    struct gpu_state *gs;
+    struct gh_nvml_gpu_state *gs;
     bool hang_pending;        /* a timed-out job has not completed yet */
     uint64_t ev_hang_reported_at; /* ev_wait_returns value when reported, +1 */
+
+    struct gh_nvml_derive_cfg dc; /* the derivation's and every emit's (set by new) */
 
     pthread_mutex_t emit_mu;  /* serialises emit; guards stats */
     struct gh_nvml_stats stats;
@@ -209,43 +146,12 @@ struct gh_nvml_source {
     pthread_mutex_t health_mu;
     struct gh_nvml_gpu_health *health;
 
-    pthread_mutex_t run_mu;   /* poll thread control */
-    pthread_cond_t run_cond;  /* CLOCK_MONOTONIC */
-    bool stopping, poll_running, ev_running;
-    pthread_t poll_thread, ev_thread;
+    struct gh_worker *poller; /* poll_once every poll_ns */
+    bool ev_running;          /* event thread control */
+    pthread_t ev_thread;
 };
 
 /* ---- time and small helpers ---- */
-
-static const char *rc_name(nvmlReturn_t r)
-{
-    switch (r) {
-    case NVML_SUCCESS: return "NVML_SUCCESS";
-    case NVML_ERROR_UNINITIALIZED: return "NVML_ERROR_UNINITIALIZED";
-    case NVML_ERROR_INVALID_ARGUMENT: return "NVML_ERROR_INVALID_ARGUMENT";
-    case NVML_ERROR_NOT_SUPPORTED: return "NVML_ERROR_NOT_SUPPORTED";
-    case NVML_ERROR_NO_PERMISSION: return "NVML_ERROR_NO_PERMISSION";
-    case NVML_ERROR_ALREADY_INITIALIZED: return "NVML_ERROR_ALREADY_INITIALIZED";
-    case NVML_ERROR_NOT_FOUND: return "NVML_ERROR_NOT_FOUND";
-    case NVML_ERROR_INSUFFICIENT_SIZE: return "NVML_ERROR_INSUFFICIENT_SIZE";
-    case NVML_ERROR_INSUFFICIENT_POWER: return "NVML_ERROR_INSUFFICIENT_POWER";
-    case NVML_ERROR_DRIVER_NOT_LOADED: return "NVML_ERROR_DRIVER_NOT_LOADED";
-    case NVML_ERROR_TIMEOUT: return "NVML_ERROR_TIMEOUT";
-    case NVML_ERROR_IRQ_ISSUE: return "NVML_ERROR_IRQ_ISSUE";
-    case NVML_ERROR_LIBRARY_NOT_FOUND: return "NVML_ERROR_LIBRARY_NOT_FOUND";
-    case NVML_ERROR_FUNCTION_NOT_FOUND: return "NVML_ERROR_FUNCTION_NOT_FOUND";
-    case NVML_ERROR_CORRUPTED_INFOROM: return "NVML_ERROR_CORRUPTED_INFOROM";
-    case NVML_ERROR_GPU_IS_LOST: return "NVML_ERROR_GPU_IS_LOST";
-    case NVML_ERROR_RESET_REQUIRED: return "NVML_ERROR_RESET_REQUIRED";
-    case NVML_ERROR_OPERATING_SYSTEM: return "NVML_ERROR_OPERATING_SYSTEM";
-    case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "NVML_ERROR_LIB_RM_VERSION_MISMATCH";
-    case NVML_ERROR_IN_USE: return "NVML_ERROR_IN_USE";
-    case NVML_ERROR_MEMORY: return "NVML_ERROR_MEMORY";
-    case NVML_ERROR_NO_DATA: return "NVML_ERROR_NO_DATA";
-    case NVML_ERROR_UNKNOWN: return "NVML_ERROR_UNKNOWN";
-    }
-    return "NVML_ERROR_?";
-}
 
 static bool is_lost_rc(nvmlReturn_t r)
 {
@@ -304,7 +210,7 @@ static void set_call(struct core *c, const char *name, int gpu)
  * lost (the rest of its calls are skipped this poll), marks the metric
  * unsupported when NVML says so, and leaves the value invalid on other
  * errors (a transient failure keeps the old baseline). */
-static bool check_rc(struct dev *d, struct sample *s, uint32_t metric_bit, nvmlReturn_t r,
+static bool check_rc(struct gh_nvml_dev *d, struct gh_nvml_sample *s, uint32_t metric_bit, nvmlReturn_t r,
                      const char *call)
 {
     if (r == NVML_SUCCESS)
@@ -320,12 +226,12 @@ static bool check_rc(struct dev *d, struct sample *s, uint32_t metric_bit, nvmlR
     return true;
 }
 
-#define WANT(d, fnp, m) ((fnp) && !((d)->unsupported & BIT(m)))
+#define WANT(d, fnp, m) ((fnp) && !((d)->unsupported & GH_NVML_BIT(m)))
 
 static void poll_gpu(struct core *c, unsigned i)
 {
-    struct dev *d = &c->dev[i];
-    struct sample *s = &c->samples[i];
+    struct gh_nvml_dev *d = &c->dev[i];
+    struct gh_nvml_sample *s = &c->samples[i];
     const struct nvml_fns *f = &c->fn;
     nvmlReturn_t r;
 
@@ -348,48 +254,48 @@ static void poll_gpu(struct core *c, unsigned i)
         }
     }
 
-    if (WANT(d, f->nvmlDeviceGetTemperature, M_TEMP)) {
+    if (WANT(d, f->nvmlDeviceGetTemperature, GH_NVML_M_TEMP)) {
         unsigned t = 0;
         set_call(c, "nvmlDeviceGetTemperature", (int)i);
         r = f->nvmlDeviceGetTemperature(d->h, NVML_TEMPERATURE_GPU, &t);
-        if (!check_rc(d, s, BIT(M_TEMP), r, "nvmlDeviceGetTemperature"))
+        if (!check_rc(d, s, GH_NVML_BIT(GH_NVML_M_TEMP), r, "nvmlDeviceGetTemperature"))
             return;
         if (r == NVML_SUCCESS) {
-            s->v[M_TEMP] = t;
-            s->valid |= BIT(M_TEMP);
+            s->v[GH_NVML_M_TEMP] = t;
+            s->valid |= GH_NVML_BIT(GH_NVML_M_TEMP);
         }
     }
-    if (WANT(d, f->nvmlDeviceGetPowerUsage, M_POWER)) {
+    if (WANT(d, f->nvmlDeviceGetPowerUsage, GH_NVML_M_POWER)) {
         unsigned mw = 0;
         set_call(c, "nvmlDeviceGetPowerUsage", (int)i);
         r = f->nvmlDeviceGetPowerUsage(d->h, &mw);
-        if (!check_rc(d, s, BIT(M_POWER), r, "nvmlDeviceGetPowerUsage"))
+        if (!check_rc(d, s, GH_NVML_BIT(GH_NVML_M_POWER), r, "nvmlDeviceGetPowerUsage"))
             return;
         if (r == NVML_SUCCESS) {
-            s->v[M_POWER] = mw;
-            s->valid |= BIT(M_POWER);
+            s->v[GH_NVML_M_POWER] = mw;
+            s->valid |= GH_NVML_BIT(GH_NVML_M_POWER);
         }
     }
-    if (WANT(d, f->reasons, M_REASONS)) {
+    if (WANT(d, f->reasons, GH_NVML_M_REASONS)) {
         unsigned long long bits = 0;
         set_call(c, f->reasons_name, (int)i);
         r = f->reasons(d->h, &bits);
-        if (!check_rc(d, s, BIT(M_REASONS), r, f->reasons_name))
+        if (!check_rc(d, s, GH_NVML_BIT(GH_NVML_M_REASONS), r, f->reasons_name))
             return;
         if (r == NVML_SUCCESS) {
-            s->v[M_REASONS] = bits;
-            s->valid |= BIT(M_REASONS);
+            s->v[GH_NVML_M_REASONS] = bits;
+            s->valid |= GH_NVML_BIT(GH_NVML_M_REASONS);
         }
     }
     static const struct {
-        enum metric m;
+        enum gh_nvml_metric m;
         nvmlMemoryErrorType_t type;
         nvmlEccCounterType_t counter;
     } ecc[4] = {
-        {M_DBE_VOL, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC},
-        {M_DBE_AGG, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_AGGREGATE_ECC},
-        {M_SBE_VOL, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC},
-        {M_SBE_AGG, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_AGGREGATE_ECC},
+        {GH_NVML_M_DBE_VOL, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC},
+        {GH_NVML_M_DBE_AGG, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_AGGREGATE_ECC},
+        {GH_NVML_M_SBE_VOL, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC},
+        {GH_NVML_M_SBE_AGG, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_AGGREGATE_ECC},
     };
     for (int k = 0; k < 4; k++) {
         unsigned long long n = 0;
@@ -397,29 +303,29 @@ static void poll_gpu(struct core *c, unsigned i)
             continue;
         set_call(c, "nvmlDeviceGetTotalEccErrors", (int)i);
         r = f->nvmlDeviceGetTotalEccErrors(d->h, ecc[k].type, ecc[k].counter, &n);
-        if (!check_rc(d, s, BIT(ecc[k].m), r, "nvmlDeviceGetTotalEccErrors"))
+        if (!check_rc(d, s, GH_NVML_BIT(ecc[k].m), r, "nvmlDeviceGetTotalEccErrors"))
             return;
         if (r == NVML_SUCCESS) {
             s->v[ecc[k].m] = n;
-            s->valid |= BIT(ecc[k].m);
+            s->valid |= GH_NVML_BIT(ecc[k].m);
         }
     }
-    if (WANT(d, f->nvmlDeviceGetRemappedRows, M_REMAP)) {
+    if (WANT(d, f->nvmlDeviceGetRemappedRows, GH_NVML_M_REMAP)) {
         unsigned corr = 0, unc = 0, pend = 0, fail = 0;
         set_call(c, "nvmlDeviceGetRemappedRows", (int)i);
         r = f->nvmlDeviceGetRemappedRows(d->h, &corr, &unc, &pend, &fail);
-        if (!check_rc(d, s, BIT(M_REMAP), r, "nvmlDeviceGetRemappedRows"))
+        if (!check_rc(d, s, GH_NVML_BIT(GH_NVML_M_REMAP), r, "nvmlDeviceGetRemappedRows"))
             return;
         if (r == NVML_SUCCESS) {
             s->remap_corr = corr;
             s->remap_unc = unc;
             s->remap_pending = pend != 0;
             s->remap_failure = fail != 0;
-            s->valid |= BIT(M_REMAP);
+            s->valid |= GH_NVML_BIT(GH_NVML_M_REMAP);
         }
     }
     for (int k = 0; k < 2; k++) {
-        enum metric m = k ? M_RETIRED_DBE : M_RETIRED_SBE;
+        enum gh_nvml_metric m = k ? GH_NVML_M_RETIRED_DBE : GH_NVML_M_RETIRED_SBE;
         unsigned count = 0;
         unsigned long long scratch[1];
         if (!WANT(d, f->nvmlDeviceGetRetiredPages, m))
@@ -434,33 +340,33 @@ static void poll_gpu(struct core *c, unsigned i)
             &count, scratch);
         if (r == NVML_ERROR_INSUFFICIENT_SIZE)
             r = NVML_SUCCESS;
-        if (!check_rc(d, s, BIT(m), r, "nvmlDeviceGetRetiredPages"))
+        if (!check_rc(d, s, GH_NVML_BIT(m), r, "nvmlDeviceGetRetiredPages"))
             return;
         if (r == NVML_SUCCESS) {
             s->v[m] = count;
-            s->valid |= BIT(m);
+            s->valid |= GH_NVML_BIT(m);
         }
     }
-    if (WANT(d, f->nvmlDeviceGetRetiredPagesPendingStatus, M_RETIRED_PENDING)) {
+    if (WANT(d, f->nvmlDeviceGetRetiredPagesPendingStatus, GH_NVML_M_RETIRED_PENDING)) {
         nvmlEnableState_t pend = NVML_FEATURE_DISABLED;
         set_call(c, "nvmlDeviceGetRetiredPagesPendingStatus", (int)i);
         r = f->nvmlDeviceGetRetiredPagesPendingStatus(d->h, &pend);
-        if (!check_rc(d, s, BIT(M_RETIRED_PENDING), r, "nvmlDeviceGetRetiredPagesPendingStatus"))
+        if (!check_rc(d, s, GH_NVML_BIT(GH_NVML_M_RETIRED_PENDING), r, "nvmlDeviceGetRetiredPagesPendingStatus"))
             return;
         if (r == NVML_SUCCESS) {
-            s->v[M_RETIRED_PENDING] = pend == NVML_FEATURE_ENABLED;
-            s->valid |= BIT(M_RETIRED_PENDING);
+            s->v[GH_NVML_M_RETIRED_PENDING] = pend == NVML_FEATURE_ENABLED;
+            s->valid |= GH_NVML_BIT(GH_NVML_M_RETIRED_PENDING);
         }
     }
-    if (WANT(d, f->nvmlDeviceGetPcieReplayCounter, M_PCIE_REPLAY)) {
+    if (WANT(d, f->nvmlDeviceGetPcieReplayCounter, GH_NVML_M_PCIE_REPLAY)) {
         unsigned n = 0;
         set_call(c, "nvmlDeviceGetPcieReplayCounter", (int)i);
         r = f->nvmlDeviceGetPcieReplayCounter(d->h, &n);
-        if (!check_rc(d, s, BIT(M_PCIE_REPLAY), r, "nvmlDeviceGetPcieReplayCounter"))
+        if (!check_rc(d, s, GH_NVML_BIT(GH_NVML_M_PCIE_REPLAY), r, "nvmlDeviceGetPcieReplayCounter"))
             return;
         if (r == NVML_SUCCESS) {
-            s->v[M_PCIE_REPLAY] = n;
-            s->valid |= BIT(M_PCIE_REPLAY);
+            s->v[GH_NVML_M_PCIE_REPLAY] = n;
+            s->valid |= GH_NVML_BIT(GH_NVML_M_PCIE_REPLAY);
         }
     }
     if (!f->nvmlDeviceGetNvLinkErrorCounter)
@@ -468,7 +374,7 @@ static void poll_gpu(struct core *c, unsigned i)
     for (unsigned l = 0; l < NVML_NVLINK_MAX_LINKS; l++) {
         if (!(d->links & (1u << l)))
             continue;
-        for (unsigned k = 0; k < L__COUNT; k++) {
+        for (unsigned k = 0; k < GH_NVML_L__COUNT; k++) {
             unsigned long long n = 0;
             if (d->link_unsupported[l] & (1u << k))
                 continue;
@@ -499,7 +405,7 @@ static int job_init(struct core *c, struct gh_err *err)
     r = f->nvmlInit_v2();
     if (r != NVML_SUCCESS)
         return gh_err_set(err, GH_ENOTFOUND,
-                          "NVML: nvmlInit_v2 failed: %s (%d); GPU polling disabled", rc_name(r),
+                          "NVML: nvmlInit_v2 failed: %s (%d); GPU polling disabled", gh_nvml_rc_name(r),
                           (int)r);
     c->initialized = true;
     if (f->nvmlSystemGetDriverVersion) {
@@ -513,7 +419,7 @@ static int job_init(struct core *c, struct gh_err *err)
     if (r != NVML_SUCCESS)
         return gh_err_set(err, GH_ENOTFOUND,
                           "NVML: nvmlDeviceGetCount_v2 failed: %s (%d); GPU polling disabled",
-                          rc_name(r), (int)r);
+                          gh_nvml_rc_name(r), (int)r);
     if (count == 0)
         return gh_err_set(err, GH_ENOTFOUND, "NVML: no GPU found (driver %s); GPU polling disabled",
                           c->driver[0] ? c->driver : "?");
@@ -522,7 +428,7 @@ static int job_init(struct core *c, struct gh_err *err)
     c->ngpus = count;
 
     for (unsigned i = 0; i < count; i++) {
-        struct dev *d = &c->dev[i];
+        struct gh_nvml_dev *d = &c->dev[i];
         set_call(c, "nvmlDeviceGetHandleByIndex_v2", (int)i);
         r = f->nvmlDeviceGetHandleByIndex_v2(i, &d->h);
         d->handle_rc = r;
@@ -713,7 +619,7 @@ static void worker_release(struct core *c, int64_t wait_ns)
     pthread_mutex_unlock(&c->mu);
 }
 
-/* ---- signals ---- */
+/* ---- signals (what a poll's samples mean: nvml_derive.c) ---- */
 
 static void stat_add(struct gh_nvml_source *src, uint64_t *field, uint64_t n)
 {
@@ -722,31 +628,14 @@ static void stat_add(struct gh_nvml_source *src, uint64_t *field, uint64_t n)
     pthread_mutex_unlock(&src->emit_mu);
 }
 
-/* Starts a signal of `kind` for GPU gpu (-1 = node level). */
-static void sig_begin(struct gh_nvml_source *src, struct gh_signal *s, enum gh_kind kind, int gpu)
-{
-    gh_signal_init(s);
-    s->ts_ns = gh_clock_now(src->clock);
-    s->source = GH_SRC_NVML;
-    s->kind = kind;
-    s->gpu = gpu;
-}
-
 /* Fills the strings (node, pci, msg, counter), hands the signal to emit and
  * clears it. Returns GH_ENOMEM (counted as dropped) when a copy fails. */
-static int sig_emit(struct gh_nvml_source *src, struct gh_signal *s, const char *counter,
-                    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int sig_emit(struct gh_nvml_source *src, struct gh_signal *s, const char *counter,
-                    const char *fmt, ...)
+static int emit_msg(struct gh_nvml_source *src, struct gh_signal *s, const char *counter,
+                    const char *msg)
 {
-    char msg[MSG_MAX];
-    va_list ap;
     int rc = GH_OK;
     const char *pci = NULL;
 
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     if (s->gpu >= 0 && (unsigned)s->gpu < src->ngpus && src->core->dev[s->gpu].pci[0])
         pci = src->core->dev[s->gpu].pci;
     if (gh_signal_set_str(&s->node, src->node, strlen(src->node)) ||
@@ -766,285 +655,17 @@ static int sig_emit(struct gh_nvml_source *src, struct gh_signal *s, const char 
     return rc;
 }
 
+/* The derivation's emit (nvml_derive.h). */
+static int derive_emit(void *ctx, struct gh_signal *s, const char *counter, const char *msg)
+{
+    return emit_msg(ctx, s, counter, msg);
+}
+
 static int emit_lost(struct gh_nvml_source *src, int gpu, const char *what)
 {
     struct gh_signal s;
-    sig_begin(src, &s, GH_KIND_GPU_LOST, gpu);
-    return sig_emit(src, &s, NULL, "%s", what);
-}
-
-static double temp_threshold(const struct gh_nvml_source *src, const struct dev *d)
-{
-    if (src->temp_threshold > 0)
-        return src->temp_threshold;
-    if (d->has_slowdown && d->slowdown_c > SLOWDOWN_MARGIN_C)
-        return (double)d->slowdown_c - SLOWDOWN_MARGIN_C;
-    return DEFAULT_TEMP_C;
-}
-
-/* Decides whether a level state change is reported now (see nvml.h). */
-static bool level_due(struct gh_nvml_source *src, struct level *lv, int state, int64_t now)
-{
-    if (state == lv->emitted)
-        return false;
-    if (lv->ever && now - lv->emitted_at < src->holddown_ns)
-        return false;
-    lv->ever = true;
-    lv->emitted = state;
-    lv->emitted_at = now;
-    return true;
-}
-
-/* Compares one GPU's new sample with its baselines and emits the changes.
- * Returns GH_ENOMEM when a signal was dropped, else GH_OK. */
-static int process_gpu(struct gh_nvml_source *src, unsigned i, const struct sample *s)
-{
-    struct gpu_state *g = &src->gs[i];
-    struct sample *b = &g->base;
-    const struct dev *d = &src->core->dev[i];
-    int64_t now = gh_clock_now(src->clock);
-    struct gh_signal sig;
-    int rc = GH_OK;
-
-#define KEEP(x) do { if ((x) != GH_OK) rc = GH_ENOMEM; } while (0)
-
-    if (s->lost) {
-        if (!g->lost) {
-            char what[MSG_MAX];
-            g->lost = true;
-            snprintf(what, sizeof what, "NVML: %s on GPU %u returned %s (%d)%s",
-                     s->lost_call ? s->lost_call : "?", i, rc_name(s->lost_rc), (int)s->lost_rc,
-                     s->lost_rc == NVML_ERROR_GPU_IS_LOST
-                         ? ": the GPU has fallen off the bus or is otherwise inaccessible"
-                         : ": the GPU needs a reset");
-            KEEP(emit_lost(src, (int)i, what));
-        }
-        return rc;
-    }
-    if (!d->h)
-        return rc; /* never had a handle (not lost): nothing to compare */
-    g->lost = false;
-
-    /* ECC counters: double-bit first so a DBE is reported before SBE noise. */
-    static const struct {
-        enum metric m;
-        enum gh_ecc_bits bits;
-        bool vol;
-        const char *name;
-    } ecc[4] = {
-        {M_DBE_VOL, GH_ECC_DOUBLE, true, "double-bit ECC errors (volatile)"},
-        {M_DBE_AGG, GH_ECC_DOUBLE, false, "double-bit ECC errors (aggregate)"},
-        {M_SBE_VOL, GH_ECC_SINGLE, true, "single-bit ECC errors (volatile)"},
-        {M_SBE_AGG, GH_ECC_SINGLE, false, "single-bit ECC errors (aggregate)"},
-    };
-    for (int k = 0; k < 4; k++) {
-        enum metric m = ecc[k].m;
-        uint64_t cur = s->v[m];
-        bool first;
-        if (!(s->valid & BIT(m)))
-            continue;
-        first = !(b->valid & BIT(m));
-        if ((first && ecc[k].bits == GH_ECC_DOUBLE && cur > 0) || (!first && cur > b->v[m])) {
-            sig_begin(src, &sig, GH_KIND_ECC, (int)i);
-            sig.bits = ecc[k].bits;
-            sig.is_volatile = ecc[k].vol;
-            sig.has_count = true;
-            sig.count = cur > INT64_MAX ? INT64_MAX : (int64_t)cur;
-            if (first)
-                KEEP(sig_emit(src, &sig, NULL, "NVML: %s = %" PRIu64 " at first poll", ecc[k].name,
-                              cur));
-            else
-                KEEP(sig_emit(src, &sig, NULL, "NVML: %s %" PRIu64 " -> %" PRIu64, ecc[k].name,
-                              b->v[m], cur));
-        }
-        b->v[m] = cur;
-        b->valid |= BIT(m);
-    }
-
-    /* Row remapping (Ampere and newer). */
-    if (s->valid & BIT(M_REMAP)) {
-        bool first = !(b->valid & BIT(M_REMAP));
-        bool changed = !first && (s->remap_corr != b->remap_corr || s->remap_unc != b->remap_unc ||
-                                  s->remap_pending != b->remap_pending ||
-                                  s->remap_failure != b->remap_failure);
-        if ((first && (s->remap_pending || s->remap_failure)) || changed) {
-            sig_begin(src, &sig, GH_KIND_ROW_REMAP, (int)i);
-            sig.pending = s->remap_pending;
-            sig.failure = s->remap_failure;
-            sig.correctable = s->remap_corr;
-            sig.uncorrectable = s->remap_unc;
-            if (first)
-                KEEP(sig_emit(src, &sig, NULL,
-                              "NVML: remapped rows at first poll: correctable %u, uncorrectable "
-                              "%u, pending %u, failure %u",
-                              s->remap_corr, s->remap_unc, s->remap_pending, s->remap_failure));
-            else
-                KEEP(sig_emit(src, &sig, NULL,
-                              "NVML: remapped rows: correctable %u -> %u, uncorrectable %u -> "
-                              "%u, pending %u -> %u, failure %u -> %u",
-                              b->remap_corr, s->remap_corr, b->remap_unc, s->remap_unc,
-                              b->remap_pending, s->remap_pending, b->remap_failure,
-                              s->remap_failure));
-        }
-        b->remap_corr = s->remap_corr;
-        b->remap_unc = s->remap_unc;
-        b->remap_pending = s->remap_pending;
-        b->remap_failure = s->remap_failure;
-        b->valid |= BIT(M_REMAP);
-    }
-
-    /* Page retirement (before Ampere), reported as row_remap (see nvml.h). */
-    {
-        const uint32_t rbits = BIT(M_RETIRED_SBE) | BIT(M_RETIRED_DBE) | BIT(M_RETIRED_PENDING);
-        uint32_t have = s->valid & rbits;
-        if (have) {
-            bool first = (b->valid & have) != have;
-            uint64_t sbe = s->v[M_RETIRED_SBE], dbe = s->v[M_RETIRED_DBE];
-            uint64_t pend = s->v[M_RETIRED_PENDING];
-            bool moved = !first && (sbe > b->v[M_RETIRED_SBE] || dbe > b->v[M_RETIRED_DBE] ||
-                                    pend != b->v[M_RETIRED_PENDING]);
-            if ((first && (pend || dbe > 0)) || moved) {
-                sig_begin(src, &sig, GH_KIND_ROW_REMAP, (int)i);
-                sig.pending = pend != 0;
-                sig.failure = false;
-                sig.correctable = sbe > INT64_MAX ? INT64_MAX : (int64_t)sbe;
-                sig.uncorrectable = dbe > INT64_MAX ? INT64_MAX : (int64_t)dbe;
-                KEEP(sig_emit(src, &sig, NULL,
-                              "NVML: page retirement%s: pages retired for SBE %" PRIu64
-                              ", for DBE %" PRIu64 ", retirement pending %" PRIu64,
-                              first ? " at first poll" : "", sbe, dbe, pend));
-            }
-            for (enum metric m = M_RETIRED_SBE; m <= M_RETIRED_PENDING; m++) {
-                if (s->valid & BIT(m)) {
-                    b->v[m] = s->v[m];
-                    b->valid |= BIT(m);
-                }
-            }
-        }
-    }
-
-    /* PCIe replays. */
-    if (s->valid & BIT(M_PCIE_REPLAY)) {
-        uint64_t cur = s->v[M_PCIE_REPLAY];
-        if ((b->valid & BIT(M_PCIE_REPLAY)) && cur > b->v[M_PCIE_REPLAY]) {
-            sig_begin(src, &sig, GH_KIND_PCIE, (int)i);
-            sig.has_count = true;
-            sig.count = (int64_t)cur;
-            KEEP(sig_emit(src, &sig, "replay", "NVML: PCIe replay counter %" PRIu64 " -> %" PRIu64,
-                          b->v[M_PCIE_REPLAY], cur));
-        }
-        b->v[M_PCIE_REPLAY] = cur;
-        b->valid |= BIT(M_PCIE_REPLAY);
-    }
-
-    /* NVLink error counters. */
-    for (unsigned l = 0; l < NVML_NVLINK_MAX_LINKS; l++) {
-        for (unsigned k = 0; k < L__COUNT; k++) {
-            uint8_t bit = (uint8_t)(1u << k);
-            uint64_t cur = s->link[l][k];
-            if (!(s->link_valid[l] & bit))
-                continue;
-            if ((b->link_valid[l] & bit) && cur > b->link[l][k]) {
-                sig_begin(src, &sig, GH_KIND_NVLINK, (int)i);
-                sig.has_link = true;
-                sig.link = (int)l;
-                sig.has_count = true;
-                sig.count = cur > INT64_MAX ? INT64_MAX : (int64_t)cur;
-                KEEP(sig_emit(src, &sig, link_counter_names[k],
-                              "NVML: NVLink %u %s errors %" PRIu64 " -> %" PRIu64, l,
-                              link_counter_names[k], b->link[l][k], cur));
-            }
-            b->link[l][k] = cur;
-            b->link_valid[l] |= bit;
-        }
-    }
-
-    /* Thermal: threshold crossed or thermal throttle, either way. */
-    if (s->valid & BIT(M_TEMP)) {
-        double thr = temp_threshold(src, d);
-        double celsius = (double)s->v[M_TEMP];
-        uint64_t reasons = (s->valid & BIT(M_REASONS)) ? s->v[M_REASONS] : 0;
-        bool hot = celsius >= thr;
-        bool throttled = (reasons & THERMAL_REASONS) != 0;
-        int state = (hot ? 1 : 0) | (throttled ? 2 : 0);
-        if (level_due(src, &g->thermal, state, now)) {
-            sig_begin(src, &sig, GH_KIND_THERMAL, (int)i);
-            sig.celsius = celsius;
-            sig.throttled = throttled;
-            KEEP(sig_emit(src, &sig, NULL,
-                          "NVML: GPU temperature %.0f C (threshold %.0f C) %s; thermal throttle "
-                          "%s (clock-event reasons 0x%" PRIx64 ")",
-                          celsius, thr, hot ? "over" : "under", throttled ? "on" : "off",
-                          reasons));
-        }
-    }
-    /* Power: power-cap or power-brake throttle on/off. */
-    if ((s->valid & BIT(M_POWER)) && (s->valid & BIT(M_REASONS))) {
-        double watts = (double)s->v[M_POWER] / 1000.0;
-        uint64_t reasons = s->v[M_REASONS];
-        bool throttled = (reasons & POWER_REASONS) != 0;
-        if (level_due(src, &g->power, throttled ? 1 : 0, now)) {
-            sig_begin(src, &sig, GH_KIND_POWER, (int)i);
-            sig.watts = watts;
-            sig.throttled = throttled;
-            if (d->has_power_limit)
-                KEEP(sig_emit(src, &sig, NULL,
-                              "NVML: power %.1f W (limit %.1f W); power throttle %s (clock-event "
-                              "reasons 0x%" PRIx64 ")",
-                              watts, d->power_limit_mw / 1000.0, throttled ? "on" : "off",
-                              reasons));
-            else
-                KEEP(sig_emit(src, &sig, NULL,
-                              "NVML: power %.1f W; power throttle %s (clock-event reasons 0x%" PRIx64
-                              ")",
-                              watts, throttled ? "on" : "off", reasons));
-        }
-    }
-    for (enum metric m = M_TEMP; m <= M_REASONS; m++) {
-        if (s->valid & BIT(m)) {
-            b->v[m] = s->v[m];
-            b->valid |= BIT(m);
-        }
-    }
-#undef KEEP
-    return rc;
-}
-
-static void update_health(struct gh_nvml_source *src, unsigned i, const struct sample *s)
-{
-    struct gh_nvml_gpu_health *h = &src->health[i];
-    const struct gpu_state *g = &src->gs[i];
-    const struct sample *b = &g->base;
-
-    pthread_mutex_lock(&src->health_mu);
-    h->lost = g->lost;
-    if (!s->lost) {
-        h->has_temp = (s->valid & BIT(M_TEMP)) != 0;
-        h->celsius = (double)s->v[M_TEMP];
-        h->has_power = (s->valid & BIT(M_POWER)) != 0;
-        h->watts = (double)s->v[M_POWER] / 1000.0;
-        h->has_reasons = (s->valid & BIT(M_REASONS)) != 0;
-        h->clock_event_reasons = s->v[M_REASONS];
-    }
-    /* Counters from the baselines: the last value read, kept across a
-     * failed read. */
-    h->has_ecc = (b->valid & (BIT(M_SBE_VOL) | BIT(M_DBE_VOL) | BIT(M_SBE_AGG) | BIT(M_DBE_AGG))) != 0;
-    h->ecc_sbe_volatile = (int64_t)b->v[M_SBE_VOL];
-    h->ecc_dbe_volatile = (int64_t)b->v[M_DBE_VOL];
-    h->ecc_sbe_aggregate = (int64_t)b->v[M_SBE_AGG];
-    h->ecc_dbe_aggregate = (int64_t)b->v[M_DBE_AGG];
-    h->has_remap = (b->valid & BIT(M_REMAP)) != 0;
-    h->remap_pending = b->remap_pending;
-    h->remap_failure = b->remap_failure;
-    h->remap_correctable = b->remap_corr;
-    h->remap_uncorrectable = b->remap_unc;
-    h->has_retired = (b->valid & (BIT(M_RETIRED_SBE) | BIT(M_RETIRED_DBE))) != 0;
-    h->retired_sbe = (int64_t)b->v[M_RETIRED_SBE];
-    h->retired_dbe = (int64_t)b->v[M_RETIRED_DBE];
-    h->retired_pending = b->v[M_RETIRED_PENDING] != 0;
-    h->has_pcie_replay = (b->valid & BIT(M_PCIE_REPLAY)) != 0;
-    h->pcie_replay = (int64_t)b->v[M_PCIE_REPLAY];
-    pthread_mutex_unlock(&src->health_mu);
+    gh_nvml_signal_begin(&src->dc, &s, GH_KIND_GPU_LOST, gpu);
+    return gh_nvml_signal_emitf(&src->dc, &s, NULL, "%s", what);
 }
 
 /* Reports the event thread stuck in nvmlEventSetWait_v2 once per stall. */
@@ -1112,9 +733,11 @@ int gh_nvml_source_poll_once(struct gh_nvml_source *src, struct gh_err *err)
         goto out;
     }
     for (unsigned i = 0; i < src->ngpus; i++) {
-        if (process_gpu(src, i, &c->samples[i]) != GH_OK)
+        if (gh_nvml_derive(&src->dc, i, &c->dev[i], &src->gs[i], &c->samples[i]) != GH_OK)
             rc = GH_ENOMEM;
-        update_health(src, i, &c->samples[i]);
+        pthread_mutex_lock(&src->health_mu);
+        gh_nvml_derive_health(&src->gs[i], &c->samples[i], &src->health[i]);
+        pthread_mutex_unlock(&src->health_mu);
     }
     if (check_event_hang(src) != GH_OK)
         rc = GH_ENOMEM;
@@ -1128,26 +751,12 @@ out:
 
 /* ---- threads ---- */
 
-static void *poll_main(void *arg)
+/* The poller's run (worker.h's GH_WORKER_RATE: after a hang the cadence
+ * restarts). */
+static void poll_run(void *arg, struct gh_worker *w)
 {
-    struct gh_nvml_source *src = arg;
-    int64_t next = gh_mono_ns();
-
-    pthread_mutex_lock(&src->run_mu);
-    while (!src->stopping) {
-        int64_t now;
-        pthread_mutex_unlock(&src->run_mu);
-        gh_nvml_source_poll_once(src, NULL);
-        pthread_mutex_lock(&src->run_mu);
-        now = gh_mono_ns();
-        next += src->poll_ns;
-        if (next < now)
-            next = now + src->poll_ns; /* fell behind (a hang): restart the cadence */
-        while (!src->stopping && gh_cond_wait_until(&src->run_cond, &src->run_mu, next))
-            ;
-    }
-    pthread_mutex_unlock(&src->run_mu);
-    return NULL;
+    (void)w;
+    gh_nvml_source_poll_once(arg, NULL);
 }
 
 static int find_gpu(const struct core *c, nvmlDevice_t h)
@@ -1200,13 +809,13 @@ static void *event_main(void *arg)
             pthread_mutex_unlock(&c->mu);
 
             stat_add(src, &src->stats.events, 1);
-            sig_begin(src, &s, GH_KIND_XID, gpu);
+            gh_nvml_signal_begin(&src->dc, &s, GH_KIND_XID, gpu);
             s.code = data.eventData > INT32_MAX ? INT32_MAX : (int)data.eventData;
             if (gpu >= 0)
-                sig_emit(src, &s, NULL, "NVML event: Xid %llu on GPU %d (%s)", data.eventData,
+                gh_nvml_signal_emitf(&src->dc, &s, NULL, "NVML event: Xid %llu on GPU %d (%s)", data.eventData,
                          gpu, c->dev[gpu].pci[0] ? c->dev[gpu].pci : "?");
             else
-                sig_emit(src, &s, NULL, "NVML event: Xid %llu on an unknown device",
+                gh_nvml_signal_emitf(&src->dc, &s, NULL, "NVML event: Xid %llu on an unknown device",
                          data.eventData);
 
             pthread_mutex_lock(&c->mu);
@@ -1232,19 +841,8 @@ int gh_nvml_source_start(struct gh_nvml_source *src, struct gh_err *err)
     struct core *c = src->core;
     int rc;
 
-    pthread_mutex_lock(&src->run_mu);
-    if (src->poll_running) {
-        pthread_mutex_unlock(&src->run_mu);
-        return gh_err_set(err, GH_EINVAL, "NVML source already started");
-    }
-    src->stopping = false;
-    rc = pthread_create(&src->poll_thread, NULL, poll_main, src);
-    if (rc) {
-        pthread_mutex_unlock(&src->run_mu);
-        return gh_err_set(err, GH_EIO, "NVML: cannot start the poll thread: %s", strerror(rc));
-    }
-    src->poll_running = true;
-    pthread_mutex_unlock(&src->run_mu);
+    if ((rc = gh_worker_start(src->poller, err)))
+        return rc;
 
     pthread_mutex_lock(&c->mu);
     if (c->events_ok && c->evset && !src->ev_running && !c->ev_abandoned) {
@@ -1271,21 +869,11 @@ int gh_nvml_source_start(struct gh_nvml_source *src, struct gh_err *err)
 void gh_nvml_source_stop(struct gh_nvml_source *src)
 {
     struct core *c;
-    bool was;
 
     if (!src)
         return;
     c = src->core;
-    pthread_mutex_lock(&src->run_mu);
-    was = src->poll_running;
-    src->stopping = true;
-    pthread_cond_broadcast(&src->run_cond);
-    pthread_mutex_unlock(&src->run_mu);
-    if (was) {
-        /* Bounded: poll_once waits at most the deadline. */
-        pthread_join(src->poll_thread, NULL);
-        src->poll_running = false;
-    }
+    gh_worker_stop(src->poller); /* bounded: poll_once waits at most the deadline */
     if (src->ev_running) {
         int64_t until = gh_mono_ns() + (int64_t)EVENT_WAIT_MS * GH_NS_PER_MS + src->deadline_ns;
         bool exited;
@@ -1406,6 +994,11 @@ int gh_nvml_source_new(const struct gh_nvml_opts *opts, struct gh_nvml_source **
     src->clock = opts->clock ? opts->clock : gh_clock_real();
     src->emit = opts->emit;
     src->emit_ctx = opts->emit_ctx;
+    src->dc = (struct gh_nvml_derive_cfg){.clock = src->clock,
+                                          .temp_threshold = src->temp_threshold,
+                                          .holddown_ns = src->holddown_ns,
+                                          .emit = derive_emit,
+                                          .emit_ctx = src};
     src->node = strdup(opts->node);
     if (!src->node) {
         rc = gh_err_set(err, GH_ENOMEM, "NVML source: out of memory");
@@ -1440,12 +1033,15 @@ int gh_nvml_source_new(const struct gh_nvml_opts *opts, struct gh_nvml_source **
         h->nvlinks = __builtin_popcount(c->dev[i].links);
     }
     if (pthread_mutex_init(&src->poll_mu, NULL) || pthread_mutex_init(&src->emit_mu, NULL) ||
-        pthread_mutex_init(&src->health_mu, NULL) || pthread_mutex_init(&src->run_mu, NULL) ||
-        gh_cond_init_monotonic(&src->run_cond)) {
+        pthread_mutex_init(&src->health_mu, NULL)) {
         /* Leaks the mutexes that did initialise; glibc's need no cleanup. */
         rc = gh_err_set(err, GH_EIO, "NVML source: mutex init failed");
         goto fail_worker;
     }
+    struct gh_worker_opts wo = {.name = "NVML source", .period_ns = src->poll_ns,
+                                .cadence = GH_WORKER_RATE, .run = poll_run, .arg = src};
+    if ((rc = gh_worker_new(&wo, &src->poller, err)))
+        goto fail_worker;
     *out = src;
     return GH_OK;
 
@@ -1496,8 +1092,7 @@ void gh_nvml_source_free(struct gh_nvml_source *src)
     worker_release(c, src->deadline_ns);
     core_unref(c);
 
-    pthread_cond_destroy(&src->run_cond);
-    pthread_mutex_destroy(&src->run_mu);
+    gh_worker_free(src->poller);
     pthread_mutex_destroy(&src->health_mu);
     pthread_mutex_destroy(&src->emit_mu);
     pthread_mutex_destroy(&src->poll_mu);

@@ -3,6 +3,7 @@
  * pidfd or timed polling for exit, SIGKILL on timeout) on demand and on a
  * schedule, and emits each result as a probe_result signal. */
 #include "agent/probe.h"
+#include "agent/worker.h"
 #include "common/mono.h"
 
 #include <errno.h>
@@ -308,17 +309,15 @@ struct gh_probe {
     uint64_t next_order;
 
     pthread_mutex_t mu;        /* checks' queue/schedule/last */
-    pthread_cond_t cond;       /* CLOCK_MONOTONIC */
-    int stopfd;
-    pthread_t thread;
-    bool started;
-    bool stopping;             /* under mu */
+    struct gh_worker *worker;  /* runs the checks (worker_run) */
 };
 
 void gh_probe_opts_init(struct gh_probe_opts *o)
 {
     memset(o, 0, sizeof *o);
 }
+
+static void worker_run(void *arg, struct gh_worker *w);
 
 int gh_probe_new(const struct gh_probe_opts *opts, struct gh_probe **out, struct gh_err *err)
 {
@@ -351,23 +350,19 @@ int gh_probe_new(const struct gh_probe_opts *opts, struct gh_probe **out, struct
     p = calloc(1, sizeof *p);
     if (!p)
         return gh_err_set(err, GH_ENOMEM, "probe: out of memory");
-    p->stopfd = -1;
     pthread_mutex_init(&p->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&p->cond, &ca);
-    pthread_condattr_destroy(&ca);
     p->output_max = opts->output_max ? opts->output_max : GH_PROBE_OUTPUT_MAX_DEFAULT;
     p->clock = opts->clock ? opts->clock : gh_clock_real();
     p->emit = opts->emit;
     p->emit_ctx = opts->emit_ctx;
     p->node = strdup(opts->node);
-    p->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (!p->node || p->stopfd < 0) {
-        rc = gh_err_set(err, p->node ? GH_EIO : GH_ENOMEM, "probe: setup failed");
+    if (!p->node) {
+        rc = gh_err_set(err, GH_ENOMEM, "probe: setup failed");
         goto out;
     }
+    struct gh_worker_opts wo = {.name = "probe", .run = worker_run, .arg = p};
+    if ((rc = gh_worker_new(&wo, &p->worker, err)))
+        goto out;
     for (size_t i = 0; i < opts->n_checks; i++) {
         const struct gh_probe_check *c = &opts->checks[i];
         struct check_rt *r = &p->checks[i];
@@ -412,9 +407,10 @@ int gh_probe_request(struct gh_probe *p, const char *name, struct gh_err *err)
     if (r && !r->queued) {
         r->queued = true;
         r->queue_order = ++p->next_order;
-        pthread_cond_signal(&p->cond);
     }
     pthread_mutex_unlock(&p->mu);
+    if (r)
+        gh_worker_kick(p->worker);
     if (!r)
         return gh_err_set(err, GH_ENOTFOUND, "probe: no check named \"%.100s\"", name);
     return GH_OK;
@@ -465,21 +461,19 @@ static struct check_rt *next_check(struct gh_probe *p, int64_t now, int64_t *ear
     return best;
 }
 
-static void *worker_main(void *arg)
+/* The worker's one run: until stopped, the next queued or due check, else
+ * a wait for the earliest due one or a request (gh_worker_kick). */
+static void worker_run(void *arg, struct gh_worker *w)
 {
     struct gh_probe *p = arg;
     pthread_mutex_lock(&p->mu);
-    while (!p->stopping) {
+    while (!gh_worker_stopping(w)) {
         int64_t now = gh_mono_ns(), earliest;
         struct check_rt *r = next_check(p, now, &earliest);
         if (!r) {
-            if (earliest == INT64_MAX) {
-                pthread_cond_wait(&p->cond, &p->mu);
-            } else {
-                struct timespec ts = {.tv_sec = (time_t)(earliest / GH_NS_PER_S),
-                                      .tv_nsec = (long)(earliest % GH_NS_PER_S)};
-                pthread_cond_timedwait(&p->cond, &p->mu, &ts);
-            }
+            pthread_mutex_unlock(&p->mu);
+            gh_worker_wait_until(w, earliest);
+            pthread_mutex_lock(&p->mu);
             continue;
         }
         r->queued = false;
@@ -489,7 +483,7 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&p->mu);
 
         struct gh_probe_outcome o;
-        int rc = gh_probe_run_check(&c, p->output_max, p->stopfd, &o, NULL);
+        int rc = gh_probe_run_check(&c, p->output_max, gh_worker_stop_fd(w), &o, NULL);
         int64_t ts = gh_clock_now(p->clock);
         bool result = rc != GH_EAGAIN && rc != GH_ENOMEM; /* stopped: no result */
 
@@ -515,43 +509,25 @@ static void *worker_main(void *arg)
         pthread_mutex_lock(&p->mu);
     }
     pthread_mutex_unlock(&p->mu);
-    return NULL;
 }
 
 int gh_probe_start(struct gh_probe *p, struct gh_err *err)
 {
-    if (p->started)
+    if (gh_worker_running(p->worker))
         return gh_err_set(err, GH_EINVAL, "probe: already started");
     int64_t now = gh_mono_ns();
     pthread_mutex_lock(&p->mu);
-    p->stopping = false;
     for (size_t i = 0; i < p->n; i++)
         p->checks[i].next_due = p->checks[i].c.interval_ns > 0 ? now + p->checks[i].c.interval_ns
                                                                : 0;
     pthread_mutex_unlock(&p->mu);
-    int e = pthread_create(&p->thread, NULL, worker_main, p);
-    if (e)
-        return gh_err_set(err, GH_EIO, "probe: pthread_create: %s", strerror(e));
-    p->started = true;
-    return GH_OK;
+    return gh_worker_start(p->worker, err);
 }
 
 void gh_probe_stop(struct gh_probe *p)
 {
-    if (!p || !p->started)
-        return;
-    pthread_mutex_lock(&p->mu);
-    p->stopping = true;
-    pthread_cond_signal(&p->cond);
-    pthread_mutex_unlock(&p->mu);
-    uint64_t one = 1;
-    ssize_t w = write(p->stopfd, &one, sizeof one); /* kills a running check */
-    (void)w;
-    pthread_join(p->thread, NULL);
-    uint64_t v;
-    ssize_t rd = read(p->stopfd, &v, sizeof v);
-    (void)rd;
-    p->started = false;
+    if (p)
+        gh_worker_stop(p->worker); /* its stop fd kills a running check */
 }
 
 int gh_probe_last(struct gh_probe *p, const char *name, struct gh_probe_last *out)
@@ -571,7 +547,7 @@ void gh_probe_free(struct gh_probe *p)
 {
     if (!p)
         return;
-    gh_probe_stop(p);
+    gh_worker_free(p->worker); /* stops it first */
     for (size_t i = 0; i < p->n; i++) {
         struct check_rt *r = &p->checks[i];
         for (size_t k = 0; r->argv && r->argv[k]; k++)
@@ -579,9 +555,6 @@ void gh_probe_free(struct gh_probe *p)
         free(r->argv);
         free((char *)r->c.name);
     }
-    if (p->stopfd >= 0)
-        close(p->stopfd);
-    pthread_cond_destroy(&p->cond);
     pthread_mutex_destroy(&p->mu);
     free(p->node);
     free(p);

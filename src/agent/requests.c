@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "agent/requests.h"
+#include "agent/worker.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "kube/api.h"
@@ -86,10 +87,7 @@ struct gh_requests {
     gh_probe_emit_fn emit;
     void *emit_ctx;
 
-    pthread_t th;
-    bool started;
-    int stop_fd;
-    atomic_bool stop;
+    struct gh_worker *worker; /* runs worker_run once: the watch loop */
 
     /* worker thread only (before start: gh_requests_new) */
     struct gh_kube_informer *inf;
@@ -536,7 +534,7 @@ static int run(struct gh_requests *r, char **argv, int a, const struct req *q, c
     struct gh_probe_check c = {.name = name, .argv = (const char *const *)argv,
                                .timeout_ns = r->timeout_ns, .gpu = q->gpu,
                                .envp = (const char *const *)envp};
-    int rc = gh_probe_run_check(&c, r->output_max, r->stop_fd, out, err);
+    int rc = gh_probe_run_check(&c, r->output_max, gh_worker_stop_fd(r->worker), out, err);
     free(envp);
     return rc;
 }
@@ -832,13 +830,13 @@ static void on_error(void *ud, int rc, const struct gh_kube_status *st, const ch
     }
 }
 
-static void *worker(void *arg)
+static void worker_run(void *arg, struct gh_worker *w)
 {
     struct gh_requests *r = arg;
     struct gh_err e;
     /* Our conditions as they are, so that the first apply keeps them. */
     struct gh_kube_ref ref = {&gh_kube_res_gpunodehealths, NULL, r->node};
-    for (int tries = 0; !atomic_load(&r->stop); tries++) {
+    for (int tries = 0; !gh_worker_stopping(w); tries++) {
         struct gh_kube_status st;
         gh_kube_status_reset(&st);
         json_t *obj = NULL;
@@ -853,7 +851,7 @@ static void *worker(void *arg)
                    "error=\"%s\"", r->node, e.msg);
         gh_kube_client_run(r->c, 2000, NULL);
     }
-    if (!atomic_load(&r->stop))
+    if (!gh_worker_stopping(w))
         resume(r);
     char sel[300];
     snprintf(sel, sizeof sel, "metadata.name=%s", r->node);
@@ -867,11 +865,11 @@ static void *worker(void *arg)
         gh_kube_informer_start(r->inf, &e) != GH_OK) {
         GH_LOG(GH_LOG_ERROR, "msg=\"requests from the controller not watched\" error=\"%s\"",
                e.msg);
-        return NULL;
+        return;
     }
-    while (!atomic_load(&r->stop)) {
+    while (!gh_worker_stopping(w)) {
         gh_kube_client_run(r->c, 500, NULL);
-        for (int a = 0; a < GH_REQ__COUNT && !atomic_load(&r->stop); a++) {
+        for (int a = 0; a < GH_REQ__COUNT && !gh_worker_stopping(w); a++) {
             if (!r->want[a].set)
                 continue;
             struct req q = r->want[a];
@@ -882,7 +880,13 @@ static void *worker(void *arg)
     }
     gh_kube_informer_free(r->inf);
     r->inf = NULL;
-    return NULL;
+}
+
+/* Stopping: the loop's gh_kube_client_run returns early. */
+static void wake_client(void *arg)
+{
+    struct gh_requests *r = arg;
+    gh_kube_client_wakeup(r->c);
 }
 
 /* ---- public */
@@ -903,7 +907,6 @@ int gh_requests_new(struct gh_kube_client *c, const struct gh_requests_opts *o,
         return gh_err_set(err, GH_ENOMEM, "requests: out of memory");
     }
     r->c = c;
-    r->stop_fd = -1;
     pthread_mutex_init(&r->mu, NULL);
     r->clock = gh_kube_client_clock(c);
     snprintf(r->node, sizeof r->node, "%s", o->node);
@@ -925,8 +928,10 @@ int gh_requests_new(struct gh_kube_client *c, const struct gh_requests_opts *o,
         gh_err_prefix(err, rc, "validate command");
     if (!rc)
         rc = load_state(r, err);
-    if (!rc && (r->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
-        rc = gh_err_set(err, GH_EIO, "eventfd: %s", strerror(errno));
+    struct gh_worker_opts wo = {.name = "requests", .run = worker_run, .wake = wake_client,
+                                .arg = r};
+    if (!rc)
+        rc = gh_worker_new(&wo, &r->worker, err);
     if (rc) {
         gh_requests_free(r);
         return rc;
@@ -937,35 +942,19 @@ int gh_requests_new(struct gh_kube_client *c, const struct gh_requests_opts *o,
 
 int gh_requests_start(struct gh_requests *r, struct gh_err *err)
 {
-    if (r->started)
-        return gh_err_set(err, GH_EINVAL, "requests: already started");
-    int e = pthread_create(&r->th, NULL, worker, r);
-    if (e)
-        return gh_err_set(err, GH_EIO, "requests: thread: %s", strerror(e));
-    r->started = true;
-    return GH_OK;
+    return gh_worker_start(r->worker, err);
 }
 
 void gh_requests_free(struct gh_requests *r)
 {
     if (!r)
         return;
-    if (r->started) {
-        atomic_store(&r->stop, true);
-        uint64_t one = 1;
-        if (write(r->stop_fd, &one, sizeof one) < 0) {
-            /* the counter is non-zero already */
-        }
-        gh_kube_client_wakeup(r->c);
-        pthread_join(r->th, NULL);
-    }
+    gh_worker_free(r->worker); /* stops it: flag, stop fd, client wakeup, join */
     gh_kube_informer_free(r->inf);
     gh_kube_client_free(r->c);
     for (int a = 0; a < GH_REQ__COUNT; a++)
         gh_requests_argv_free(r->argv[a]);
     gh_requests_argv_free(r->validate_argv);
-    if (r->stop_fd >= 0)
-        close(r->stop_fd);
     free(r->state_path);
     pthread_mutex_destroy(&r->mu);
     free(r);

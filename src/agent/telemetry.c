@@ -12,12 +12,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -59,18 +57,14 @@ struct gh_telemetry {
     gh_telemetry_emit_fn emit;
     void *emit_ctx;
 
-    int lfd, epfd, stopfd, spare_fd;
+    int lfd, epfd, spare_fd;
     dev_t sock_dev;
     ino_t sock_ino;
-    char tag_listen, tag_stop; /* addresses used as epoll tags */
+    char tag_listen;        /* its address is the listening socket's epoll tag */
     char *rbuf;             /* RBUF_SIZE shared read buffer */
     struct client ingest;
     struct client *clients; /* connected (owned), doubly linked */
     uint64_t next_client_id;
-
-    pthread_t thread;
-    bool started;
-    atomic_bool stopping;
 
     /* Guarded by mu: counters, rejects, the rank table. */
     pthread_mutex_t mu;
@@ -494,8 +488,6 @@ int gh_telemetry_run_once(struct gh_telemetry *t, int timeout_ms, struct gh_err 
     }
     for (int i = 0; i < n; i++) {
         void *tag = evs[i].data.ptr;
-        if (tag == &t->tag_stop)
-            continue; /* the thread's loop checks `stopping` */
         if (tag == &t->tag_listen) {
             accept_clients(t);
             continue;
@@ -569,10 +561,9 @@ int gh_telemetry_new(const struct gh_telemetry_opts *opts, struct gh_telemetry *
     t = calloc(1, sizeof *t);
     if (!t)
         return gh_err_set(err, GH_ENOMEM, "telemetry: out of memory");
-    t->lfd = t->epfd = t->stopfd = t->spare_fd = -1;
+    t->lfd = t->epfd = t->spare_fd = -1;
     t->ingest.fd = -1;
     pthread_mutex_init(&t->mu, NULL);
-    atomic_init(&t->stopping, false);
     t->line_max = opts->line_max ? opts->line_max : GH_TELEMETRY_LINE_MAX_DEFAULT;
     t->max_clients = opts->max_clients ? opts->max_clients : 4096;
     t->max_ranks = opts->max_ranks ? opts->max_ranks : 65536;
@@ -587,14 +578,8 @@ int gh_telemetry_new(const struct gh_telemetry_opts *opts, struct gh_telemetry *
         goto out;
     }
     t->epfd = epoll_create1(EPOLL_CLOEXEC);
-    t->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (t->epfd < 0 || t->stopfd < 0) {
-        rc = gh_err_set(err, GH_EIO, "telemetry: epoll/eventfd: %s", strerror(errno));
-        goto out;
-    }
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &t->tag_stop};
-    if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->stopfd, &ev)) {
-        rc = gh_err_set(err, GH_EIO, "telemetry: epoll_ctl: %s", strerror(errno));
+    if (t->epfd < 0) {
+        rc = gh_err_set(err, GH_EIO, "telemetry: epoll: %s", strerror(errno));
         goto out;
     }
     if (path[0]) {
@@ -612,7 +597,7 @@ int gh_telemetry_new(const struct gh_telemetry_opts *opts, struct gh_telemetry *
             rc = gh_err_set(err, GH_EIO, "telemetry: chmod %s: %s", t->path, strerror(errno));
             goto out;
         }
-        ev.data.ptr = &t->tag_listen;
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &t->tag_listen};
         if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->lfd, &ev)) {
             rc = gh_err_set(err, GH_EIO, "telemetry: epoll_ctl: %s", strerror(errno));
             goto out;
@@ -624,42 +609,6 @@ int gh_telemetry_new(const struct gh_telemetry_opts *opts, struct gh_telemetry *
 out:
     gh_telemetry_free(t);
     return rc;
-}
-
-static void *loop_main(void *arg)
-{
-    struct gh_telemetry *t = arg;
-    while (!atomic_load(&t->stopping))
-        if (gh_telemetry_run_once(t, 1000, NULL) != GH_OK)
-            usleep(10000); /* epoll itself failing: do not spin */
-    return NULL;
-}
-
-int gh_telemetry_start(struct gh_telemetry *t, struct gh_err *err)
-{
-    if (t->started)
-        return gh_err_set(err, GH_EINVAL, "telemetry: already started");
-    atomic_store(&t->stopping, false);
-    int e = pthread_create(&t->thread, NULL, loop_main, t);
-    if (e)
-        return gh_err_set(err, GH_EIO, "telemetry: pthread_create: %s", strerror(e));
-    t->started = true;
-    return GH_OK;
-}
-
-void gh_telemetry_stop(struct gh_telemetry *t)
-{
-    if (!t || !t->started)
-        return;
-    atomic_store(&t->stopping, true);
-    uint64_t one = 1;
-    ssize_t w = write(t->stopfd, &one, sizeof one);
-    (void)w;
-    pthread_join(t->thread, NULL);
-    uint64_t v;
-    ssize_t r = read(t->stopfd, &v, sizeof v); /* reset */
-    (void)r;
-    t->started = false;
 }
 
 /* ---- readers ------------------------------------------------------------------ */
@@ -715,15 +664,12 @@ void gh_telemetry_free(struct gh_telemetry *t)
 {
     if (!t)
         return;
-    gh_telemetry_stop(t);
     while (t->clients)
         close_client(t, t->clients, false);
     if (t->epfd >= 0)
         close(t->epfd);
     if (t->lfd >= 0)
         close(t->lfd);
-    if (t->stopfd >= 0)
-        close(t->stopfd);
     if (t->spare_fd >= 0)
         close(t->spare_fd);
     if (t->path) {

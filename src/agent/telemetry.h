@@ -25,9 +25,8 @@
  * emitted at most once per (job, rank) per opts.step_emit_interval_ns
  * (0 = every one), the record being updated by all of them.
  *
- * Driving: gh_telemetry_start() runs the loop on the source's own thread;
- * or the caller adds gh_telemetry_fd() (an epoll fd, readable when there is
- * work) to its own loop and calls gh_telemetry_run_once(t, 0). Not both.
+ * Driving: the caller adds gh_telemetry_fd() (an epoll fd, readable when
+ * there is work) to its own loop and calls gh_telemetry_run_once(t, 0).
  *
  * Threads: emit is called from the loop's thread, never concurrently with
  * itself; the signal is borrowed for the call; emit must not call back into
@@ -86,11 +85,6 @@ int gh_telemetry_fd(const struct gh_telemetry *t);
  * when epoll itself fails. Per-client errors only close that client. */
 int gh_telemetry_run_once(struct gh_telemetry *t, int timeout_ms, struct gh_err *err);
 
-/* Starts the loop thread. GH_EINVAL if already started. */
-int gh_telemetry_start(struct gh_telemetry *t, struct gh_err *err);
-/* Stops the loop thread promptly; clients stay connected. Idempotent. */
-void gh_telemetry_stop(struct gh_telemetry *t);
-
 /* Feeds bytes as if from one extra, always-connected client (the same line
  * handling as sockets: partial lines kept, oversized lines dropped). With
  * end true a kept partial line is processed as complete (client close).
@@ -146,7 +140,7 @@ int gh_telemetry_rank(struct gh_telemetry *t, const char *job, int rank,
 size_t gh_telemetry_ranks(struct gh_telemetry *t,
                           void (*fn)(void *ctx, const struct gh_telemetry_rank *r), void *ctx);
 
-/* Stops, closes every client and the socket, unlinks the socket file,
+/* Closes every client and the socket, unlinks the socket file,
  * frees. Accepts NULL. */
 void gh_telemetry_free(struct gh_telemetry *t);
 

@@ -16,7 +16,7 @@ int64_t gh_days_from_civil(int64_t y, unsigned m, unsigned d)
     return era * 146097 + (int64_t)doe - 719468;
 }
 
-static void civil_from_days(int64_t z, int64_t *y, unsigned *m, unsigned *d)
+void gh_civil_from_days(int64_t z, int64_t *y, unsigned *m, unsigned *d)
 {
     z += 719468;
     const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
@@ -116,7 +116,7 @@ char *gh_time_format_rfc3339(int64_t ns, char *buf, size_t cap)
         sod += 86400, days -= 1;
     int64_t y;
     unsigned m, d;
-    civil_from_days(days, &y, &m, &d);
+    gh_civil_from_days(days, &y, &m, &d);
     snprintf(buf, cap, "%04lld-%02u-%02uT%02u:%02u:%02u.%06lldZ", (long long)y, m, d,
              (unsigned)(sod / 3600), (unsigned)(sod % 3600 / 60), (unsigned)(sod % 60),
              (long long)(rem / 1000));

@@ -27,6 +27,8 @@ char *gh_time_format_rfc3339(int64_t ns, char *buf, size_t cap);
 
 /* Days since 1970-01-01 for a proleptic Gregorian date (month 1..12). */
 int64_t gh_days_from_civil(int64_t y, unsigned m, unsigned d);
+/* Its inverse: the civil date (proleptic Gregorian) of day z since 1970-01-01. */
+void gh_civil_from_days(int64_t z, int64_t *y, unsigned *m, unsigned *d);
 
 /* The injectable clock: production uses gh_clock_real(); tests and the
  * simulator pass their own. now() returns UTC nanoseconds. */

@@ -12,9 +12,15 @@
  *
  * Every path that decides a line's fate runs the same predicate
  * (trigger || AER context || on_line), so the emitted signals do not depend
- * on how the input was chunked; the fuzz target checks exactly that. */
+ * on how the input was chunked; the fuzz target checks exactly that. The
+ * scanner and the matchers therefore stay together in this file; what is
+ * before the message on a line (record prefixes, syslog/journald headers
+ * and their time stamps) is decoded by kmsg_wrap.c and kmsg_stamp.c, and
+ * the labels' text form is kmsg_label.c's. */
 #include "signal/kmsg.h"
 #include "common/pci.h"
+#include "signal/kmsg_text.h"
+#include "signal/kmsg_wrap.h"
 #include "signal/signal_json.h"
 
 #include <ctype.h>
@@ -34,109 +40,6 @@
 #define UUID_LEN 96
 #define PCI_LEN 24
 #define SWITCH_LEN 40
-
-/* ---------------------------------------------------------------- labels */
-
-static const char *const other_names[GH_KMSG_O__COUNT] = {
-    "",
-    "gpu_uuid_map",
-    "gpu_serial",
-    "gpu_fallen_off_bus",
-    "gpu_lost_probe",
-    "probe_failed",
-    "peermem_invalid_context",
-    "nvlink_post_rx_detect_failure",
-    "mlx5_pcie_insufficient_power",
-    "mlx5_port_module_error",
-    "mlx5_access_reg_err",
-    "nccl_segfault",
-    "pcie_aer",
-    "pcie_aer_correctable",
-};
-
-const char *gh_kmsg_other_name(enum gh_kmsg_other o)
-{
-    return (unsigned)o < GH_KMSG_O__COUNT && o != GH_KMSG_O_NONE ? other_names[o] : "?";
-}
-
-int gh_kmsg_other_from_name(const char *name)
-{
-    for (int i = 1; i < GH_KMSG_O__COUNT; i++)
-        if (strcmp(name, other_names[i]) == 0)
-            return i;
-    return -1;
-}
-
-char *gh_kmsg_label_format(const struct gh_kmsg_label *l, char *buf, size_t cap)
-{
-    if (!cap)
-        return buf;
-    switch (l->cls) {
-    case GH_KMSG_XID:
-        snprintf(buf, cap, "MATCH xid=%d", l->code);
-        break;
-    case GH_KMSG_SXID:
-        snprintf(buf, cap, "MATCH sxid=%d", l->code);
-        break;
-    case GH_KMSG_OTHER:
-        snprintf(buf, cap, "MATCH other=%s", gh_kmsg_other_name(l->other));
-        break;
-    default:
-        snprintf(buf, cap, "NOMATCH");
-        break;
-    }
-    return buf;
-}
-
-static bool parse_uint(const char *s, size_t n, size_t max_digits, long long *v, size_t *used)
-{
-    size_t i = 0;
-    long long x = 0;
-    if (max_digits > 18)     /* 10^18 - 1 fits in a long long */
-        max_digits = 18;
-    while (i < n && i < max_digits && isdigit((unsigned char)s[i]))
-        x = x * 10 + (s[i++] - '0');
-    if (i == 0)
-        return false;
-    *v = x;
-    if (used)
-        *used = i;
-    return true;
-}
-
-int gh_kmsg_label_parse(const char *s, size_t len, struct gh_kmsg_label *l)
-{
-    memset(l, 0, sizeof *l);
-    if (len == 7 && memcmp(s, "NOMATCH", 7) == 0)
-        return GH_OK;
-    if (len < 7 || memcmp(s, "MATCH ", 6) != 0)
-        return GH_EINVAL;
-    s += 6, len -= 6;
-    long long v;
-    size_t used;
-    if (len > 4 && memcmp(s, "xid=", 4) == 0) {
-        if (!parse_uint(s + 4, len - 4, 9, &v, &used) || used != len - 4)
-            return GH_EINVAL;
-        l->cls = GH_KMSG_XID, l->code = (int)v;
-        return GH_OK;
-    }
-    if (len > 5 && memcmp(s, "sxid=", 5) == 0) {
-        if (!parse_uint(s + 5, len - 5, 9, &v, &used) || used != len - 5)
-            return GH_EINVAL;
-        l->cls = GH_KMSG_SXID, l->code = (int)v;
-        return GH_OK;
-    }
-    if (len > 6 && memcmp(s, "other=", 6) == 0) {
-        for (int i = 1; i < GH_KMSG_O__COUNT; i++) {
-            size_t n = strlen(other_names[i]);
-            if (n == len - 6 && memcmp(s + 6, other_names[i], n) == 0) {
-                l->cls = GH_KMSG_OTHER, l->other = (enum gh_kmsg_other)i;
-                return GH_OK;
-            }
-        }
-    }
-    return GH_EINVAL;
-}
 
 /* ------------------------------------------------------------- the parser */
 
@@ -296,13 +199,6 @@ static const char *find(const char *s, size_t n, const char *lit)
     return memmem(s, n, lit, strlen(lit));
 }
 
-static size_t skip_sp(const char *s, size_t n, size_t i)
-{
-    while (i < n && (s[i] == ' ' || s[i] == '\t'))
-        i++;
-    return i;
-}
-
 /* Parses a PCI address at s (gh_pci_scan) into its canonical form in
  * out[PCI_LEN] and the bytes used into *used. */
 static bool parse_bdf(const char *s, size_t n, bool allow_short, char *out, size_t *used)
@@ -402,545 +298,10 @@ static int set_text(char **field, const char *s, size_t n)
     return gh_signal_set_str(field, buf, k);
 }
 
-/* ------------------------------------------------------------ time stamps */
-
-static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
-
-static int parse_month(const char *s, size_t n)
-{
-    if (n < 3)
-        return 0;
-    for (int m = 0; m < 12; m++)
-        if (memcmp(s, months + 3 * m, 3) == 0)
-            return m + 1;
-    return 0;
-}
-
-static void civil_from_days(int64_t z, int64_t *y)
-{
-    z += 719468;
-    const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-    const unsigned doe = (unsigned)(z - era * 146097);
-    const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    const unsigned mp = (5 * doy + 2) / 153;
-    const unsigned m = mp < 10 ? mp + 3 : mp - 9;
-    *y = (int64_t)yoe + era * 400 + (m <= 2);
-}
-
-static bool valid_hms(long long h, long long mi, long long sec)
-{
-    return h < 24 && mi < 60 && sec < 61;
-}
-
-static int64_t to_ns(int64_t y, int mo, int d, long long h, long long mi, long long sec,
-                     int64_t frac_ns, int64_t offset_s)
-{
-    /* int64 nanoseconds reach 2262; stamps outside 1900..2200 are clamped */
-    if (y < 1900)
-        y = 1900;
-    if (y > 2200)
-        y = 2200;
-    int64_t days = gh_days_from_civil(y, (unsigned)mo, (unsigned)d);
-    return ((days * 86400 + h * 3600 + mi * 60 + sec) - offset_s) * GH_NS_PER_S + frac_ns;
-}
-
-static bool valid_year(long long y)
-{
-    return y >= 1900 && y <= 2200;
-}
-
-/* HH:MM:SS at s; returns bytes used or 0. */
-static size_t parse_hms(const char *s, size_t n, long long *h, long long *mi, long long *sec)
-{
-    if (n < 8 || !isdigit((unsigned char)s[0]) || !isdigit((unsigned char)s[1]) || s[2] != ':' ||
-        !isdigit((unsigned char)s[3]) || !isdigit((unsigned char)s[4]) || s[5] != ':' ||
-        !isdigit((unsigned char)s[6]) || !isdigit((unsigned char)s[7]))
-        return 0;
-    *h = (s[0] - '0') * 10 + (s[1] - '0');
-    *mi = (s[3] - '0') * 10 + (s[4] - '0');
-    *sec = (s[6] - '0') * 10 + (s[7] - '0');
-    return valid_hms(*h, *mi, *sec) ? 8 : 0;
-}
-
-/* [.,]digits -> ns; returns bytes used (0 when none). */
-static size_t parse_frac(const char *s, size_t n, int64_t *ns)
-{
-    *ns = 0;
-    if (n < 2 || (s[0] != '.' && s[0] != ',') || !isdigit((unsigned char)s[1]))
-        return 0;
-    size_t i = 1;
-    int64_t scale = 100000000;
-    while (i < n && isdigit((unsigned char)s[i])) {
-        *ns += (s[i] - '0') * scale;
-        scale /= 10;
-        i++;
-    }
-    return i;
-}
-
-/* YYYY-MM-DD[T ]HH:MM:SS[.frac][Z|+hh:mm|+hhmm]; returns bytes used. */
-static size_t parse_iso(const char *s, size_t n, int32_t tz_s, int64_t *ns)
-{
-    long long y, mo, d, h, mi, sec;
-    size_t u;
-    if (n < 19 || !parse_uint(s, 4, 4, &y, &u) || u != 4 || s[4] != '-' ||
-        !parse_uint(s + 5, 2, 2, &mo, &u) || u != 2 || s[7] != '-' ||
-        !parse_uint(s + 8, 2, 2, &d, &u) || u != 2 || (s[10] != 'T' && s[10] != 't' && s[10] != ' '))
-        return 0;
-    if (!valid_year(y) || mo < 1 || mo > 12 || d < 1 || d > 31 ||
-        !parse_hms(s + 11, n - 11, &h, &mi, &sec))
-        return 0;
-    size_t i = 19;
-    int64_t frac;
-    i += parse_frac(s + i, n - i, &frac);
-    int64_t off = tz_s;
-    if (i < n && (s[i] == 'Z' || s[i] == 'z')) {
-        off = 0;
-        i++;
-    } else if (i + 3 <= n && (s[i] == '+' || s[i] == '-') && isdigit((unsigned char)s[i + 1]) &&
-               isdigit((unsigned char)s[i + 2])) {
-        int sign = s[i] == '-' ? -1 : 1;
-        long long oh = (s[i + 1] - '0') * 10 + (s[i + 2] - '0'), om = 0;
-        i += 3;
-        if (i < n && s[i] == ':')
-            i++;
-        if (i + 2 <= n && isdigit((unsigned char)s[i]) && isdigit((unsigned char)s[i + 1])) {
-            om = (s[i] - '0') * 10 + (s[i + 1] - '0');
-            i += 2;
-        }
-        off = sign * (oh * 3600 + om * 60);
-    }
-    *ns = to_ns(y, (int)mo, (int)d, h, mi, sec, frac, off);
-    return i;
-}
-
+/* "Now" on the parser's clock: the stamp of a line that has none. */
 static int64_t clock_now(const struct gh_kmsg_parser *p)
 {
     return gh_clock_now(p->clock);
-}
-
-/* The year for stamps that have none: the configured one, else the clock's,
- * moved back one when that puts the stamp more than a day in the future
- * (December lines read in January). */
-static int64_t stamp_year_ns(const struct gh_kmsg_parser *p, int mo, int d, long long h,
-                             long long mi, long long sec, int64_t frac)
-{
-    if (p->default_year)
-        return to_ns(p->default_year, mo, d, h, mi, sec, frac, p->tz_s);
-    int64_t now = clock_now(p), y;
-    int64_t days = now / GH_NS_PER_S / 86400;
-    if (now < 0 && (now / GH_NS_PER_S) % 86400)
-        days--;
-    civil_from_days(days, &y);
-    int64_t ns = to_ns(y, mo, d, h, mi, sec, frac, p->tz_s);
-    if (now <= INT64_MAX - 86400 * GH_NS_PER_S && ns > now + 86400 * GH_NS_PER_S)
-        ns = to_ns(y - 1, mo, d, h, mi, sec, frac, p->tz_s);
-    return ns;
-}
-
-/* "Mmm dD HH:MM:SS[.frac]" (syslog); returns bytes used. */
-static size_t parse_syslog_stamp(const struct gh_kmsg_parser *p, const char *s, size_t n,
-                                 int64_t *ns)
-{
-    int mo = parse_month(s, n);
-    if (!mo || n < 15 || s[3] != ' ')
-        return 0;
-    size_t i = 4;
-    if (s[i] == ' ')
-        i++;
-    long long d;
-    size_t u;
-    if (!parse_uint(s + i, n - i, 2, &d, &u) || d < 1 || d > 31)
-        return 0;
-    i += u;
-    long long h, mi, sec;
-    if (i >= n || s[i] != ' ' || !parse_hms(s + i + 1, n - i - 1, &h, &mi, &sec))
-        return 0;
-    i += 9;
-    int64_t frac;
-    i += parse_frac(s + i, n - i, &frac);
-    if (i < n && s[i] != ' ')
-        return 0;
-    *ns = stamp_year_ns(p, mo, (int)d, h, mi, sec, frac);
-    return i;
-}
-
-/* journalctl -o short-full / with-unit: "Sun 2025-02-23 16:24:18[.frac] CET".
- * UTC/GMT name their offset; any other zone name is taken as the configured
- * zone of zone-less stamps (resolving names would need the tz database).
- * Returns bytes used. */
-static size_t parse_weekday_iso(const struct gh_kmsg_parser *p, const char *s, size_t n,
-                                int64_t *ns)
-{
-    static const char days[] = "MonTueWedThuFriSatSun";
-    bool day = false;
-    for (int d = 0; d < 7 && n >= 5; d++)
-        day = day || memcmp(s, days + 3 * d, 3) == 0;
-    if (!day || s[3] != ' ' || !isdigit((unsigned char)s[4]))
-        return 0;
-    size_t k = parse_iso(s + 4, n - 4, p->tz_s, ns);
-    if (!k || (4 + k < n && s[4 + k] != ' '))
-        return 0;
-    size_t i = 4 + k, z = i + 1, ze = z;
-    while (ze < n && ze - z < 6 && isupper((unsigned char)s[ze]))
-        ze++;
-    if (i < n && ze > z + 1 && (ze == n || s[ze] == ' ')) {
-        if ((ze - z == 3 && (memcmp(s + z, "UTC", 3) == 0 || memcmp(s + z, "GMT", 3) == 0)) ||
-            (ze - z == 2 && memcmp(s + z, "UT", 2) == 0))
-            parse_iso(s + 4, n - 4, 0, ns);
-        i = ze;
-    }
-    return i;
-}
-
-/* journalctl -o short-unix: "1740327858.123456" (seconds since the epoch).
- * Returns bytes used; the caller checks that a kernel tag follows. */
-static size_t parse_epoch(const char *s, size_t n, int64_t *ns)
-{
-    long long sec;
-    size_t u;
-    int64_t frac;
-    /* 9 or 10 digits, up to 2100-01-01: no overflow in nanoseconds */
-    if (!parse_uint(s, n, 11, &sec, &u) || u < 9 || u > 10 || sec > 4102444800LL || u >= n ||
-        s[u] != '.')
-        return 0;
-    size_t k = u + parse_frac(s + u, n - u, &frac);
-    if (k == u || (k < n && s[k] != ' '))
-        return 0;
-    *ns = sec * GH_NS_PER_S + frac;
-    return k;
-}
-
-enum stamp_kind { ST_NONE, ST_WALL, ST_MONO, ST_OTHER };
-
-/* The inside of a [...] stamp. */
-static enum stamp_kind parse_bracket(const struct gh_kmsg_parser *p, const char *s, size_t n,
-                                     int64_t *ns)
-{
-    size_t i = skip_sp(s, n, 0);
-    size_t e = n;
-    while (e > i && s[e - 1] == ' ')
-        e--;
-    const char *t = s + i;
-    size_t m = e - i;
-    if (m == 0)
-        return ST_NONE;
-    if (m == 3 && memcmp(t, "...", 3) == 0)
-        return ST_OTHER;
-    if (t[0] == '+' || t[0] == '<')     /* dmesg -H / -d relative stamps */
-        return ST_OTHER;
-    if ((t[0] == 'T' || t[0] == 'C') && m >= 2) {   /* caller id [ T1946] */
-        size_t k = 1;
-        while (k < m && isdigit((unsigned char)t[k]))
-            k++;
-        if (k == m)
-            return ST_OTHER;
-    }
-    if (isdigit((unsigned char)t[0])) {
-        if (parse_iso(t, m, p->tz_s, ns) == m)
-            return ST_WALL;
-        long long sec;
-        size_t u;
-        if (parse_uint(t, m, 9, &sec, &u)) {
-            int64_t frac = 0;
-            size_t k = u + parse_frac(t + u, m - u, &frac);
-            size_t d = skip_sp(t, m, k);
-            /* journalctl -o short-delta: "[ 1234.567890 <    0.000123>]" */
-            if (k == m || (d > k && d < m && t[d] == '<' && t[m - 1] == '>')) {
-                *ns = sec * GH_NS_PER_S + frac;
-                return ST_MONO;
-            }
-        }
-        return ST_NONE;
-    }
-    /* ctime "Sun Feb 23 16:24:18 2025" */
-    if (m >= 24 && isupper((unsigned char)t[0]) && t[3] == ' ') {
-        int mo = parse_month(t + 4, m - 4);
-        long long d, h, mi, sec, y;
-        size_t u, k = 8;
-        if (mo && t[7] == ' ' && t[k] == ' ')
-            k++;
-        if (mo && parse_uint(t + k, m - k, 2, &d, &u) && d >= 1 && d <= 31) {
-            k += u;
-            if (k < m && t[k] == ' ' && parse_hms(t + k + 1, m - k - 1, &h, &mi, &sec)) {
-                k += 9;
-                int64_t frac;
-                k += parse_frac(t + k, m - k, &frac);
-                if (k < m && t[k] == ' ' && parse_uint(t + k + 1, m - k - 1, 4, &y, &u) &&
-                    k + 1 + u == m && valid_year(y)) {
-                    *ns = to_ns(y, mo, (int)d, h, mi, sec, frac, p->tz_s);
-                    return ST_WALL;
-                }
-            }
-        }
-    }
-    int mo = parse_month(t, m);
-    if (mo) {
-        long long d, y, h, mi, sec;
-        size_t u;
-        /* fabric manager "Jul 23 2024 07:53:55" */
-        if (m == 20 && t[3] == ' ' && parse_uint(t + 4, 2, 2, &d, &u) && u == 2 && t[6] == ' ' &&
-            parse_uint(t + 7, 4, 4, &y, &u) && u == 4 && t[11] == ' ' &&
-            parse_hms(t + 12, m - 12, &h, &mi, &sec) && d >= 1 && d <= 31 && valid_year(y)) {
-            *ns = to_ns(y, mo, (int)d, h, mi, sec, 0, p->tz_s);
-            return ST_WALL;
-        }
-        /* dmesg -H "Nov29 11:28" */
-        if (m >= 10 && parse_uint(t + 3, m - 3, 2, &d, &u) && d >= 1 && d <= 31) {
-            size_t k = 3 + u;
-            long long hh, mm;
-            size_t u1, u2;
-            if (k < m && t[k] == ' ' && parse_uint(t + k + 1, m - k - 1, 2, &hh, &u1) && u1 == 2 &&
-                k + 3 < m && t[k + 3] == ':' && parse_uint(t + k + 4, m - k - 4, 2, &mm, &u2) &&
-                u2 == 2 && k + 6 == m && hh < 24 && mm < 60) {
-                *ns = stamp_year_ns(p, mo, (int)d, hh, mm, 0, 0);
-                return ST_WALL;
-            }
-        }
-    }
-    return ST_NONE;
-}
-
-/* "prio,seq,usec,flags[,...];" at the start of a /dev/kmsg record. */
-static bool parse_kmsg_prefix(const char *s, size_t n, uint64_t *seq, int64_t *usec, size_t *off)
-{
-    long long v[3];
-    size_t i = 0, u;
-    for (int k = 0; k < 3; k++) {
-        if (!parse_uint(s + i, n - i, 20, &v[k], &u) || i + u >= n || s[i + u] != ',')
-            return false;
-        i += u + 1;
-    }
-    size_t lim = i + 64 < n ? i + 64 : n;
-    for (size_t j = i; j < lim; j++) {
-        if (s[j] == ';') {
-            *seq = (uint64_t)v[1];
-            *usec = v[2];
-            *off = j + 1;
-            return true;
-        }
-        if (s[j] == ' ')
-            return false;
-    }
-    return false;
-}
-
-struct wrap {
-    size_t msg_off;        /* where the kernel message starts */
-    bool has_wall, has_mono, has_seq;
-    int64_t wall_ns, mono_ns;
-    uint64_t seq;
-};
-
-static bool is_level_word(const char *s, size_t n)
-{
-    static const char *const w[] = {"kern:", "kernel:", "warning:", "warn:", "err:", "error:",
-                                    "info:", "notice:", "crit:", "alert:", "emerg:", "debug:"};
-    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
-        if (strlen(w[i]) == n && memcmp(s, w[i], n) == 0)
-            return true;
-    return false;
-}
-
-static size_t token_end(const char *s, size_t n, size_t i)
-{
-    while (i < n && s[i] != ' ' && s[i] != '\t')
-        i++;
-    return i;
-}
-
-/* "kernel:" or "kernel[123]:" */
-static bool is_kernel_tag(const char *s, size_t n)
-{
-    if (n >= 7 && memcmp(s, "kernel", 6) == 0 && s[n - 1] == ':')
-        return n == 7 || s[6] == '[';
-    return false;
-}
-
-/* Past the host name that a syslog or journald stamp ending at i leaves
- * before the "kernel:" tag; i itself when the tag comes first. */
-static size_t skip_host(const char *s, size_t n, size_t i)
-{
-    size_t h = skip_sp(s, n, i), he = token_end(s, n, h);
-    return he > h && !is_kernel_tag(s + h, he - h) ? he : i;
-}
-
-/* Is "kernel:" or "<host> kernel:" next after position i? */
-static bool followed_by_kernel_tag(const char *s, size_t n, size_t i)
-{
-    size_t a = skip_sp(s, n, i), ae = token_end(s, n, a);
-    if (ae > a && is_kernel_tag(s + a, ae - a))
-        return true;
-    size_t b = skip_sp(s, n, ae), be = token_end(s, n, b);
-    return ae > a && be > b && is_kernel_tag(s + b, be - b);
-}
-
-/* A syslog or journald stamp in a locale we cannot read ("jan. 29 20:50:17",
- * month names in CJK locales) before "[host] kernel:": the offset just past that tag,
- * 0 when the line does not start so. Such lines get no wall-clock stamp. */
-static size_t foreign_stamp(const char *s, size_t n, size_t i)
-{
-    bool clock = false;
-    for (int t = 0; t < 6 && i < n; t++) {
-        i = skip_sp(s, n, i);
-        size_t te = token_end(s, n, i);
-        if (te == i)
-            return 0;
-        if (clock && is_kernel_tag(s + i, te - i))
-            return te;
-        long long h, mi, sec;
-        int64_t frac;
-        size_t k;
-        if (!clock && (k = parse_hms(s + i, te - i, &h, &mi, &sec)) > 0)
-            clock = i + k + parse_frac(s + i + k, te - i - k, &frac) == te;
-        i = te;
-    }
-    return 0;
-}
-
-/* util-linux `dmesg --decode` (-x) puts "%-6s:%-6s: " (facility, level) in
- * front of the stamp: "kern  :warn  : ", "daemon:err   : ". Returns the bytes
- * of that prefix at s, 0 when there is none. */
-static size_t decode_prefix(const char *s, size_t n)
-{
-    static const char *const levels[] = {"emerg", "alert", "crit", "err", "warn",
-                                         "notice", "info", "debug"};
-    size_t i = 0;
-    while (i < n && i < 8 && (islower((unsigned char)s[i]) || isdigit((unsigned char)s[i])))
-        i++;
-    if (i < 3)
-        return 0;
-    i = skip_sp(s, n, i);
-    if (i >= n || s[i] != ':')
-        return 0;
-    size_t ls = ++i;
-    while (i < n && islower((unsigned char)s[i]))
-        i++;
-    size_t le = i;
-    i = skip_sp(s, n, i);
-    if (i >= n || s[i] != ':')
-        return 0;
-    for (size_t k = 0; k < sizeof levels / sizeof levels[0]; k++)
-        if (strlen(levels[k]) == le - ls && memcmp(s + ls, levels[k], le - ls) == 0)
-            return i + 1;
-    return 0;
-}
-
-/* Strips the wrappers that real systems put in front of a kernel message
- * and collects their stamps. */
-static void parse_wrapper(const struct gh_kmsg_parser *p, const char *s, size_t n, struct wrap *w)
-{
-    memset(w, 0, sizeof *w);
-    int64_t usec;
-    if (n && isdigit((unsigned char)s[0]) && parse_kmsg_prefix(s, n, &w->seq, &usec, &w->msg_off)) {
-        w->has_seq = true;
-        w->has_mono = usec <= INT64_MAX / GH_NS_PER_US;
-        w->mono_ns = w->has_mono ? usec * GH_NS_PER_US : 0;
-        return;
-    }
-    size_t i = 0;
-    bool rfc5424 = false;
-    if (n > 2 && s[0] == '<') {
-        size_t j = 1;
-        while (j < n && j < 5 && isdigit((unsigned char)s[j]))
-            j++;
-        if (j > 1 && j < n && s[j] == '>') {
-            i = j + 1;
-            if (i + 1 < n && s[i] == '1' && s[i + 1] == ' ') {
-                rfc5424 = true;
-                i += 2;
-            }
-        }
-    }
-    for (int iter = 0; iter < 10; iter++) {
-        i = skip_sp(s, n, i);
-        if (i >= n)
-            break;
-        int64_t ns;
-        size_t k;
-        char c = s[i];
-        if (isdigit((unsigned char)c) && (k = parse_iso(s + i, n - i, p->tz_s, &ns)) > 0 &&
-            (i + k == n || s[i + k] == ' ')) {
-            if (!w->has_wall)
-                w->has_wall = true, w->wall_ns = ns;
-            i += k;
-            if (rfc5424) {   /* HOST APP PROCID MSGID SD */
-                for (int t = 0; t < 4; t++)
-                    i = token_end(s, n, skip_sp(s, n, i));
-                i = skip_sp(s, n, i);
-                if (i < n && s[i] == '-') {
-                    i++;
-                } else {
-                    while (i < n && s[i] == '[') {
-                        const char *e = memchr(s + i, ']', n - i);
-                        i = e ? (size_t)(e - s) + 1 : n;
-                    }
-                }
-                rfc5424 = false;
-            }
-            continue;
-        }
-        if (c == '[') {
-            const char *e = memchr(s + i, ']', n - i < 48 ? n - i : 48);
-            if (!e)
-                break;
-            size_t close = (size_t)(e - s);
-            enum stamp_kind sk = parse_bracket(p, s + i + 1, close - i - 1, &ns);
-            if (sk == ST_NONE)
-                break;
-            if (sk == ST_WALL && !w->has_wall)
-                w->has_wall = true, w->wall_ns = ns;
-            if (sk == ST_MONO && !w->has_mono)
-                w->has_mono = true, w->mono_ns = ns;
-            i = close + 1;
-            if (i < n && s[i] == ':')
-                i++;
-            continue;
-        }
-        if (isupper((unsigned char)c) && (k = parse_weekday_iso(p, s + i, n - i, &ns)) > 0) {
-            if (!w->has_wall)
-                w->has_wall = true, w->wall_ns = ns;
-            i = skip_host(s, n, i + k);
-            continue;
-        }
-        if (isdigit((unsigned char)c) && (k = parse_epoch(s + i, n - i, &ns)) > 0 &&
-            followed_by_kernel_tag(s, n, i + k)) {
-            if (!w->has_wall)
-                w->has_wall = true, w->wall_ns = ns;
-            i += k;
-            continue;
-        }
-        if (isupper((unsigned char)c) && (k = parse_syslog_stamp(p, s + i, n - i, &ns)) > 0) {
-            if (!w->has_wall)
-                w->has_wall = true, w->wall_ns = ns;
-            i = skip_host(s, n, i + k); /* the host name follows a syslog stamp */
-            continue;
-        }
-        if (islower((unsigned char)c) && (k = decode_prefix(s + i, n - i)) > 0) {
-            i += k;
-            continue;
-        }
-        size_t te = token_end(s, n, i);
-        if (is_kernel_tag(s + i, te - i) || is_level_word(s + i, te - i)) {
-            i = te;
-            continue;
-        }
-        if (iter == 0 && (k = foreign_stamp(s, n, i)) > 0) {
-            i = k;
-            continue;
-        }
-        /* "<host> kernel:" and "<host>: kern:" */
-        size_t nx = skip_sp(s, n, te), nxe = token_end(s, n, nx);
-        if (te > i && nxe > nx &&
-            (is_kernel_tag(s + nx, nxe - nx) ||
-             (s[te - 1] == ':' && is_level_word(s + nx, nxe - nx)))) {
-            i = nxe;
-            continue;
-        }
-        break;
-    }
-    w->msg_off = i;
 }
 
 /* ------------------------------------------------------------ emission */
@@ -964,6 +325,8 @@ static int emit_signal(struct gh_kmsg_parser *p, struct gh_signal *s,
                          (unsigned long long)m->seq);
         if (k > 0 && (rc = gh_signal_set_str(&s->id, id, strlen(id))))
             goto oom;
+        s->kmsg_seq = m->seq;
+        s->has_kmsg_seq = true;
     }
     if (p->emit) {
         p->cur_meta = m;
@@ -1125,7 +488,7 @@ static void reject(struct gh_kmsg_parser *p, const char *reason, const char *s, 
 struct line_ctx {
     const char *s;
     size_t n;
-    struct wrap w;
+    struct gh_kmsg_wrap w;
     bool wrapped;          /* w is filled */
     struct gh_kmsg_label label;
 };
@@ -1133,7 +496,8 @@ struct line_ctx {
 static void need_wrap(const struct gh_kmsg_parser *p, struct line_ctx *lc)
 {
     if (!lc->wrapped) {
-        parse_wrapper(p, lc->s, lc->n, &lc->w);
+        struct gh_kmsg_zone z = {p->clock, p->default_year, p->tz_s};
+        gh_kmsg_wrap_parse(&z, lc->s, lc->n, &lc->w);
         lc->wrapped = true;
     }
 }
@@ -1197,7 +561,7 @@ static int do_xid(struct gh_kmsg_parser *p, struct line_ctx *lc, size_t a, size_
     const char *s = lc->s;
     size_t n = lc->n;
     *res = R_REJECT;
-    i = skip_sp(s, n, i);
+    i = gh_kmsg_skip_sp(s, n, i);
     if (i >= n || s[i] != '(') {
         reject(p, "xid: no '(' after 'Xid'", s, n);
         return GH_OK;
@@ -1213,10 +577,10 @@ static int do_xid(struct gh_kmsg_parser *p, struct line_ctx *lc, size_t a, size_
         reject(p, "xid: no ':' after the device field", s, n);
         return GH_OK;
     }
-    j = skip_sp(s, n, j + 1);
+    j = gh_kmsg_skip_sp(s, n, j + 1);
     long long code;
     size_t u;
-    if (!parse_uint(s + j, n - j, 10, &code, &u)) {
+    if (!gh_kmsg_uint(s + j, n - j, 10, &code, &u)) {
         reject(p, "xid: code is not a decimal number", s, n);
         return GH_OK;
     }
@@ -1235,34 +599,34 @@ static int do_xid(struct gh_kmsg_parser *p, struct line_ctx *lc, size_t a, size_
     p->tmp.code = (int)code;
     /* device field */
     char pci[PCI_LEN];
-    size_t k = skip_sp(s, de, ds);
+    size_t k = gh_kmsg_skip_sp(s, de, ds);
     if (de - k >= 4 && strncasecmp(s + k, "PCI:", 4) == 0)
         k += 4;
     if (parse_bdf(s + k, de - k, true, pci, NULL) && (rc = set_cstr(&p->tmp.pci, pci)))
         return oom(err);
     const char *g = find(s + ds, de - ds, "GPU-I:");
     long long v;
-    if (g && parse_uint(g + 6, (size_t)(s + de - g - 6), 4, &v, NULL))
+    if (g && gh_kmsg_uint(g + 6, (size_t)(s + de - g - 6), 4, &v, NULL))
         m.gpu_instance = (int)v;
     g = find(s + ds, de - ds, "GPU-CI:");
-    if (g && parse_uint(g + 7, (size_t)(s + de - g - 7), 4, &v, NULL))
+    if (g && gh_kmsg_uint(g + 7, (size_t)(s + de - g - 7), 4, &v, NULL))
         m.compute_instance = (int)v;
     /* pid=, name= */
     j += u;
     if (j < n && s[j] == ',')
         j++;
-    j = skip_sp(s, n, j);
+    j = gh_kmsg_skip_sp(s, n, j);
     if (starts(s + j, n - j, "pid=")) {
         j += 4;
         const char *c = find(s + j, n - j, ", ");
         size_t ve = c ? (size_t)(c - s) : n;
         long long pid;
-        if (parse_uint(s + j, ve - j, 18, &pid, &u) && j + u == ve) {
+        if (gh_kmsg_uint(s + j, ve - j, 18, &pid, &u) && j + u == ve) {
             p->tmp.has_pid = true;
             p->tmp.pid = pid;
         }
         j = c ? ve + 2 : n;
-        j = skip_sp(s, n, j);
+        j = gh_kmsg_skip_sp(s, n, j);
     }
     if (starts(s + j, n - j, "name=")) {
         j += 5;
@@ -1275,7 +639,7 @@ static int do_xid(struct gh_kmsg_parser *p, struct line_ctx *lc, size_t a, size_
             return oom(err);
     }
     const char *cb = find(s + j, n - j, "caused by previous Xid ");
-    if (cb && parse_uint(cb + 23, (size_t)(s + n - cb - 23), 9, &v, NULL))
+    if (cb && gh_kmsg_uint(cb + 23, (size_t)(s + n - cb - 23), 9, &v, NULL))
         m.caused_by_xid = (int)v;
     return emit_signal(p, &p->tmp, &m, err);
 }
@@ -1305,7 +669,7 @@ static int do_sxid(struct gh_kmsg_parser *p, struct line_ctx *lc, size_t x, stru
         }
     }
     size_t i = x + 4;
-    bool paren = skip_sp(s, n, i) < n && s[skip_sp(s, n, i)] == '(';
+    bool paren = gh_kmsg_skip_sp(s, n, i) < n && s[gh_kmsg_skip_sp(s, n, i)] == '(';
     if (!sw[0] && !paren) {
         *res = R_NONE;     /* "SXid" in unrelated text */
         return GH_OK;
@@ -1315,7 +679,7 @@ static int do_sxid(struct gh_kmsg_parser *p, struct line_ctx *lc, size_t x, stru
         reject(p, "sxid: 'SXid' is followed by a word", s, n);
         return GH_OK;
     }
-    i = skip_sp(s, n, i);
+    i = gh_kmsg_skip_sp(s, n, i);
     if (!paren) {
         reject(p, "sxid: no '(' after 'SXid'", s, n);
         return GH_OK;
@@ -1330,10 +694,10 @@ static int do_sxid(struct gh_kmsg_parser *p, struct line_ctx *lc, size_t x, stru
         reject(p, "sxid: no ':' after the device field", s, n);
         return GH_OK;
     }
-    j = skip_sp(s, n, j + 1);
+    j = gh_kmsg_skip_sp(s, n, j + 1);
     long long code;
     size_t u;
-    if (!parse_uint(s + j, n - j, 10, &code, &u) || u > 9 ||
+    if (!gh_kmsg_uint(s + j, n - j, 10, &code, &u) || u > 9 ||
         (j + u < n && s[j + u] != ',' && s[j + u] != ' ')) {
         reject(p, "sxid: code is not a decimal number", s, n);
         return GH_OK;
@@ -1343,7 +707,7 @@ static int do_sxid(struct gh_kmsg_parser *p, struct line_ctx *lc, size_t x, stru
     lc->label.code = (int)code;
 
     char pci[PCI_LEN] = "";
-    size_t k = skip_sp(s, de, ds);
+    size_t k = gh_kmsg_skip_sp(s, de, ds);
     if (de - k >= 4 && strncasecmp(s + k, "PCI:", 4) == 0)
         k += 4;
     if (!parse_bdf(s + k, de - k, true, pci, NULL))
@@ -1351,7 +715,7 @@ static int do_sxid(struct gh_kmsg_parser *p, struct line_ctx *lc, size_t x, stru
     size_t b = j + u;
     if (b < n && s[b] == ',')
         b++;
-    b = skip_sp(s, n, b);
+    b = gh_kmsg_skip_sp(s, n, b);
     bool cont = starts(s + b, n - b, "Data {") || starts(s + b, n - b, "Data{") ||
                 starts(s + b, n - b, "Severity ");
     if (!cont) {
@@ -1538,7 +902,7 @@ static int do_nvrm(struct gh_kmsg_parser *p, struct line_ctx *lc, size_t a, stru
 {
     const char *s = lc->s;
     size_t n = lc->n;
-    size_t b = skip_sp(s, n, a + 5);
+    size_t b = gh_kmsg_skip_sp(s, n, a + 5);
     const char *body = s + b;
     size_t bn = n - b;
     char pci[PCI_LEN];
@@ -1561,8 +925,8 @@ static int do_nvrm(struct gh_kmsg_parser *p, struct line_ctx *lc, size_t a, stru
         if (parse_bdf(body + k, bn - k, true, pci, &used)) {
             k += used;
             if (k < bn && body[k] == ':') {
-                k = skip_sp(body, bn, k + 1);
-                size_t ue = token_end(body, bn, k);
+                k = gh_kmsg_skip_sp(body, bn, k + 1);
+                size_t ue = gh_kmsg_token_end(body, bn, k);
                 if (ue > k)
                     uuid_put(p, pci, body + k, ue - k);
             }
@@ -1691,7 +1055,7 @@ static int do_aer(struct gh_kmsg_parser *p, struct line_ctx *lc, struct gh_err *
     }
     const char *ae = find(s, n, "AER:");
     if (ae) {
-        size_t k = skip_sp(s, n, (size_t)(ae - s) + 4);
+        size_t k = gh_kmsg_skip_sp(s, n, (size_t)(ae - s) + 4);
         const char *r = s + k;
         size_t rn = n - k;
         if (starts(r, rn, "Multiple "))
@@ -1750,15 +1114,15 @@ static bool aer_detail(const struct gh_kmsg_parser *p, struct line_ctx *lc)
         return true;
     need_wrap(p, lc);
     size_t i = lc->w.msg_off;
-    i = token_end(s, n, i);            /* driver */
-    i = skip_sp(s, n, i);
+    i = gh_kmsg_token_end(s, n, i);            /* driver */
+    i = gh_kmsg_skip_sp(s, n, i);
     char pci[PCI_LEN];
     size_t used;
     if (!parse_bdf(s + i, n - i, false, pci, &used) || i + used >= n || s[i + used] != ':')
         return false;
-    i = skip_sp(s, n, i + used + 1);
+    i = gh_kmsg_skip_sp(s, n, i + used + 1);
     if (i < n && s[i] == '[') {
-        size_t j = skip_sp(s, n, i + 1);
+        size_t j = gh_kmsg_skip_sp(s, n, i + 1);
         size_t d = j;
         while (d < n && isdigit((unsigned char)s[d]))
             d++;
@@ -1841,7 +1205,7 @@ static void note_seq(struct gh_kmsg_parser *p, const char *s, size_t n)
     uint64_t seq;
     int64_t usec;
     size_t off;
-    if (n && isdigit((unsigned char)s[0]) && parse_kmsg_prefix(s, n, &seq, &usec, &off)) {
+    if (n && isdigit((unsigned char)s[0]) && gh_kmsg_wrap_record(s, n, &seq, &usec, &off)) {
         p->has_last_seq = true;
         p->last_seq = seq;
     }

@@ -67,11 +67,16 @@ struct gh_signal {
     char *uuid;           /* GPU UUID ("GPU-..."), when the source knows it */
     char *msg;            /* raw line or message */
     char *id;             /* emitter's unique id (dedup key) */
+    /* Not on the wire: the kernel record's sequence number (/dev/kmsg),
+     * set by the kernel-log parser where it makes the id
+     * "<node>/<boot_id>/<seq>"; the agent commits it once spooled. */
+    uint64_t kmsg_seq;
+    bool has_kmsg_seq;
     bool injected;        /* fed by a test/demo/operator, not observed */
 
     /* xid, sxid */
+    bool has_pid;         /* (before code: it fills the padding there) */
     int code;
-    bool has_pid;
     int64_t pid;
     char *process;        /* xid: process name */
     char *switch_id;      /* sxid: "switch" field (e.g. "nvidia-nvswitch1") */

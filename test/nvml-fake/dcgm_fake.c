@@ -10,7 +10,7 @@
  *       present in health checks number FROM..TO (1-based, inclusive):
  *       GPU entity id, SYSTEM a DCGM_HEALTH_WATCH_* bit, HEALTH 10 (warn)
  *       or 20 (fail), CODE a dcgmError_t, MESSAGE the rest of the line.
- * The response layouts are declared here independently of src/agent/dcgm.c
+ * The response layouts are declared here independently of src/agent/dcgm_health.c
  * (from DCGM's dcgm_structs.h), so that the two check each other. Like the
  * NVML fake, its state is one static struct: a fake of a global library. */
 #include <errno.h>

@@ -99,10 +99,9 @@ static void spool_signal(struct agent *a, const struct gh_signal *s)
         return;
     }
     a->spooled++;
-    uint64_t kseq;
-    if (s->source == GH_SRC_KMSG && a->kmsg && gh_kmsg_source_signal_seq(s, &kseq) &&
-        kseq > a->kmsg_seq_spooled)
-        a->kmsg_seq_spooled = kseq;
+    if (s->source == GH_SRC_KMSG && a->kmsg && s->has_kmsg_seq &&
+        s->kmsg_seq > a->kmsg_seq_spooled)
+        a->kmsg_seq_spooled = s->kmsg_seq;
 }
 
 /* A signal that is shipped: to the spool and into the node's GPU health. A

@@ -1,21 +1,16 @@
-/* dcgm.c - the DCGM source: GPU health as DCGM sees it, from its library's
- * health watches or from a dcgm-exporter's /metrics, turned into signals.
- *
- * Three layers, bottom up: a Prometheus text-format parser (bounded, no
- * allocation per line, fuzzed by test/fuzz/fuzz_promtext.c); the exporter
- * scraper (libcurl GET -> parser -> per-GPU tables -> diff against the
- * previous scrape -> signals); and the DCGM library client (dlopen, health
- * watches, incidents -> signals). The DCGM ABI subset is declared here, not
- * from NVIDIA's headers (not packaged): values from NVIDIA/DCGM
- * dcgmlib/dcgm_structs.h, dcgm_errors.h (see shared/data/gpu-signals.md 4). */
+/* dcgm_exporter.c - the scraper of an existing dcgm-exporter (see dcgm.h,
+ * part 2): libcurl GET of /metrics -> the Prometheus text parser
+ * (dcgm_promtext.h) -> per-GPU tables -> diff against the previous scrape
+ * -> signals, with the XIDs shipped kept across restarts (dcgm_shipped.h). */
 #include "agent/dcgm.h"
 #include "agent/dcgm_shipped.h"
+#include "agent/dcgm_signal.h"
+#include "agent/level.h"
+#include "agent/worker.h"
 #include "common/pci.h"
-#include "common/mono.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -25,336 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
-
-#define MSG_MAX 512
-
-/* ---- shared helpers ---- */
-
-/* A periodic thread: calls tick(arg) every interval until stopped. */
-struct ticker {
-    pthread_mutex_t mu;
-    pthread_cond_t cond; /* CLOCK_MONOTONIC */
-    bool running, stopping;
-    pthread_t thread;
-    int64_t interval_ns;
-    void (*tick)(void *arg);
-    void *arg;
-};
-
-static int ticker_init(struct ticker *t, int64_t interval_ns, void (*tick)(void *), void *arg)
-{
-    memset(t, 0, sizeof *t);
-    t->interval_ns = interval_ns;
-    t->tick = tick;
-    t->arg = arg;
-    if (pthread_mutex_init(&t->mu, NULL))
-        return GH_EIO;
-    if (gh_cond_init_monotonic(&t->cond)) {
-        pthread_mutex_destroy(&t->mu);
-        return GH_EIO;
-    }
-    return GH_OK;
-}
-
-static void *ticker_main(void *arg)
-{
-    struct ticker *t = arg;
-    int64_t next = gh_mono_ns();
-    pthread_mutex_lock(&t->mu);
-    while (!t->stopping) {
-        int64_t now;
-        pthread_mutex_unlock(&t->mu);
-        t->tick(t->arg);
-        pthread_mutex_lock(&t->mu);
-        now = gh_mono_ns();
-        next += t->interval_ns;
-        if (next < now)
-            next = now + t->interval_ns;
-        while (!t->stopping && gh_cond_wait_until(&t->cond, &t->mu, next))
-            ;
-    }
-    pthread_mutex_unlock(&t->mu);
-    return NULL;
-}
-
-static int ticker_start(struct ticker *t, const char *what, struct gh_err *err)
-{
-    int rc;
-    pthread_mutex_lock(&t->mu);
-    if (t->running) {
-        pthread_mutex_unlock(&t->mu);
-        return gh_err_set(err, GH_EINVAL, "%s already started", what);
-    }
-    t->stopping = false;
-    rc = pthread_create(&t->thread, NULL, ticker_main, t);
-    if (!rc)
-        t->running = true;
-    pthread_mutex_unlock(&t->mu);
-    if (rc)
-        return gh_err_set(err, GH_EIO, "%s: cannot start a thread: %s", what, strerror(rc));
-    return GH_OK;
-}
-
-/* Bounded by one tick (its own timeouts). */
-static void ticker_stop(struct ticker *t)
-{
-    bool was;
-    pthread_mutex_lock(&t->mu);
-    was = t->running;
-    t->stopping = true;
-    pthread_cond_broadcast(&t->cond);
-    pthread_mutex_unlock(&t->mu);
-    if (was) {
-        pthread_join(t->thread, NULL);
-        t->running = false;
-    }
-}
-
-static void ticker_destroy(struct ticker *t)
-{
-    ticker_stop(t);
-    pthread_cond_destroy(&t->cond);
-    pthread_mutex_destroy(&t->mu);
-}
-
-/* Level state (thermal/power) with a hold-down, as in nvml.c. */
-struct level {
-    bool ever;
-    int emitted;
-    int64_t emitted_at;
-};
-
-static bool level_due(struct level *lv, int state, int64_t now, int64_t holddown)
-{
-    if (state == lv->emitted)
-        return false;
-    if (lv->ever && now - lv->emitted_at < holddown)
-        return false;
-    lv->ever = true;
-    lv->emitted = state;
-    lv->emitted_at = now;
-    return true;
-}
-
-/* Fills node/pci/msg/counter of s (strings copied), emits it, clears it.
- * GH_ENOMEM when a copy fails (the signal is dropped). */
-static int emit_signal(gh_dcgm_emit_fn emit, void *ctx, struct gh_signal *s, const char *node,
-                       const char *pci, const char *counter, const char *msg)
-{
-    int rc = GH_OK;
-    if (gh_signal_set_str(&s->node, node, strlen(node)) ||
-        gh_signal_set_str(&s->msg, msg, strlen(msg)) ||
-        (pci && pci[0] && gh_signal_set_str(&s->pci, pci, strlen(pci))) ||
-        (counter && gh_signal_set_str(&s->counter, counter, strlen(counter))))
-        rc = GH_ENOMEM;
-    if (rc == GH_OK)
-        emit(ctx, s);
-    gh_signal_clear(s);
-    return rc;
-}
-
-/* ==== Prometheus text format ==== */
-
-static bool is_name_start(int c, bool colon)
-{
-    return isalpha(c) || c == '_' || (colon && c == ':');
-}
-
-static bool is_name_char(int c, bool colon)
-{
-    return isalnum(c) || c == '_' || (colon && c == ':');
-}
-
-static size_t skip_blanks(const char *p, size_t i, size_t n)
-{
-    while (i < n && (p[i] == ' ' || p[i] == '\t'))
-        i++;
-    return i;
-}
-
-/* Parses one line (no '\n'); *is_sample false for blank/comment lines.
- * Returns NULL or why the line is malformed. Label values are unescaped
- * into scratch (at least n bytes). */
-static const char *parse_line(const char *p, size_t n, char *scratch,
-                              struct gh_dcgm_promtext_label *labels, struct gh_dcgm_promtext_sample *s,
-                              bool *is_sample)
-{
-    size_t i = skip_blanks(p, 0, n), start, out = 0;
-    char tok[64];
-
-    *is_sample = false;
-    if (i == n || p[i] == '#')
-        return NULL;
-    if (memchr(p, '\0', n))
-        return "NUL byte in line";
-    start = i;
-    if (!is_name_start((unsigned char)p[i], true))
-        return "bad metric name";
-    while (i < n && is_name_char((unsigned char)p[i], true))
-        i++;
-    s->name = p + start;
-    s->name_len = i - start;
-    s->labels = labels;
-    s->nlabels = 0;
-    i = skip_blanks(p, i, n);
-    if (i < n && p[i] == '{') {
-        i++;
-        for (;;) {
-            struct gh_dcgm_promtext_label *l;
-            i = skip_blanks(p, i, n);
-            if (i < n && p[i] == '}') {
-                i++;
-                break;
-            }
-            if (s->nlabels == GH_DCGM_PROMTEXT_LABELS_MAX)
-                return "too many labels";
-            if (i == n || !is_name_start((unsigned char)p[i], false))
-                return "bad label name";
-            l = &labels[s->nlabels];
-            start = i;
-            while (i < n && is_name_char((unsigned char)p[i], false))
-                i++;
-            l->name = p + start;
-            l->name_len = i - start;
-            i = skip_blanks(p, i, n);
-            if (i == n || p[i] != '=')
-                return "'=' expected after label name";
-            i = skip_blanks(p, i + 1, n);
-            if (i == n || p[i] != '"')
-                return "label value not quoted";
-            i++;
-            l->value = scratch + out;
-            for (;;) {
-                if (i == n)
-                    return "unterminated label value";
-                if (p[i] == '"')
-                    break;
-                if (p[i] == '\\') {
-                    if (i + 1 == n)
-                        return "unterminated label value";
-                    switch (p[i + 1]) {
-                    case '\\': scratch[out++] = '\\'; break;
-                    case '"': scratch[out++] = '"'; break;
-                    case 'n': scratch[out++] = '\n'; break;
-                    default: return "bad escape in label value";
-                    }
-                    i += 2;
-                } else {
-                    scratch[out++] = p[i++];
-                }
-            }
-            l->value_len = (size_t)(scratch + out - l->value);
-            i++; /* closing quote */
-            s->nlabels++;
-            i = skip_blanks(p, i, n);
-            if (i < n && p[i] == ',') {
-                i++;
-                continue;
-            }
-            if (i < n && p[i] == '}') {
-                i++;
-                break;
-            }
-            return "',' or '}' expected after label value";
-        }
-        i = skip_blanks(p, i, n);
-    } else if (i == start + s->name_len) {
-        return "space expected after metric name";
-    }
-    /* value */
-    start = i;
-    while (i < n && p[i] != ' ' && p[i] != '\t')
-        i++;
-    if (i == start)
-        return "value missing";
-    if (i - start >= sizeof tok)
-        return "value too long";
-    memcpy(tok, p + start, i - start);
-    tok[i - start] = '\0';
-    {
-        char *end;
-        errno = 0;
-        s->value = strtod(tok, &end);
-        if (end == tok || *end != '\0')
-            return "bad value";
-    }
-    /* optional timestamp (ms) */
-    s->has_timestamp = false;
-    i = skip_blanks(p, i, n);
-    if (i < n) {
-        char *end;
-        long long ts;
-        start = i;
-        while (i < n && p[i] != ' ' && p[i] != '\t')
-            i++;
-        if (i - start >= sizeof tok)
-            return "timestamp too long";
-        memcpy(tok, p + start, i - start);
-        tok[i - start] = '\0';
-        errno = 0;
-        ts = strtoll(tok, &end, 10);
-        if (errno || end == tok || *end != '\0')
-            return "bad timestamp";
-        s->has_timestamp = true;
-        s->timestamp_ms = ts;
-        if (skip_blanks(p, i, n) != n)
-            return "trailing text after timestamp";
-    }
-    *is_sample = true;
-    return NULL;
-}
-
-int gh_dcgm_promtext_parse(const char *text, size_t len, gh_dcgm_promtext_fn fn, void *ctx,
-                           size_t *bad_lines, struct gh_err *err)
-{
-    struct gh_dcgm_promtext_label labels[GH_DCGM_PROMTEXT_LABELS_MAX];
-    char *scratch = malloc(GH_DCGM_PROMTEXT_LINE_MAX);
-    size_t pos = 0, bad = 0;
-    long lineno = 0;
-    int rc = GH_OK;
-
-    if (!scratch)
-        return gh_err_set(err, GH_ENOMEM, "out of memory");
-    while (pos < len) {
-        const char *line = text + pos;
-        const char *nl = memchr(line, '\n', len - pos);
-        size_t n = nl ? (size_t)(nl - line) : len - pos;
-        struct gh_dcgm_promtext_sample s;
-        const char *why;
-        bool is_sample;
-
-        pos += n + (nl ? 1 : 0);
-        lineno++;
-        if (n > 0 && line[n - 1] == '\r')
-            n--;
-        if (n > GH_DCGM_PROMTEXT_LINE_MAX) {
-            why = "line too long";
-        } else {
-            memset(&s, 0, sizeof s);
-            why = parse_line(line, n, scratch, labels, &s, &is_sample);
-        }
-        if (why) {
-            if (bad++ == 0)
-                gh_err_set(err, GH_EINVAL, "line %ld: %s", lineno, why);
-            continue;
-        }
-        if (!is_sample)
-            continue;
-        s.line = lineno;
-        rc = fn(ctx, &s);
-        if (rc)
-            break;
-    }
-    free(scratch);
-    if (bad_lines)
-        *bad_lines = bad;
-    if (rc)
-        return rc;
-    return bad ? GH_EINVAL : GH_OK;
-}
-
-/* ==== dcgm-exporter scrape ==== */
 
 enum xm {
     XM_XID_LAST,
@@ -435,7 +100,7 @@ static const struct {
     {"DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L", XM_NVL_RECOVERY, true},
 };
 
-#define NVL_LINKS    18
+#define NVL_LINKS    GH_DCGM_NVL_LINKS
 #define NVL_TOTAL    NVL_LINKS /* slot for GPU-level totals */
 #define NVL_SLOTS    (NVL_LINKS + 1)
 #define XID_CODES    32
@@ -471,13 +136,12 @@ struct gh_dcgm_exporter {
     char curl_err[CURL_ERROR_SIZE];
     struct xgpu cur[GH_DCGM_MAX_GPUS], prev[GH_DCGM_MAX_GPUS];
     bool have_prev[GH_DCGM_MAX_GPUS];
-    struct level thermal[GH_DCGM_MAX_GPUS], power[GH_DCGM_MAX_GPUS];
+    struct gh_level thermal[GH_DCGM_MAX_GPUS], power[GH_DCGM_MAX_GPUS];
     char *state_path, *boot_id;   /* NULL: nothing remembered across restarts */
     struct gh_dcgm_xid_seen seen[GH_DCGM_MAX_GPUS]; /* XIDs shipped (dcgm_shipped.h) */
     bool seen_dirty;
     struct gh_dcgm_exporter_stats stats;
-    struct ticker ticker;
-    bool ticker_ok;
+    struct gh_worker *worker; /* ticks every interval */
 };
 
 static bool label_is(const struct gh_dcgm_promtext_label *l, const char *name)
@@ -594,13 +258,13 @@ static int xemit(struct gh_dcgm_exporter *ex, struct gh_signal *s, const struct 
 static int xemit(struct gh_dcgm_exporter *ex, struct gh_signal *s, const struct xgpu *g,
                  const char *counter, const char *fmt, ...)
 {
-    char msg[MSG_MAX];
+    char msg[GH_DCGM_MSG_MAX];
     va_list ap;
     int rc;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    rc = emit_signal(ex->emit, ex->emit_ctx, s, ex->node, g->pci, counter, msg);
+    rc = gh_dcgm_signal_emit(ex->emit, ex->emit_ctx, s, ex->node, g->pci, counter, msg);
     if (rc == GH_OK)
         ex->stats.signals++;
     else
@@ -824,8 +488,8 @@ static int diff_gpu(struct gh_dcgm_exporter *ex, int gpu, int64_t now)
                                : 0;
         bool hot = c->v[XM_TEMP] >= thr;
         bool throttled = (reasons & THERMAL_REASONS) != 0;
-        if (level_due(&ex->thermal[gpu], (hot ? 1 : 0) | (throttled ? 2 : 0), now,
-                      ex->holddown_ns)) {
+        if (gh_level_due(&ex->thermal[gpu], (hot ? 1 : 0) | (throttled ? 2 : 0), now,
+                         ex->holddown_ns)) {
             xbegin(&s, GH_KIND_THERMAL, gpu, now);
             s.celsius = c->v[XM_TEMP];
             s.throttled = throttled;
@@ -839,7 +503,7 @@ static int diff_gpu(struct gh_dcgm_exporter *ex, int gpu, int64_t now)
     if (HAS(c, XM_POWER) && HAS(c, XM_REASONS) && c->v[XM_REASONS] < 1.8e19) {
         uint64_t reasons = (uint64_t)c->v[XM_REASONS];
         bool throttled = (reasons & POWER_REASONS) != 0;
-        if (level_due(&ex->power[gpu], throttled ? 1 : 0, now, ex->holddown_ns)) {
+        if (gh_level_due(&ex->power[gpu], throttled ? 1 : 0, now, ex->holddown_ns)) {
             xbegin(&s, GH_KIND_POWER, gpu, now);
             s.watts = c->v[XM_POWER];
             s.throttled = throttled;
@@ -987,8 +651,9 @@ out:
     return rc;
 }
 
-static void exporter_tick(void *arg)
+static void exporter_tick(void *arg, struct gh_worker *w)
 {
+    (void)w;
     gh_dcgm_exporter_scrape_once(arg, NULL);
 }
 
@@ -1066,12 +731,10 @@ int gh_dcgm_exporter_new(const struct gh_dcgm_exporter_opts *opts, struct gh_dcg
         curl_easy_setopt(ex->curl, CURLOPT_HTTPHEADER, h);
         curl_easy_setopt(ex->curl, CURLOPT_PRIVATE, (void *)h); /* freed in free() */
     }
-    rc = ticker_init(&ex->ticker, interval, exporter_tick, ex);
-    if (rc) {
-        rc = gh_err_set(err, rc, "dcgm-exporter: thread setup failed");
+    struct gh_worker_opts wo = {.name = "dcgm-exporter scraper", .period_ns = interval,
+                                .cadence = GH_WORKER_RATE, .run = exporter_tick, .arg = ex};
+    if ((rc = gh_worker_new(&wo, &ex->worker, err)))
         goto fail;
-    }
-    ex->ticker_ok = true;
     *out = ex;
     return GH_OK;
 fail:
@@ -1081,13 +744,13 @@ fail:
 
 int gh_dcgm_exporter_start(struct gh_dcgm_exporter *ex, struct gh_err *err)
 {
-    return ticker_start(&ex->ticker, "dcgm-exporter scraper", err);
+    return gh_worker_start(ex->worker, err);
 }
 
 void gh_dcgm_exporter_stop(struct gh_dcgm_exporter *ex)
 {
-    if (ex && ex->ticker_ok)
-        ticker_stop(&ex->ticker);
+    if (ex)
+        gh_worker_stop(ex->worker);
 }
 
 void gh_dcgm_exporter_stats(struct gh_dcgm_exporter *ex, struct gh_dcgm_exporter_stats *out)
@@ -1101,8 +764,7 @@ void gh_dcgm_exporter_free(struct gh_dcgm_exporter *ex)
 {
     if (!ex)
         return;
-    if (ex->ticker_ok)
-        ticker_destroy(&ex->ticker);
+    gh_worker_free(ex->worker); /* stops it first */
     if (ex->curl) {
         char *priv = NULL;
         curl_easy_getinfo(ex->curl, CURLINFO_PRIVATE, &priv);
@@ -1115,429 +777,4 @@ void gh_dcgm_exporter_free(struct gh_dcgm_exporter *ex)
     free(ex->state_path);
     free(ex->boot_id);
     free(ex);
-}
-
-/* ==== DCGM library health watches ==== */
-
-/* The DCGM ABI subset (dcgm_structs.h). */
-typedef uintptr_t dcgmHandle_t;
-typedef uintptr_t dcgmGpuGrp_t;
-typedef int dcgmReturn_t;
-#define DCGM_ST_OK                0
-#define DCGM_ST_VER_MISMATCH      (-12)
-#define DCGM_OPERATION_MODE_AUTO  1
-#define DCGM_GROUP_ALL_GPUS       0x7fffffff
-#define DCGM_FE_GPU               1
-#define DCGM_HEALTH_RESULT_PASS   0
-/* PCIE NVLINK MEM SM INFOROM THERMAL POWER DRIVER */
-#define GH_DCGM_WATCHES           0x3F3u
-#define MAKE_DCGM_VERSION(size, ver) ((unsigned)(size) | ((unsigned)(ver) << 24))
-
-typedef struct {
-    char msg[1024];
-    unsigned int code;
-} gh_dcgmDiagErrorDetail_t;
-
-typedef struct {
-    unsigned int entityGroupId;
-    unsigned int entityId;
-} gh_dcgmGroupEntityPair_t;
-
-typedef struct {
-    unsigned int system;
-    int health;
-    gh_dcgmDiagErrorDetail_t error;
-    gh_dcgmGroupEntityPair_t entityInfo;
-} gh_dcgmIncidentInfo_t;
-
-/* v4 (DCGM 2.0-3.x): 64 incidents; v5 (DCGM 4): 1024 (DCGM_GROUP_MAX_ENTITIES_V2). */
-#define INCIDENTS_V4 64
-#define INCIDENTS_V5 1024
-typedef struct {
-    unsigned int version;
-    int overallHealth;
-    unsigned int incidentCount;
-    gh_dcgmIncidentInfo_t incidents[INCIDENTS_V5];
-} gh_dcgmHealthResponse_v5;
-#define RESPONSE_SIZE(n) (offsetof(gh_dcgmHealthResponse_v5, incidents) + (n) * sizeof(gh_dcgmIncidentInfo_t))
-
-_Static_assert(sizeof(gh_dcgmIncidentInfo_t) == 1044, "dcgmIncidentInfo_t ABI");
-
-typedef dcgmReturn_t (*gh_dcgmInit_fn)(void);
-typedef dcgmReturn_t (*gh_dcgmShutdown_fn)(void);
-typedef dcgmReturn_t (*gh_dcgmStartEmbedded_fn)(int mode, dcgmHandle_t *handle);
-typedef dcgmReturn_t (*gh_dcgmStopEmbedded_fn)(dcgmHandle_t handle);
-typedef dcgmReturn_t (*gh_dcgmConnect_fn)(const char *address, dcgmHandle_t *handle);
-typedef dcgmReturn_t (*gh_dcgmDisconnect_fn)(dcgmHandle_t handle);
-typedef dcgmReturn_t (*gh_dcgmHealthSet_fn)(dcgmHandle_t handle, dcgmGpuGrp_t group,
-                                            unsigned int systems);
-typedef dcgmReturn_t (*gh_dcgmHealthCheck_fn)(dcgmHandle_t handle, dcgmGpuGrp_t group,
-                                              void *response);
-typedef const char *(*gh_errorString_fn)(dcgmReturn_t result);
-
-#define INCIDENT_SET_MAX 256
-
-struct incident_key {
-    unsigned group, entity, system, code;
-};
-
-struct gh_dcgm_health {
-    pthread_mutex_t mu;          /* serialises checks */
-    void *dl;
-    struct {
-        gh_dcgmInit_fn init;
-        gh_dcgmShutdown_fn shutdown;
-        gh_dcgmStartEmbedded_fn start_embedded;
-        gh_dcgmStopEmbedded_fn stop_embedded;
-        gh_dcgmConnect_fn connect;
-        gh_dcgmDisconnect_fn disconnect;
-        gh_dcgmHealthSet_fn health_set;
-        gh_dcgmHealthCheck_fn health_check;
-        gh_errorString_fn error_string;
-    } fn;
-    bool inited, embedded, connected;
-    dcgmHandle_t handle;
-    int version;                 /* 0 unknown, 5, 4, -1 none accepted */
-    gh_dcgmHealthResponse_v5 *resp;
-    struct incident_key active[INCIDENT_SET_MAX];
-    unsigned nactive;
-    char *node;
-    const struct gh_clock *clock;
-    gh_dcgm_emit_fn emit;
-    void *emit_ctx;
-    struct ticker ticker;
-    bool ticker_ok;
-};
-
-static const char *dcgm_str(struct gh_dcgm_health *h, dcgmReturn_t r)
-{
-    const char *s = h->fn.error_string ? h->fn.error_string(r) : NULL;
-    return s ? s : "unknown DCGM error";
-}
-
-/* First decimal number after `word` (case-insensitive) in msg, or -1. */
-static long number_after(const char *msg, const char *word)
-{
-    size_t wl = strlen(word);
-    for (const char *p = msg; *p; p++) {
-        if (strncasecmp(p, word, wl) == 0) {
-            const char *q = p + wl;
-            long v = 0;
-            int digits = 0;
-            while (*q == ' ' || *q == ':' || *q == '=')
-                q++;
-            while (isdigit((unsigned char)*q) && digits < 9) {
-                v = v * 10 + (*q++ - '0');
-                digits++;
-            }
-            if (digits)
-                return v;
-        }
-    }
-    return -1;
-}
-
-/* Maps one incident to a signal; false when the spec has no kind for it. */
-static bool map_incident(const gh_dcgmIncidentInfo_t *in, struct gh_signal *s, const char **counter)
-{
-    long n;
-    *counter = NULL;
-    switch (in->error.code) {
-    case 4: /* DCGM_FR_VOLATILE_DBE_DETECTED */
-        s->kind = GH_KIND_ECC;
-        s->bits = GH_ECC_DOUBLE;
-        s->is_volatile = true;
-        s->has_count = true;
-        n = number_after(in->error.msg, "detected");
-        s->count = n > 0 ? n : 1;
-        return true;
-    case 80: /* DCGM_FR_ROW_REMAP_FAILURE */
-        s->kind = GH_KIND_ROW_REMAP;
-        s->failure = true;
-        return true;
-    case 85: /* DCGM_FR_PENDING_ROW_REMAP */
-    case 6:  /* DCGM_FR_PENDING_PAGE_RETIREMENTS */
-    case 83: /* DCGM_FR_DBE_PENDING_PAGE_RETIREMENTS */
-        s->kind = GH_KIND_ROW_REMAP;
-        s->pending = true;
-        return true;
-    case 101: /* DCGM_FR_XID_ERROR */
-        s->kind = GH_KIND_XID;
-        n = number_after(in->error.msg, "xid");
-        s->code = n > 0 ? (int)n : 999; /* 999: NVML's "unknown Xid" */
-        return true;
-    case 120: /* DCGM_FR_FALLEN_OFF_BUS */
-        s->kind = GH_KIND_GPU_LOST;
-        return true;
-    case 13: /* DCGM_FR_NVLINK_ERROR_THRESHOLD */
-    case 70: /* DCGM_FR_NVLINK_CRC_ERROR_THRESHOLD */
-        s->kind = GH_KIND_NVLINK;
-        s->has_count = true;
-        s->count = 0;
-        n = number_after(in->error.msg, "link");
-        if (n >= 0 && n < NVL_LINKS) {
-            s->has_link = true;
-            s->link = (int)n;
-        }
-        *counter = in->error.code == 70 ? "crc_flit" : "replay";
-        return true;
-    case 3:   /* DCGM_FR_PCI_REPLAY_RATE */
-    case 104: /* DCGM_FR_PCIE_REPLAY_VIOLATION */
-    case 107: /* DCGM_FR_PCIE_REPLAY_THRESHOLD_VIOLATION */
-        s->kind = GH_KIND_PCIE;
-        s->has_count = true;
-        s->count = 0;
-        *counter = "replay";
-        return true;
-    default:
-        return false;
-    }
-}
-
-static bool key_in(const struct incident_key *set, unsigned n, const struct incident_key *k)
-{
-    for (unsigned i = 0; i < n; i++)
-        if (memcmp(&set[i], k, sizeof *k) == 0)
-            return true;
-    return false;
-}
-
-int gh_dcgm_health_check_once(struct gh_dcgm_health *h, struct gh_err *err)
-{
-    static const int versions[2] = {5, 4};
-    struct incident_key now_set[INCIDENT_SET_MAX];
-    unsigned nnow = 0, count, max = 0;
-    dcgmReturn_t r = DCGM_ST_VER_MISMATCH;
-    int rc = GH_OK;
-    int64_t now;
-
-    pthread_mutex_lock(&h->mu);
-    if (h->version < 0) {
-        rc = gh_err_set(err, GH_EUNSUPPORTED, "DCGM: no known health response version accepted");
-        goto out;
-    }
-    for (int k = 0; k < 2; k++) {
-        int v = versions[k];
-        max = v == 5 ? INCIDENTS_V5 : INCIDENTS_V4;
-        if (h->version && h->version != v)
-            continue;
-        memset(h->resp, 0, offsetof(gh_dcgmHealthResponse_v5, incidents));
-        h->resp->version = MAKE_DCGM_VERSION(RESPONSE_SIZE(max), v);
-        r = h->fn.health_check(h->handle, DCGM_GROUP_ALL_GPUS, h->resp);
-        if (r != DCGM_ST_VER_MISMATCH) {
-            h->version = v;
-            break;
-        }
-    }
-    if (r == DCGM_ST_VER_MISMATCH) {
-        h->version = -1;
-        rc = gh_err_set(err, GH_EUNSUPPORTED,
-                        "DCGM: dcgmHealthCheck accepts neither response v5 nor v4; DCGM health "
-                        "watches disabled (use the dcgm-exporter scrape)");
-        goto out;
-    }
-    if (r != DCGM_ST_OK) {
-        rc = gh_err_set(err, GH_EIO, "DCGM: dcgmHealthCheck failed: %s (%d)", dcgm_str(h, r), r);
-        goto out;
-    }
-    count = h->resp->incidentCount < max ? h->resp->incidentCount : max;
-    now = gh_clock_now(h->clock);
-    for (unsigned i = 0; i < count; i++) {
-        gh_dcgmIncidentInfo_t *in = &h->resp->incidents[i];
-        struct incident_key key = {in->entityInfo.entityGroupId, in->entityInfo.entityId,
-                                   in->system, in->error.code};
-        struct gh_signal s;
-        const char *counter;
-        char msg[MSG_MAX];
-        int gpu;
-
-        if (in->health == DCGM_HEALTH_RESULT_PASS)
-            continue;
-        in->error.msg[sizeof in->error.msg - 1] = '\0';
-        if (key_in(now_set, nnow, &key))
-            continue;
-        if (nnow < INCIDENT_SET_MAX)
-            now_set[nnow++] = key;
-        if (key_in(h->active, h->nactive, &key))
-            continue; /* reported while it lasts */
-        gh_signal_init(&s);
-        if (!map_incident(in, &s, &counter))
-            continue;
-        gpu = key.group == DCGM_FE_GPU && key.entity < GH_DCGM_MAX_GPUS ? (int)key.entity : -1;
-        s.ts_ns = now;
-        s.source = GH_SRC_DCGM;
-        s.gpu = gpu;
-        /* DCGM's text is ASCII in practice; keep only printable ASCII. */
-        snprintf(msg, sizeof msg, "DCGM health (system 0x%x, code %u, %s): %.400s", key.system,
-                 key.code, in->health >= 20 ? "fail" : "warn", in->error.msg);
-        for (char *p = msg; *p; p++)
-            if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
-                *p = ' ';
-        if (emit_signal(h->emit, h->emit_ctx, &s, h->node, NULL, counter, msg) != GH_OK)
-            rc = gh_err_set(err, GH_ENOMEM, "DCGM: out of memory building a signal");
-    }
-    memcpy(h->active, now_set, nnow * sizeof now_set[0]);
-    h->nactive = nnow;
-out:
-    pthread_mutex_unlock(&h->mu);
-    return rc;
-}
-
-static void health_tick(void *arg)
-{
-    gh_dcgm_health_check_once(arg, NULL);
-}
-
-int gh_dcgm_health_new(const struct gh_dcgm_health_opts *opts, struct gh_dcgm_health **out,
-                       struct gh_err *err)
-{
-    static const char *const defaults[] = {"libdcgm.so.4", "libdcgm.so.3"};
-    struct gh_dcgm_health *h;
-    char why[256] = "";
-    dcgmReturn_t r;
-    int rc;
-
-    *out = NULL;
-    if (!opts || !opts->emit || !opts->node || !opts->node[0])
-        return gh_err_set(err, GH_EINVAL, "DCGM: node and emit are required");
-    if (opts->interval_ns < 0)
-        return gh_err_set(err, GH_EINVAL, "DCGM: negative interval");
-    h = calloc(1, sizeof *h);
-    if (!h)
-        return gh_err_set(err, GH_ENOMEM, "DCGM: out of memory");
-    if (pthread_mutex_init(&h->mu, NULL)) {
-        free(h);
-        return gh_err_set(err, GH_EIO, "DCGM: mutex init failed");
-    }
-    h->node = strdup(opts->node);
-    h->resp = malloc(sizeof *h->resp);
-    h->clock = opts->clock ? opts->clock : gh_clock_real();
-    h->emit = opts->emit;
-    h->emit_ctx = opts->emit_ctx;
-    if (!h->node || !h->resp) {
-        rc = gh_err_set(err, GH_ENOMEM, "DCGM: out of memory");
-        goto fail;
-    }
-    if (opts->lib_path && opts->lib_path[0]) {
-        dlerror();
-        h->dl = dlopen(opts->lib_path, RTLD_NOW | RTLD_LOCAL);
-        if (!h->dl) {
-            const char *e = dlerror();
-            rc = gh_err_set(err, GH_ENOTFOUND,
-                            "DCGM: %s not found (dlopen: %s); DCGM health watches disabled",
-                            opts->lib_path, e ? e : "?");
-            goto fail;
-        }
-    } else {
-        for (size_t i = 0; i < 2 && !h->dl; i++) {
-            dlerror();
-            h->dl = dlopen(defaults[i], RTLD_NOW | RTLD_LOCAL);
-            if (!h->dl && i == 0) {
-                const char *e = dlerror();
-                snprintf(why, sizeof why, "%s", e ? e : "?");
-            }
-        }
-        if (!h->dl) {
-            rc = gh_err_set(err, GH_ENOTFOUND,
-                            "DCGM: libdcgm.so.4 / libdcgm.so.3 not found (dlopen: %s); DCGM "
-                            "health watches disabled",
-                            why);
-            goto fail;
-        }
-    }
-#define SYM(field, name) *(void **)&h->fn.field = dlsym(h->dl, name)
-    SYM(init, "dcgmInit");
-    SYM(shutdown, "dcgmShutdown");
-    SYM(start_embedded, "dcgmStartEmbedded");
-    SYM(stop_embedded, "dcgmStopEmbedded");
-    SYM(connect, "dcgmConnect");
-    SYM(disconnect, "dcgmDisconnect");
-    SYM(health_set, "dcgmHealthSet");
-    SYM(health_check, "dcgmHealthCheck");
-    SYM(error_string, "errorString");
-#undef SYM
-    if (!h->fn.init || !h->fn.shutdown || !h->fn.health_set || !h->fn.health_check ||
-        (opts->hostengine ? !h->fn.connect || !h->fn.disconnect
-                          : !h->fn.start_embedded || !h->fn.stop_embedded)) {
-        rc = gh_err_set(err, GH_ENOTFOUND,
-                        "DCGM: the library lacks a needed symbol; DCGM health watches disabled");
-        goto fail;
-    }
-    r = h->fn.init();
-    if (r != DCGM_ST_OK) {
-        rc = gh_err_set(err, GH_ENOTFOUND,
-                        "DCGM: dcgmInit failed: %s (%d); DCGM health watches disabled",
-                        dcgm_str(h, r), r);
-        goto fail;
-    }
-    h->inited = true;
-    if (opts->hostengine) {
-        r = h->fn.connect(opts->hostengine, &h->handle);
-        if (r != DCGM_ST_OK) {
-            rc = gh_err_set(err, GH_ENOTFOUND,
-                            "DCGM: cannot connect to nv-hostengine at %s: %s (%d); DCGM health "
-                            "watches disabled",
-                            opts->hostengine, dcgm_str(h, r), r);
-            goto fail;
-        }
-        h->connected = true;
-    } else {
-        r = h->fn.start_embedded(DCGM_OPERATION_MODE_AUTO, &h->handle);
-        if (r != DCGM_ST_OK) {
-            rc = gh_err_set(err, GH_ENOTFOUND,
-                            "DCGM: cannot start the embedded host engine: %s (%d); DCGM health "
-                            "watches disabled",
-                            dcgm_str(h, r), r);
-            goto fail;
-        }
-        h->embedded = true;
-    }
-    r = h->fn.health_set(h->handle, DCGM_GROUP_ALL_GPUS, GH_DCGM_WATCHES);
-    if (r != DCGM_ST_OK) {
-        rc = gh_err_set(err, GH_EIO, "DCGM: dcgmHealthSet failed: %s (%d)", dcgm_str(h, r), r);
-        goto fail;
-    }
-    rc = ticker_init(&h->ticker, opts->interval_ns ? opts->interval_ns : 10 * GH_NS_PER_S,
-                     health_tick, h);
-    if (rc) {
-        rc = gh_err_set(err, rc, "DCGM: thread setup failed");
-        goto fail;
-    }
-    h->ticker_ok = true;
-    *out = h;
-    return GH_OK;
-fail:
-    gh_dcgm_health_free(h);
-    return rc;
-}
-
-int gh_dcgm_health_start(struct gh_dcgm_health *h, struct gh_err *err)
-{
-    return ticker_start(&h->ticker, "DCGM health checker", err);
-}
-
-void gh_dcgm_health_stop(struct gh_dcgm_health *h)
-{
-    if (h && h->ticker_ok)
-        ticker_stop(&h->ticker);
-}
-
-void gh_dcgm_health_free(struct gh_dcgm_health *h)
-{
-    if (!h)
-        return;
-    if (h->ticker_ok)
-        ticker_destroy(&h->ticker);
-    if (h->embedded)
-        h->fn.stop_embedded(h->handle);
-    if (h->connected)
-        h->fn.disconnect(h->handle);
-    if (h->inited)
-        h->fn.shutdown();
-    if (h->dl)
-        dlclose(h->dl);
-    pthread_mutex_destroy(&h->mu);
-    free(h->resp);
-    free(h->node);
-    free(h);
 }
