@@ -7,6 +7,7 @@
 #include "agent/dcgm_signal.h"
 #include "agent/level.h"
 #include "agent/worker.h"
+#include "common/curlbuf.h"
 #include "common/pci.h"
 
 #include <ctype.h>
@@ -577,43 +578,9 @@ int gh_dcgm_exporter_ingest(struct gh_dcgm_exporter *ex, const char *text, size_
     return rc;
 }
 
-struct body {
-    char *buf;
-    size_t len, cap, max;
-    bool over, nomem;
-};
-
-static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
-{
-    struct body *b = ud;
-    size_t n = size * nmemb;
-    if (n > b->max - b->len) {
-        b->over = true;
-        return 0;
-    }
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 64 * 1024;
-        char *p;
-        while (cap < b->len + n)
-            cap *= 2;
-        if (cap > b->max)
-            cap = b->max;
-        p = realloc(b->buf, cap);
-        if (!p) {
-            b->nomem = true;
-            return 0;
-        }
-        b->buf = p;
-        b->cap = cap;
-    }
-    memcpy(b->buf + b->len, data, n);
-    b->len += n;
-    return n;
-}
-
 int gh_dcgm_exporter_scrape_once(struct gh_dcgm_exporter *ex, struct gh_err *err)
 {
-    struct body b = {0};
+    struct gh_curlbuf b = {0};
     CURLcode cc;
     long status = 0;
     int rc;
@@ -643,11 +610,11 @@ int gh_dcgm_exporter_scrape_once(struct gh_dcgm_exporter *ex, struct gh_err *err
         rc = gh_err_set(err, GH_EIO, "dcgm-exporter: GET %s: HTTP status %ld", ex->url, status);
         goto out;
     }
-    rc = ingest_locked(ex, b.buf ? b.buf : "", b.len, err);
+    rc = ingest_locked(ex, b.p ? b.p : "", b.len, err);
 out:
     curl_easy_setopt(ex->curl, CURLOPT_WRITEDATA, NULL);
     pthread_mutex_unlock(&ex->mu);
-    free(b.buf);
+    free(b.p);
     return rc;
 }
 
@@ -713,7 +680,7 @@ int gh_dcgm_exporter_new(const struct gh_dcgm_exporter_opts *opts, struct gh_dcg
         rc = gh_err_set(err, GH_EINVAL, "dcgm-exporter: unusable URL %s", ex->url);
         goto fail;
     }
-    curl_easy_setopt(ex->curl, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(ex->curl, CURLOPT_WRITEFUNCTION, gh_curlbuf_write);
     curl_easy_setopt(ex->curl, CURLOPT_ERRORBUFFER, ex->curl_err);
     curl_easy_setopt(ex->curl, CURLOPT_TIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 1L);
     curl_easy_setopt(ex->curl, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms > 0 ? timeout_ms : 1L);
