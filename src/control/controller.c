@@ -712,6 +712,14 @@ int gh_controller_run(struct gh_controller *ctl, int stop_fd, struct gh_err *err
         gh_ctl_metrics_gauge(ctl->metrics, GH_GAUGE_EXECUTOR_QUEUE,
                              (double)gh_executor_depth(ctl->ex));
         gh_ctl_metrics_gauge(ctl->metrics, GH_GAUGE_AWAITING_APPROVAL, (double)ctl->n_awaiting);
+        if (es.nomem != ctl->engine_nomem) {
+            GH_LOG(GH_LOG_ERROR, "event=engine_out_of_memory failures=%llu new=%llu (a signal's "
+                   "effect may be lost: a finding or an incident; the process is short of "
+                   "memory)", (unsigned long long)es.nomem,
+                   (unsigned long long)(es.nomem - ctl->engine_nomem));
+            ctl->engine_nomem = es.nomem;
+            gh_ctl_metrics_engine_nomem(ctl->metrics, es.nomem);
+        }
         gh_ctl_metrics_gauge(ctl->metrics, GH_GAUGE_ENGINE_PENDING,
                              (double)es.timeline.pushed - (double)es.timeline.released -
                                  (double)es.timeline.duplicates);

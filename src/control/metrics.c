@@ -29,6 +29,7 @@ struct gh_ctl_metrics {
     double lat_sum;
     uint64_t signals[N_SOURCES];
     uint64_t commit_failures;
+    uint64_t engine_nomem;
     double gauges[GH_GAUGE__COUNT];
 };
 
@@ -52,6 +53,13 @@ void gh_ctl_metrics_commit_failure(struct gh_ctl_metrics *m)
 {
     pthread_mutex_lock(&m->mu);
     m->commit_failures++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void gh_ctl_metrics_engine_nomem(struct gh_ctl_metrics *m, unsigned long long total)
+{
+    pthread_mutex_lock(&m->mu);
+    m->engine_nomem = total;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -187,6 +195,12 @@ size_t gh_ctl_metrics_write(struct gh_ctl_metrics *m, char *buf, size_t cap)
             "# TYPE gpuheal_controller_decision_commit_failures_total counter\n"
             "gpuheal_controller_decision_commit_failures_total %llu\n",
         (unsigned long long)m->commit_failures);
+    put(&o, "# HELP gpuheal_engine_allocation_failures_total Allocations the engine could not "
+            "make while it released, detected and decided (each may have cost a signal's "
+            "effect: a finding or an incident).\n"
+            "# TYPE gpuheal_engine_allocation_failures_total counter\n"
+            "gpuheal_engine_allocation_failures_total %llu\n",
+        (unsigned long long)m->engine_nomem);
     put(&o, "# HELP gpuheal_decision_latency_seconds From the first evidence received to the "
             "first action issued.\n# TYPE gpuheal_decision_latency_seconds histogram\n");
     for (int b = 0; b < N_BUCKETS; b++)

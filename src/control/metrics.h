@@ -1,7 +1,7 @@
 /* metrics.h - the controller's Prometheus metrics: incidents by class,
  * actions by type and result, guard trips, the decision latency histogram
  * (first evidence received -> first action issued), decision records that
- * failed to commit, and a few gauges (leader, queue depths, nodes
+ * failed to commit, the engine's failed allocations, and a few gauges (leader, queue depths, nodes
  * isolated, audit store up). Thread-safe: the event loop
  * updates, the HTTP server thread writes the text exposition. */
 #ifndef GH_CONTROL_METRICS_H
@@ -37,6 +37,9 @@ void gh_ctl_metrics_guard_trip(struct gh_ctl_metrics *m, const char *guard);
 void gh_ctl_metrics_latency(struct gh_ctl_metrics *m, double seconds);
 /* A decision's record that failed to commit (each attempt counts). */
 void gh_ctl_metrics_commit_failure(struct gh_ctl_metrics *m);
+/* The engine's failed allocations so far (gh_engine_stats.nomem: each may
+ * have cost a signal's effect), exposed as a counter. */
+void gh_ctl_metrics_engine_nomem(struct gh_ctl_metrics *m, unsigned long long total);
 void gh_ctl_metrics_signals(struct gh_ctl_metrics *m, const char *source, unsigned long n);
 void gh_ctl_metrics_gauge(struct gh_ctl_metrics *m, enum gh_ctl_gauge g, double v);
 

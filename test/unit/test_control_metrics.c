@@ -30,6 +30,7 @@ static void test_exposition(void **st)
     gh_ctl_metrics_latency(m, 0.03);
     gh_ctl_metrics_latency(m, 0.7);
     gh_ctl_metrics_gauge(m, GH_GAUGE_LEADER, 1);
+    gh_ctl_metrics_engine_nomem(m, 3);
     char buf[16384];
     size_t n = gh_ctl_metrics_write(m, buf, sizeof buf);
     assert_int_equal(n, strlen(buf));
@@ -47,6 +48,8 @@ static void test_exposition(void **st)
     assert_non_null(strstr(buf, "gpuheal_decision_latency_seconds_bucket{le=\"+Inf\"} 2\n"));
     assert_non_null(strstr(buf, "gpuheal_decision_latency_seconds_count 2\n"));
     assert_non_null(strstr(buf, "gpuheal_controller_leader 1\n"));
+    assert_non_null(strstr(buf, "# TYPE gpuheal_engine_allocation_failures_total counter\n"
+                                "gpuheal_engine_allocation_failures_total 3\n"));
     /* every sample line: NAME[{...}] VALUE */
     for (char *line = buf; *line;) {
         char *end = strchr(line, '\n');
