@@ -8,6 +8,7 @@
 #include "common/json.h"
 #include "kube/api.h"
 #include "kube/events.h"
+#include "signal/taxonomy.h"
 
 #define EVIDENCE_CR_MAX 100
 
@@ -159,6 +160,26 @@ void gh_exec_event(const struct gh_exec_pub *p, const struct gh_kube_res *res, c
     (void)gh_kube_event_post_about(p->c, res, &s, NULL, NULL, NULL);
 }
 
+/* The Warning Event reason of a decision's class: what the fault is, so
+ * that `kubectl describe job` never reads "GPUFault" for an application's
+ * own error or a host's kernel deadlock. The GPU's own classes (the chip,
+ * its memory, its links, its thermals) keep "GPUFault". */
+const char *gh_exec_event_reason(int cls)
+{
+    switch (cls) {
+    case GH_CLASS_GPU_HARDWARE:
+    case GH_CLASS_GPU_MEMORY:
+    case GH_CLASS_INTERCONNECT:
+    case GH_CLASS_THERMAL_POWER: return "GPUFault";
+    case GH_CLASS_STRAGGLER: return "Straggler";
+    case GH_CLASS_SILENT_DATA_CORRUPTION: return "DataCorruption";
+    case GH_CLASS_FLAPPING_NODE: return "FlappingNode";
+    case GH_CLASS_APPLICATION: return "ApplicationFault";
+    case GH_CLASS_NETWORK: return "NetworkFault";
+    default: return "NodeFault";
+    }
+}
+
 /* Events about a decision on the node, the job and the pods in the
  * evidence, and on the Incident object itself. A dry-run decision says so
  * first: nothing was done, whatever the reason sentence reads like. */
@@ -167,20 +188,22 @@ void gh_exec_decision_events(const struct gh_exec_pub *p, const struct gh_decisi
 {
     const char *id = d->id, *node = d->node, *job = d->job;
     bool dry = mode && !strcmp(mode, "dry_run");
-    char note[1024];
+    const char *reason = gh_exec_event_reason(d->cls);
+    char note[1024], diagnosed[64];
+    snprintf(diagnosed, sizeof diagnosed, "%sDiagnosed", reason);
     snprintf(note, sizeof note, "%s: %s%s", id ? id : "?",
              dry ? "dry run, no action taken: " : "", summary);
     if (id)
         gh_exec_event(p, &gh_kube_res_incidents, NULL, id, "Warning", "IncidentDecided",
               "Decide", note);
     if (node)
-        gh_exec_event(p, &gh_kube_res_nodes, NULL, node, "Warning", "GPUFault", "Decide", note);
+        gh_exec_event(p, &gh_kube_res_nodes, NULL, node, "Warning", reason, "Decide", note);
     if (job) {
         char ns[64], name[254];
         gh_exec_split_job(job, ns, sizeof ns, name, sizeof name);
-        gh_exec_event(p, &gh_kube_res_jobs, ns, name, "Warning", "GPUFault", "Decide", note);
+        gh_exec_event(p, &gh_kube_res_jobs, ns, name, "Warning", reason, "Decide", note);
     }
     for (int i = 0; i < d->n_pods; i++)
         gh_exec_event(p, &gh_kube_res_pods, d->pods[i].ns, d->pods[i].name, "Warning",
-              "GPUFaultDiagnosed", "Decide", note);
+              diagnosed, "Decide", note);
 }

@@ -45,6 +45,13 @@ void gh_exec_event(const struct gh_exec_pub *p, const struct gh_kube_res *res, c
                    const char *name, const char *type, const char *reason, const char *action,
                    const char *note);
 
+/* The Warning Event reason for an incident of class cls (enum gh_class, -1
+ * unknown): "GPUFault" for the GPU's own classes (gpu_hardware,
+ * gpu_memory, interconnect, thermal_power), "Straggler", "DataCorruption",
+ * "FlappingNode", "ApplicationFault", "NetworkFault", else "NodeFault". The
+ * evidence pods' Events add "Diagnosed". A static string. */
+const char *gh_exec_event_reason(int cls);
+
 /* Events about decision d on the Incident object, the node, the job and
  * the pods in its evidence; summary is the reason (a dry run says so
  * first). */

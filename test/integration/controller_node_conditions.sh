@@ -83,6 +83,8 @@ check "$A cordoned" wait_for 20 cordoned "$A"
 check "$A tainted" wait_for 20 tainted "$A"
 check "kubectl describe node/$A: a Warning Event naming KernelDeadlock" wait_for 20 sh -c \
   "'$K' describe node/$A | sed -n '/^Events:/,\$p' > '$TMP/describe-a.txt' && grep -q 'Warning .*KernelDeadlock=True' '$TMP/describe-a.txt'"
+check "its reason is NodeFault, not GPUFault (a host's check, not the GPU)" \
+  sh -c "grep -q 'Warning  *NodeFault ' '$TMP/describe-a.txt' && ! grep -q 'GPUFault' '$TMP/describe-a.txt'"
 sed 's/^/  /' "$TMP/describe-a.txt" | head -8
 
 # ---- 2. a restart: the same condition, seen again, is not a new incident ----
