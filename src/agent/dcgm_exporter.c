@@ -101,20 +101,20 @@ static const struct {
     {"DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_L", XM_NVL_RECOVERY, true},
 };
 
-#define NVL_LINKS    GH_DCGM_NVL_LINKS
-#define NVL_TOTAL    NVL_LINKS /* slot for GPU-level totals */
-#define NVL_SLOTS    (NVL_LINKS + 1)
-#define XID_CODES    32
+#define NVL_LINKS GH_DCGM_NVL_LINKS
+#define NVL_TOTAL NVL_LINKS /* slot for GPU-level totals */
+#define NVL_SLOTS (NVL_LINKS + 1)
+#define XID_CODES 32
 
 /* Clock-event bits (gpu-signals.md 3.4; DCGM uses the same values). */
 #define THERMAL_REASONS 0x60u
-#define POWER_REASONS   0x84u
+#define POWER_REASONS 0x84u
 
 struct xgpu {
     bool seen;
-    uint32_t has;                 /* bit per scalar */
+    uint32_t has; /* bit per scalar */
     double v[XM__SCALARS];
-    uint8_t nvl_has[NVL_SLOTS];   /* bit per counter */
+    uint8_t nvl_has[NVL_SLOTS]; /* bit per counter */
     double nvl[NVL_SLOTS][4];
     unsigned nxid;
     struct {
@@ -125,7 +125,7 @@ struct xgpu {
 };
 
 struct gh_dcgm_exporter {
-    pthread_mutex_t mu;           /* serialises scrape/ingest; guards all below */
+    pthread_mutex_t mu; /* serialises scrape/ingest; guards all below */
     char *url, *node;
     int64_t timeout_ns, holddown_ns;
     size_t max_body;
@@ -138,7 +138,7 @@ struct gh_dcgm_exporter {
     struct xgpu cur[GH_DCGM_MAX_GPUS], prev[GH_DCGM_MAX_GPUS];
     bool have_prev[GH_DCGM_MAX_GPUS];
     struct gh_level thermal[GH_DCGM_MAX_GPUS], power[GH_DCGM_MAX_GPUS];
-    char *state_path, *boot_id;   /* NULL: nothing remembered across restarts */
+    char *state_path, *boot_id;                     /* NULL: nothing remembered across restarts */
     struct gh_dcgm_xid_seen seen[GH_DCGM_MAX_GPUS]; /* XIDs shipped (dcgm_shipped.h) */
     bool seen_dirty;
     struct gh_dcgm_exporter_stats stats;
@@ -249,10 +249,7 @@ static int on_sample(void *ctx, const struct gh_dcgm_promtext_sample *s)
     return 0;
 }
 
-static int64_t as_count(double v)
-{
-    return v >= 9.2e18 ? INT64_MAX : (int64_t)v;
-}
+static int64_t as_count(double v) { return v >= 9.2e18 ? INT64_MAX : (int64_t)v; }
 
 static int xemit(struct gh_dcgm_exporter *ex, struct gh_signal *s, const struct xgpu *g,
                  const char *counter, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
@@ -293,7 +290,11 @@ static int diff_gpu(struct gh_dcgm_exporter *ex, int gpu, int64_t now)
     struct gh_signal s;
     int rc = GH_OK;
 
-#define KEEP(x) do { if ((x) != GH_OK) rc = GH_ENOMEM; } while (0)
+#define KEEP(x)                                                                                    \
+    do {                                                                                           \
+        if ((x) != GH_OK)                                                                          \
+            rc = GH_ENOMEM;                                                                        \
+    } while (0)
 
     if (first)
         memset(p, 0, sizeof *p);
@@ -383,11 +384,11 @@ static int diff_gpu(struct gh_dcgm_exporter *ex, int gpu, int64_t now)
             s.has_count = true;
             s.count = as_count(v);
             if (first)
-                KEEP(xemit(ex, &s, c, NULL, "dcgm-exporter: %s = %.0f at first scrape",
-                           ecc[k].name, v));
+                KEEP(xemit(ex, &s, c, NULL, "dcgm-exporter: %s = %.0f at first scrape", ecc[k].name,
+                           v));
             else
-                KEEP(xemit(ex, &s, c, NULL, "dcgm-exporter: %s %.0f -> %.0f", ecc[k].name,
-                           p->v[m], v));
+                KEEP(xemit(ex, &s, c, NULL, "dcgm-exporter: %s %.0f -> %.0f", ecc[k].name, p->v[m],
+                           v));
         }
     }
 
@@ -426,11 +427,12 @@ static int diff_gpu(struct gh_dcgm_exporter *ex, int gpu, int64_t now)
         if (c->has & rb) {
             double sbe = HAS(c, XM_RETIRED_SBE) ? c->v[XM_RETIRED_SBE] : p->v[XM_RETIRED_SBE];
             double dbe = HAS(c, XM_RETIRED_DBE) ? c->v[XM_RETIRED_DBE] : p->v[XM_RETIRED_DBE];
-            double pend =
-                HAS(c, XM_RETIRED_PENDING) ? c->v[XM_RETIRED_PENDING] : p->v[XM_RETIRED_PENDING];
-            bool moved = !first && ((HAS(p, XM_RETIRED_SBE) && sbe > p->v[XM_RETIRED_SBE]) ||
-                                    (HAS(p, XM_RETIRED_DBE) && dbe > p->v[XM_RETIRED_DBE]) ||
-                                    (HAS(p, XM_RETIRED_PENDING) && pend != p->v[XM_RETIRED_PENDING]));
+            double pend = HAS(c, XM_RETIRED_PENDING) ? c->v[XM_RETIRED_PENDING]
+                                                     : p->v[XM_RETIRED_PENDING];
+            bool moved = !first &&
+                         ((HAS(p, XM_RETIRED_SBE) && sbe > p->v[XM_RETIRED_SBE]) ||
+                          (HAS(p, XM_RETIRED_DBE) && dbe > p->v[XM_RETIRED_DBE]) ||
+                          (HAS(p, XM_RETIRED_PENDING) && pend != p->v[XM_RETIRED_PENDING]));
             if ((first && (pend != 0 || dbe > 0)) || moved) {
                 xbegin(&s, GH_KIND_ROW_REMAP, gpu, now);
                 s.pending = pend != 0;
@@ -555,8 +557,8 @@ static int ingest_locked(struct gh_dcgm_exporter *ex, const char *text, size_t l
             drc = GH_ENOMEM;
     if (ex->seen_dirty && ex->state_path) { /* on the scrape thread, not the loop */
         struct gh_err serr;
-        if (gh_dcgm_shipped_save(ex->state_path, ex->boot_id, ex->seen, GH_DCGM_MAX_GPUS,
-                                 &serr) == GH_OK)
+        if (gh_dcgm_shipped_save(ex->state_path, ex->boot_id, ex->seen, GH_DCGM_MAX_GPUS, &serr) ==
+            GH_OK)
             ex->seen_dirty = false;
         else
             ex->stats.state_errors++;
@@ -698,8 +700,11 @@ int gh_dcgm_exporter_new(const struct gh_dcgm_exporter_opts *opts, struct gh_dcg
         curl_easy_setopt(ex->curl, CURLOPT_HTTPHEADER, h);
         curl_easy_setopt(ex->curl, CURLOPT_PRIVATE, (void *)h); /* freed in free() */
     }
-    struct gh_worker_opts wo = {.name = "dcgm-exporter scraper", .period_ns = interval,
-                                .cadence = GH_WORKER_RATE, .run = exporter_tick, .arg = ex};
+    struct gh_worker_opts wo = {.name = "dcgm-exporter scraper",
+                                .period_ns = interval,
+                                .cadence = GH_WORKER_RATE,
+                                .run = exporter_tick,
+                                .arg = ex};
     if ((rc = gh_worker_new(&wo, &ex->worker, err)))
         goto fail;
     *out = ex;

@@ -23,14 +23,14 @@
 typedef uintptr_t dcgmHandle_t;
 typedef uintptr_t dcgmGpuGrp_t;
 typedef int dcgmReturn_t;
-#define DCGM_ST_OK                0
-#define DCGM_ST_VER_MISMATCH      (-12)
-#define DCGM_OPERATION_MODE_AUTO  1
-#define DCGM_GROUP_ALL_GPUS       0x7fffffff
-#define DCGM_FE_GPU               1
-#define DCGM_HEALTH_RESULT_PASS   0
+#define DCGM_ST_OK 0
+#define DCGM_ST_VER_MISMATCH (-12)
+#define DCGM_OPERATION_MODE_AUTO 1
+#define DCGM_GROUP_ALL_GPUS 0x7fffffff
+#define DCGM_FE_GPU 1
+#define DCGM_HEALTH_RESULT_PASS 0
 /* PCIE NVLINK MEM SM INFOROM THERMAL POWER DRIVER */
-#define GH_DCGM_WATCHES           0x3F3u
+#define GH_DCGM_WATCHES 0x3F3u
 #define MAKE_DCGM_VERSION(size, ver) ((unsigned)(size) | ((unsigned)(ver) << 24))
 
 typedef struct {
@@ -59,7 +59,8 @@ typedef struct {
     unsigned int incidentCount;
     gh_dcgmIncidentInfo_t incidents[INCIDENTS_V5];
 } gh_dcgmHealthResponse_v5;
-#define RESPONSE_SIZE(n) (offsetof(gh_dcgmHealthResponse_v5, incidents) + (n) * sizeof(gh_dcgmIncidentInfo_t))
+#define RESPONSE_SIZE(n)                                                                           \
+    (offsetof(gh_dcgmHealthResponse_v5, incidents) + (n) * sizeof(gh_dcgmIncidentInfo_t))
 
 _Static_assert(sizeof(gh_dcgmIncidentInfo_t) == 1044, "dcgmIncidentInfo_t ABI");
 
@@ -82,7 +83,7 @@ struct incident_key {
 };
 
 struct gh_dcgm_health {
-    pthread_mutex_t mu;          /* serialises checks */
+    pthread_mutex_t mu; /* serialises checks */
     void *dl;
     struct {
         gh_dcgmInit_fn init;
@@ -97,7 +98,7 @@ struct gh_dcgm_health {
     } fn;
     bool inited, embedded, connected;
     dcgmHandle_t handle;
-    int version;                 /* 0 unknown, 5, 4, -1 none accepted */
+    int version; /* 0 unknown, 5, 4, -1 none accepted */
     gh_dcgmHealthResponse_v5 *resp;
     struct incident_key active[INCIDENT_SET_MAX];
     unsigned nactive;
@@ -165,9 +166,7 @@ static bool map_incident(const gh_dcgmIncidentInfo_t *in, struct gh_signal *s, c
         n = number_after(in->error.msg, "xid");
         s->code = n > 0 ? (int)n : 999; /* 999: NVML's "unknown Xid" */
         return true;
-    case 120: /* DCGM_FR_FALLEN_OFF_BUS */
-        s->kind = GH_KIND_GPU_LOST;
-        return true;
+    case 120: /* DCGM_FR_FALLEN_OFF_BUS */ s->kind = GH_KIND_GPU_LOST; return true;
     case 13: /* DCGM_FR_NVLINK_ERROR_THRESHOLD */
     case 70: /* DCGM_FR_NVLINK_CRC_ERROR_THRESHOLD */
         s->kind = GH_KIND_NVLINK;
@@ -188,8 +187,7 @@ static bool map_incident(const gh_dcgmIncidentInfo_t *in, struct gh_signal *s, c
         s->count = 0;
         *counter = "replay";
         return true;
-    default:
-        return false;
+    default: return false;
     }
 }
 
@@ -400,7 +398,9 @@ int gh_dcgm_health_new(const struct gh_dcgm_health_opts *opts, struct gh_dcgm_he
     struct gh_worker_opts wo = {.name = "DCGM health checker",
                                 .period_ns = opts->interval_ns ? opts->interval_ns
                                                                : 10 * GH_NS_PER_S,
-                                .cadence = GH_WORKER_RATE, .run = health_tick, .arg = h};
+                                .cadence = GH_WORKER_RATE,
+                                .run = health_tick,
+                                .arg = h};
     if ((rc = gh_worker_new(&wo, &h->worker, err)))
         goto fail;
     *out = h;

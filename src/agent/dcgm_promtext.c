@@ -33,8 +33,8 @@ static size_t skip_blanks(const char *p, size_t i, size_t n)
  * Returns NULL or why the line is malformed. Label values are unescaped
  * into scratch (at least n bytes). */
 static const char *parse_line(const char *p, size_t n, char *scratch,
-                              struct gh_dcgm_promtext_label *labels, struct gh_dcgm_promtext_sample *s,
-                              bool *is_sample)
+                              struct gh_dcgm_promtext_label *labels,
+                              struct gh_dcgm_promtext_sample *s, bool *is_sample)
 {
     size_t i = skip_blanks(p, 0, n), start, out = 0;
     char tok[64];

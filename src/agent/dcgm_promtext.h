@@ -11,7 +11,7 @@
 
 #include "common/err.h"
 
-#define GH_DCGM_PROMTEXT_LINE_MAX   (64 * 1024)
+#define GH_DCGM_PROMTEXT_LINE_MAX (64 * 1024)
 #define GH_DCGM_PROMTEXT_LABELS_MAX 64
 
 /* Pointers are into the parser's buffers, valid during the callback only;
@@ -29,10 +29,10 @@ struct gh_dcgm_promtext_sample {
     size_t name_len;
     const struct gh_dcgm_promtext_label *labels;
     size_t nlabels;
-    double value;              /* may be NaN or +-Inf */
+    double value; /* may be NaN or +-Inf */
     bool has_timestamp;
     int64_t timestamp_ms;
-    long line;                 /* 1-based */
+    long line; /* 1-based */
 };
 
 /* Returns 0 to go on; anything else stops the parse and is returned. */

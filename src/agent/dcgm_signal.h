@@ -8,7 +8,7 @@
 
 #include "agent/dcgm.h"
 
-#define GH_DCGM_MSG_MAX 512 /* a signal's msg */
+#define GH_DCGM_MSG_MAX 512  /* a signal's msg */
 #define GH_DCGM_NVL_LINKS 18 /* NVLink links per GPU that DCGM's fields name */
 
 /* Fills node/pci/msg/counter of s (strings copied), emits it, clears it.

@@ -70,7 +70,7 @@ struct gh_kmsg_source {
     struct gh_kmsg_source_stats st;
     bool has_committed, has_persisted;
     int64_t last_persist_mono;
-    pthread_mutex_t persist_mu;     /* one state-file writer at a time */
+    pthread_mutex_t persist_mu; /* one state-file writer at a time */
 };
 
 void gh_kmsg_source_opts_init(struct gh_kmsg_source_opts *o)

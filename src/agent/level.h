@@ -10,9 +10,9 @@
 #include <stdint.h>
 
 struct gh_level {
-    bool ever;                /* emitted at least once */
-    int emitted;              /* state last emitted (0 = normal) */
-    int64_t emitted_at;       /* source clock */
+    bool ever;          /* emitted at least once */
+    int emitted;        /* state last emitted (0 = normal) */
+    int64_t emitted_at; /* source clock */
 };
 
 /* Whether the change to `state` at `now` is reported now; when it is, *lv

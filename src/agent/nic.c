@@ -103,8 +103,11 @@ int gh_nic_source_new(const struct gh_nic_opts *opts, struct gh_nic_source **out
     if ((rc = parse_counters(src, opts->counters ? opts->counters : GH_NIC_DEFAULT_COUNTERS,
                              err)))
         goto out;
-    struct gh_worker_opts wo = {.name = "nic", .period_ns = src->poll_interval_ns,
-                                .cadence = GH_WORKER_AFTER, .run = poll_run, .arg = src};
+    struct gh_worker_opts wo = {.name = "nic",
+                                .period_ns = src->poll_interval_ns,
+                                .cadence = GH_WORKER_AFTER,
+                                .run = poll_run,
+                                .arg = src};
     if ((rc = gh_worker_new(&wo, &src->worker, err)))
         goto out;
     *out = src;

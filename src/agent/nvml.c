@@ -45,8 +45,7 @@
 #define DEFAULT_HOLDDOWN_NS (30 * GH_NS_PER_S)
 #define EVENT_WAIT_MS       500u
 #define EVENT_BACKOFF_NS    (1 * GH_NS_PER_S)
-#define MSG_MAX             GH_NVML_MSG_MAX
-
+#define MSG_MAX GH_NVML_MSG_MAX
 
 /* ---- the dlsym'ed functions: (symbol, required) ---- */
 #define GH_NVML_SYMS(X)                                                        \
@@ -210,8 +209,8 @@ static void set_call(struct core *c, const char *name, int gpu)
  * lost (the rest of its calls are skipped this poll), marks the metric
  * unsupported when NVML says so, and leaves the value invalid on other
  * errors (a transient failure keeps the old baseline). */
-static bool check_rc(struct gh_nvml_dev *d, struct gh_nvml_sample *s, uint32_t metric_bit, nvmlReturn_t r,
-                     const char *call)
+static bool check_rc(struct gh_nvml_dev *d, struct gh_nvml_sample *s, uint32_t metric_bit,
+                     nvmlReturn_t r, const char *call)
 {
     if (r == NVML_SUCCESS)
         return true;
@@ -351,7 +350,8 @@ static void poll_gpu(struct core *c, unsigned i)
         nvmlEnableState_t pend = NVML_FEATURE_DISABLED;
         set_call(c, "nvmlDeviceGetRetiredPagesPendingStatus", (int)i);
         r = f->nvmlDeviceGetRetiredPagesPendingStatus(d->h, &pend);
-        if (!check_rc(d, s, GH_NVML_BIT(GH_NVML_M_RETIRED_PENDING), r, "nvmlDeviceGetRetiredPagesPendingStatus"))
+        if (!check_rc(d, s, GH_NVML_BIT(GH_NVML_M_RETIRED_PENDING), r,
+                      "nvmlDeviceGetRetiredPagesPendingStatus"))
             return;
         if (r == NVML_SUCCESS) {
             s->v[GH_NVML_M_RETIRED_PENDING] = pend == NVML_FEATURE_ENABLED;
@@ -362,7 +362,8 @@ static void poll_gpu(struct core *c, unsigned i)
         unsigned n = 0;
         set_call(c, "nvmlDeviceGetPcieReplayCounter", (int)i);
         r = f->nvmlDeviceGetPcieReplayCounter(d->h, &n);
-        if (!check_rc(d, s, GH_NVML_BIT(GH_NVML_M_PCIE_REPLAY), r, "nvmlDeviceGetPcieReplayCounter"))
+        if (!check_rc(d, s, GH_NVML_BIT(GH_NVML_M_PCIE_REPLAY), r,
+                      "nvmlDeviceGetPcieReplayCounter"))
             return;
         if (r == NVML_SUCCESS) {
             s->v[GH_NVML_M_PCIE_REPLAY] = n;
@@ -405,8 +406,8 @@ static int job_init(struct core *c, struct gh_err *err)
     r = f->nvmlInit_v2();
     if (r != NVML_SUCCESS)
         return gh_err_set(err, GH_ENOTFOUND,
-                          "NVML: nvmlInit_v2 failed: %s (%d); GPU polling disabled", gh_nvml_rc_name(r),
-                          (int)r);
+                          "NVML: nvmlInit_v2 failed: %s (%d); GPU polling disabled",
+                          gh_nvml_rc_name(r), (int)r);
     c->initialized = true;
     if (f->nvmlSystemGetDriverVersion) {
         set_call(c, "nvmlSystemGetDriverVersion", -1);
@@ -812,11 +813,12 @@ static void *event_main(void *arg)
             gh_nvml_signal_begin(&src->dc, &s, GH_KIND_XID, gpu);
             s.code = data.eventData > INT32_MAX ? INT32_MAX : (int)data.eventData;
             if (gpu >= 0)
-                gh_nvml_signal_emitf(&src->dc, &s, NULL, "NVML event: Xid %llu on GPU %d (%s)", data.eventData,
-                         gpu, c->dev[gpu].pci[0] ? c->dev[gpu].pci : "?");
+                gh_nvml_signal_emitf(&src->dc, &s, NULL, "NVML event: Xid %llu on GPU %d (%s)",
+                                     data.eventData, gpu,
+                                     c->dev[gpu].pci[0] ? c->dev[gpu].pci : "?");
             else
-                gh_nvml_signal_emitf(&src->dc, &s, NULL, "NVML event: Xid %llu on an unknown device",
-                         data.eventData);
+                gh_nvml_signal_emitf(&src->dc, &s, NULL,
+                                     "NVML event: Xid %llu on an unknown device", data.eventData);
 
             pthread_mutex_lock(&c->mu);
             c->ev_in_source = false;
@@ -1038,8 +1040,11 @@ int gh_nvml_source_new(const struct gh_nvml_opts *opts, struct gh_nvml_source **
         rc = gh_err_set(err, GH_EIO, "NVML source: mutex init failed");
         goto fail_worker;
     }
-    struct gh_worker_opts wo = {.name = "NVML source", .period_ns = src->poll_ns,
-                                .cadence = GH_WORKER_RATE, .run = poll_run, .arg = src};
+    struct gh_worker_opts wo = {.name = "NVML source",
+                                .period_ns = src->poll_ns,
+                                .cadence = GH_WORKER_RATE,
+                                .run = poll_run,
+                                .arg = src};
     if ((rc = gh_worker_new(&wo, &src->poller, err)))
         goto fail_worker;
     *out = src;

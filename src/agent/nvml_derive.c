@@ -10,15 +10,17 @@
 #include <stdio.h>
 #include <string.h>
 
-#define DEFAULT_TEMP_C      85.0
-#define SLOWDOWN_MARGIN_C   5.0
+#define DEFAULT_TEMP_C 85.0
+#define SLOWDOWN_MARGIN_C 5.0
 /* Clock-event bits that mean "throttled" (shared/data/gpu-signals.md 3.4). */
-#define THERMAL_REASONS (nvmlClocksEventReasonSwThermalSlowdown | nvmlClocksThrottleReasonHwThermalSlowdown)
-#define POWER_REASONS   (nvmlClocksEventReasonSwPowerCap | nvmlClocksThrottleReasonHwPowerBrakeSlowdown)
+#define THERMAL_REASONS                                                                            \
+    (nvmlClocksEventReasonSwThermalSlowdown | nvmlClocksThrottleReasonHwThermalSlowdown)
+#define POWER_REASONS                                                                              \
+    (nvmlClocksEventReasonSwPowerCap | nvmlClocksThrottleReasonHwPowerBrakeSlowdown)
 
 /* In nvmlNvLinkErrorCounter_t order. */
 static const char *const link_counter_names[GH_NVML_L__COUNT] = {"replay", "recovery", "crc_flit",
-                                                         "crc_data"};
+                                                                 "crc_data"};
 
 const char *gh_nvml_rc_name(nvmlReturn_t r)
 {
@@ -88,14 +90,19 @@ int gh_nvml_derive(const struct gh_nvml_derive_cfg *src, unsigned i, const struc
     struct gh_signal sig;
     int rc = GH_OK;
 
-#define KEEP(x) do { if ((x) != GH_OK) rc = GH_ENOMEM; } while (0)
+#define KEEP(x)                                                                                    \
+    do {                                                                                           \
+        if ((x) != GH_OK)                                                                          \
+            rc = GH_ENOMEM;                                                                        \
+    } while (0)
 
     if (s->lost) {
         if (!g->lost) {
             char what[GH_NVML_MSG_MAX];
             g->lost = true;
             snprintf(what, sizeof what, "NVML: %s on GPU %u returned %s (%d)%s",
-                     s->lost_call ? s->lost_call : "?", i, gh_nvml_rc_name(s->lost_rc), (int)s->lost_rc,
+                     s->lost_call ? s->lost_call : "?", i, gh_nvml_rc_name(s->lost_rc),
+                     (int)s->lost_rc,
                      s->lost_rc == NVML_ERROR_GPU_IS_LOST
                          ? ": the GPU has fallen off the bus or is otherwise inaccessible"
                          : ": the GPU needs a reset");
@@ -134,11 +141,11 @@ int gh_nvml_derive(const struct gh_nvml_derive_cfg *src, unsigned i, const struc
             sig.has_count = true;
             sig.count = cur > INT64_MAX ? INT64_MAX : (int64_t)cur;
             if (first)
-                KEEP(gh_nvml_signal_emitf(src, &sig, NULL, "NVML: %s = %" PRIu64 " at first poll", ecc[k].name,
-                              cur));
+                KEEP(gh_nvml_signal_emitf(src, &sig, NULL, "NVML: %s = %" PRIu64 " at first poll",
+                                          ecc[k].name, cur));
             else
-                KEEP(gh_nvml_signal_emitf(src, &sig, NULL, "NVML: %s %" PRIu64 " -> %" PRIu64, ecc[k].name,
-                              b->v[m], cur));
+                KEEP(gh_nvml_signal_emitf(src, &sig, NULL, "NVML: %s %" PRIu64 " -> %" PRIu64,
+                                          ecc[k].name, b->v[m], cur));
         }
         b->v[m] = cur;
         b->valid |= GH_NVML_BIT(m);
@@ -157,17 +164,18 @@ int gh_nvml_derive(const struct gh_nvml_derive_cfg *src, unsigned i, const struc
             sig.correctable = s->remap_corr;
             sig.uncorrectable = s->remap_unc;
             if (first)
-                KEEP(gh_nvml_signal_emitf(src, &sig, NULL,
-                              "NVML: remapped rows at first poll: correctable %u, uncorrectable "
-                              "%u, pending %u, failure %u",
-                              s->remap_corr, s->remap_unc, s->remap_pending, s->remap_failure));
+                KEEP(gh_nvml_signal_emitf(
+                    src, &sig, NULL,
+                    "NVML: remapped rows at first poll: correctable %u, uncorrectable "
+                    "%u, pending %u, failure %u",
+                    s->remap_corr, s->remap_unc, s->remap_pending, s->remap_failure));
             else
-                KEEP(gh_nvml_signal_emitf(src, &sig, NULL,
-                              "NVML: remapped rows: correctable %u -> %u, uncorrectable %u -> "
-                              "%u, pending %u -> %u, failure %u -> %u",
-                              b->remap_corr, s->remap_corr, b->remap_unc, s->remap_unc,
-                              b->remap_pending, s->remap_pending, b->remap_failure,
-                              s->remap_failure));
+                KEEP(gh_nvml_signal_emitf(
+                    src, &sig, NULL,
+                    "NVML: remapped rows: correctable %u -> %u, uncorrectable %u -> "
+                    "%u, pending %u -> %u, failure %u -> %u",
+                    b->remap_corr, s->remap_corr, b->remap_unc, s->remap_unc, b->remap_pending,
+                    s->remap_pending, b->remap_failure, s->remap_failure));
         }
         b->remap_corr = s->remap_corr;
         b->remap_unc = s->remap_unc;
@@ -178,14 +186,17 @@ int gh_nvml_derive(const struct gh_nvml_derive_cfg *src, unsigned i, const struc
 
     /* Page retirement (before Ampere), reported as row_remap (see nvml.h). */
     {
-        const uint32_t rbits = GH_NVML_BIT(GH_NVML_M_RETIRED_SBE) | GH_NVML_BIT(GH_NVML_M_RETIRED_DBE) | GH_NVML_BIT(GH_NVML_M_RETIRED_PENDING);
+        const uint32_t rbits = GH_NVML_BIT(GH_NVML_M_RETIRED_SBE) |
+                               GH_NVML_BIT(GH_NVML_M_RETIRED_DBE) |
+                               GH_NVML_BIT(GH_NVML_M_RETIRED_PENDING);
         uint32_t have = s->valid & rbits;
         if (have) {
             bool first = (b->valid & have) != have;
             uint64_t sbe = s->v[GH_NVML_M_RETIRED_SBE], dbe = s->v[GH_NVML_M_RETIRED_DBE];
             uint64_t pend = s->v[GH_NVML_M_RETIRED_PENDING];
-            bool moved = !first && (sbe > b->v[GH_NVML_M_RETIRED_SBE] || dbe > b->v[GH_NVML_M_RETIRED_DBE] ||
-                                    pend != b->v[GH_NVML_M_RETIRED_PENDING]);
+            bool moved = !first &&
+                         (sbe > b->v[GH_NVML_M_RETIRED_SBE] || dbe > b->v[GH_NVML_M_RETIRED_DBE] ||
+                          pend != b->v[GH_NVML_M_RETIRED_PENDING]);
             if ((first && (pend || dbe > 0)) || moved) {
                 gh_nvml_signal_begin(src, &sig, GH_KIND_ROW_REMAP, (int)i);
                 sig.pending = pend != 0;
@@ -193,11 +204,12 @@ int gh_nvml_derive(const struct gh_nvml_derive_cfg *src, unsigned i, const struc
                 sig.correctable = sbe > INT64_MAX ? INT64_MAX : (int64_t)sbe;
                 sig.uncorrectable = dbe > INT64_MAX ? INT64_MAX : (int64_t)dbe;
                 KEEP(gh_nvml_signal_emitf(src, &sig, NULL,
-                              "NVML: page retirement%s: pages retired for SBE %" PRIu64
-                              ", for DBE %" PRIu64 ", retirement pending %" PRIu64,
-                              first ? " at first poll" : "", sbe, dbe, pend));
+                                          "NVML: page retirement%s: pages retired for SBE %" PRIu64
+                                          ", for DBE %" PRIu64 ", retirement pending %" PRIu64,
+                                          first ? " at first poll" : "", sbe, dbe, pend));
             }
-            for (enum gh_nvml_metric m = GH_NVML_M_RETIRED_SBE; m <= GH_NVML_M_RETIRED_PENDING; m++) {
+            for (enum gh_nvml_metric m = GH_NVML_M_RETIRED_SBE; m <= GH_NVML_M_RETIRED_PENDING;
+                 m++) {
                 if (s->valid & GH_NVML_BIT(m)) {
                     b->v[m] = s->v[m];
                     b->valid |= GH_NVML_BIT(m);
@@ -213,8 +225,9 @@ int gh_nvml_derive(const struct gh_nvml_derive_cfg *src, unsigned i, const struc
             gh_nvml_signal_begin(src, &sig, GH_KIND_PCIE, (int)i);
             sig.has_count = true;
             sig.count = (int64_t)cur;
-            KEEP(gh_nvml_signal_emitf(src, &sig, "replay", "NVML: PCIe replay counter %" PRIu64 " -> %" PRIu64,
-                          b->v[GH_NVML_M_PCIE_REPLAY], cur));
+            KEEP(gh_nvml_signal_emitf(src, &sig, "replay",
+                                      "NVML: PCIe replay counter %" PRIu64 " -> %" PRIu64,
+                                      b->v[GH_NVML_M_PCIE_REPLAY], cur));
         }
         b->v[GH_NVML_M_PCIE_REPLAY] = cur;
         b->valid |= GH_NVML_BIT(GH_NVML_M_PCIE_REPLAY);
@@ -234,8 +247,8 @@ int gh_nvml_derive(const struct gh_nvml_derive_cfg *src, unsigned i, const struc
                 sig.has_count = true;
                 sig.count = cur > INT64_MAX ? INT64_MAX : (int64_t)cur;
                 KEEP(gh_nvml_signal_emitf(src, &sig, link_counter_names[k],
-                              "NVML: NVLink %u %s errors %" PRIu64 " -> %" PRIu64, l,
-                              link_counter_names[k], b->link[l][k], cur));
+                                          "NVML: NVLink %u %s errors %" PRIu64 " -> %" PRIu64, l,
+                                          link_counter_names[k], b->link[l][k], cur));
             }
             b->link[l][k] = cur;
             b->link_valid[l] |= bit;
@@ -246,7 +259,8 @@ int gh_nvml_derive(const struct gh_nvml_derive_cfg *src, unsigned i, const struc
     if (s->valid & GH_NVML_BIT(GH_NVML_M_TEMP)) {
         double thr = temp_threshold(src, d);
         double celsius = (double)s->v[GH_NVML_M_TEMP];
-        uint64_t reasons = (s->valid & GH_NVML_BIT(GH_NVML_M_REASONS)) ? s->v[GH_NVML_M_REASONS] : 0;
+        uint64_t reasons = (s->valid & GH_NVML_BIT(GH_NVML_M_REASONS)) ? s->v[GH_NVML_M_REASONS]
+                                                                       : 0;
         bool hot = celsius >= thr;
         bool throttled = (reasons & THERMAL_REASONS) != 0;
         int state = (hot ? 1 : 0) | (throttled ? 2 : 0);
@@ -254,11 +268,11 @@ int gh_nvml_derive(const struct gh_nvml_derive_cfg *src, unsigned i, const struc
             gh_nvml_signal_begin(src, &sig, GH_KIND_THERMAL, (int)i);
             sig.celsius = celsius;
             sig.throttled = throttled;
-            KEEP(gh_nvml_signal_emitf(src, &sig, NULL,
-                          "NVML: GPU temperature %.0f C (threshold %.0f C) %s; thermal throttle "
-                          "%s (clock-event reasons 0x%" PRIx64 ")",
-                          celsius, thr, hot ? "over" : "under", throttled ? "on" : "off",
-                          reasons));
+            KEEP(gh_nvml_signal_emitf(
+                src, &sig, NULL,
+                "NVML: GPU temperature %.0f C (threshold %.0f C) %s; thermal throttle "
+                "%s (clock-event reasons 0x%" PRIx64 ")",
+                celsius, thr, hot ? "over" : "under", throttled ? "on" : "off", reasons));
         }
     }
     /* Power: power-cap or power-brake throttle on/off. */
@@ -271,16 +285,16 @@ int gh_nvml_derive(const struct gh_nvml_derive_cfg *src, unsigned i, const struc
             sig.watts = watts;
             sig.throttled = throttled;
             if (d->has_power_limit)
-                KEEP(gh_nvml_signal_emitf(src, &sig, NULL,
-                              "NVML: power %.1f W (limit %.1f W); power throttle %s (clock-event "
-                              "reasons 0x%" PRIx64 ")",
-                              watts, d->power_limit_mw / 1000.0, throttled ? "on" : "off",
-                              reasons));
+                KEEP(gh_nvml_signal_emitf(
+                    src, &sig, NULL,
+                    "NVML: power %.1f W (limit %.1f W); power throttle %s (clock-event "
+                    "reasons 0x%" PRIx64 ")",
+                    watts, d->power_limit_mw / 1000.0, throttled ? "on" : "off", reasons));
             else
-                KEEP(gh_nvml_signal_emitf(src, &sig, NULL,
-                              "NVML: power %.1f W; power throttle %s (clock-event reasons 0x%" PRIx64
-                              ")",
-                              watts, throttled ? "on" : "off", reasons));
+                KEEP(gh_nvml_signal_emitf(
+                    src, &sig, NULL,
+                    "NVML: power %.1f W; power throttle %s (clock-event reasons 0x%" PRIx64 ")",
+                    watts, throttled ? "on" : "off", reasons));
         }
     }
     for (enum gh_nvml_metric m = GH_NVML_M_TEMP; m <= GH_NVML_M_REASONS; m++) {
@@ -309,7 +323,9 @@ void gh_nvml_derive_health(const struct gh_nvml_gpu_state *g, const struct gh_nv
     }
     /* Counters from the baselines: the last value read, kept across a
      * failed read. */
-    h->has_ecc = (b->valid & (GH_NVML_BIT(GH_NVML_M_SBE_VOL) | GH_NVML_BIT(GH_NVML_M_DBE_VOL) | GH_NVML_BIT(GH_NVML_M_SBE_AGG) | GH_NVML_BIT(GH_NVML_M_DBE_AGG))) != 0;
+    h->has_ecc = (b->valid & (GH_NVML_BIT(GH_NVML_M_SBE_VOL) | GH_NVML_BIT(GH_NVML_M_DBE_VOL) |
+                              GH_NVML_BIT(GH_NVML_M_SBE_AGG) | GH_NVML_BIT(GH_NVML_M_DBE_AGG))) !=
+                 0;
     h->ecc_sbe_volatile = (int64_t)b->v[GH_NVML_M_SBE_VOL];
     h->ecc_dbe_volatile = (int64_t)b->v[GH_NVML_M_DBE_VOL];
     h->ecc_sbe_aggregate = (int64_t)b->v[GH_NVML_M_SBE_AGG];
@@ -319,7 +335,8 @@ void gh_nvml_derive_health(const struct gh_nvml_gpu_state *g, const struct gh_nv
     h->remap_failure = b->remap_failure;
     h->remap_correctable = b->remap_corr;
     h->remap_uncorrectable = b->remap_unc;
-    h->has_retired = (b->valid & (GH_NVML_BIT(GH_NVML_M_RETIRED_SBE) | GH_NVML_BIT(GH_NVML_M_RETIRED_DBE))) != 0;
+    h->has_retired = (b->valid & (GH_NVML_BIT(GH_NVML_M_RETIRED_SBE) |
+                                  GH_NVML_BIT(GH_NVML_M_RETIRED_DBE))) != 0;
     h->retired_sbe = (int64_t)b->v[GH_NVML_M_RETIRED_SBE];
     h->retired_dbe = (int64_t)b->v[GH_NVML_M_RETIRED_DBE];
     h->retired_pending = b->v[GH_NVML_M_RETIRED_PENDING] != 0;

@@ -41,10 +41,10 @@ enum { GH_NVML_L__COUNT = 4 };
 
 /* What one poll read of one GPU (the core's worker fills it). */
 struct gh_nvml_sample {
-    uint32_t valid;           /* GH_NVML_BIT(metric) read this poll */
-    bool lost;                /* a call said GPU_IS_LOST or RESET_REQUIRED */
+    uint32_t valid; /* GH_NVML_BIT(metric) read this poll */
+    bool lost;      /* a call said GPU_IS_LOST or RESET_REQUIRED */
     nvmlReturn_t lost_rc;
-    const char *lost_call;    /* static string */
+    const char *lost_call; /* static string */
     uint64_t v[GH_NVML_M__COUNT];
     unsigned remap_corr, remap_unc, remap_pending, remap_failure;
     uint8_t link_valid[NVML_NVLINK_MAX_LINKS]; /* bit per link counter */
@@ -54,22 +54,22 @@ struct gh_nvml_sample {
 /* What initialisation learned about a GPU; written by the worker during
  * init (and unsupported/handle during polls), read by others only after. */
 struct gh_nvml_dev {
-    nvmlDevice_t h;           /* NULL when the handle could not be had */
-    nvmlReturn_t handle_rc;   /* why not */
+    nvmlDevice_t h;         /* NULL when the handle could not be had */
+    nvmlReturn_t handle_rc; /* why not */
     char pci[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
     char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
     bool has_slowdown;
     unsigned slowdown_c;
     bool has_power_limit;
     unsigned power_limit_mw;
-    uint32_t links;           /* bit per NVLink that exists */
-    uint32_t unsupported;     /* worker only: GH_NVML_BIT(metric) said NOT_SUPPORTED */
+    uint32_t links;       /* bit per NVLink that exists */
+    uint32_t unsupported; /* worker only: GH_NVML_BIT(metric) said NOT_SUPPORTED */
     uint8_t link_unsupported[NVML_NVLINK_MAX_LINKS];
 };
 
 /* What earlier polls left of one GPU: the derivation's memory. */
 struct gh_nvml_gpu_state {
-    struct gh_nvml_sample base;       /* base.valid: which baselines exist */
+    struct gh_nvml_sample base; /* base.valid: which baselines exist */
     bool lost;
     struct gh_level thermal, power; /* level.h */
 };

@@ -928,8 +928,8 @@ int gh_requests_new(struct gh_kube_client *c, const struct gh_requests_opts *o,
         gh_err_prefix(err, rc, "validate command");
     if (!rc)
         rc = load_state(r, err);
-    struct gh_worker_opts wo = {.name = "requests", .run = worker_run, .wake = wake_client,
-                                .arg = r};
+    struct gh_worker_opts wo = {
+        .name = "requests", .run = worker_run, .wake = wake_client, .arg = r};
     if (!rc)
         rc = gh_worker_new(&wo, &r->worker, err);
     if (rc) {

@@ -16,11 +16,11 @@
 struct gh_worker {
     struct gh_worker_opts o;
     pthread_mutex_t mu;
-    pthread_cond_t cond;   /* CLOCK_MONOTONIC; stop or kick */
-    bool kicked;           /* under mu */
+    pthread_cond_t cond; /* CLOCK_MONOTONIC; stop or kick */
+    bool kicked;         /* under mu */
     atomic_bool stopping;
     int stopfd;
-    bool running;          /* the owner's */
+    bool running; /* the owner's */
     pthread_t thread;
 };
 
@@ -50,8 +50,7 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-int gh_worker_new(const struct gh_worker_opts *opts, struct gh_worker **out,
-                  struct gh_err *err)
+int gh_worker_new(const struct gh_worker_opts *opts, struct gh_worker **out, struct gh_err *err)
 {
     const char *name = opts->name ? opts->name : "worker";
     *out = NULL;
@@ -119,10 +118,7 @@ void gh_worker_stop(struct gh_worker *w)
     w->running = false;
 }
 
-bool gh_worker_running(const struct gh_worker *w)
-{
-    return w->running;
-}
+bool gh_worker_running(const struct gh_worker *w) { return w->running; }
 
 bool gh_worker_stopping(const struct gh_worker *w)
 {
@@ -152,10 +148,7 @@ void gh_worker_kick(struct gh_worker *w)
     pthread_mutex_unlock(&w->mu);
 }
 
-int gh_worker_stop_fd(const struct gh_worker *w)
-{
-    return w->stopfd;
-}
+int gh_worker_stop_fd(const struct gh_worker *w) { return w->stopfd; }
 
 void gh_worker_free(struct gh_worker *w)
 {

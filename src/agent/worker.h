@@ -36,8 +36,8 @@ struct gh_worker;
 enum gh_worker_cadence { GH_WORKER_AFTER = 0, GH_WORKER_RATE };
 
 struct gh_worker_opts {
-    const char *name;            /* borrowed, must outlive the worker: "nic", for errors */
-    int64_t period_ns;           /* > 0: run() every period; 0: run() once (a loop itself) */
+    const char *name;  /* borrowed, must outlive the worker: "nic", for errors */
+    int64_t period_ns; /* > 0: run() every period; 0: run() once (a loop itself) */
     enum gh_worker_cadence cadence;
     /* The work, on the worker's thread; w is the worker (for stopping,
      * wait_until, stop_fd). arg is opts.arg, borrowed. */
@@ -51,8 +51,7 @@ struct gh_worker_opts {
 
 /* *out: a new, not yet started worker; caller frees with gh_worker_free().
  * GH_EINVAL (no run, negative period), GH_ENOMEM, GH_EIO (eventfd). */
-int gh_worker_new(const struct gh_worker_opts *opts, struct gh_worker **out,
-                  struct gh_err *err);
+int gh_worker_new(const struct gh_worker_opts *opts, struct gh_worker **out, struct gh_err *err);
 
 /* Starts the thread. GH_EINVAL "<name>: already started"; GH_EIO when the
  * thread cannot be created. */

@@ -70,10 +70,11 @@ static void deferred_lines(FILE *out, const struct gh_audit_incident_rec *r)
     json_t *d = json_object_get(json_object_get(inc, "impact"), "deferred");
     size_t i;
     json_t *a;
-    json_array_foreach(d, i, a) {
+    json_array_foreach(d, i, a)
+    {
         if (!json_is_string(a))
             continue;
-        fprintf(out, "    %s node/%s", json_string_value(a), or(r->node, "-"));
+        fprintf(out, "    %s node/%s", json_string_value(a), or (r->node, "-"));
         if (r->gpu >= 0 && strcmp(json_string_value(a), "reset_gpu") == 0)
             fprintf(out, " GPU %d", r->gpu);
         fprintf(out, ": waiting for a safe moment (the GPU idle or the job ended; a follow-up "

@@ -40,13 +40,11 @@ int gh_listen_tcp(const char *hostport, int *fd, int *port, struct gh_err *err)
     bool any = hlen == 0 || strcmp(host, "*") == 0;
     int grc = getaddrinfo(any ? NULL : host, serv, &hints, &res);
     if (grc)
-        return gh_err_set(err, GH_EINVAL, "listen address \"%s\": %s", hostport,
-                          gai_strerror(grc));
+        return gh_err_set(err, GH_EINVAL, "listen address \"%s\": %s", hostport, gai_strerror(grc));
     int rc = GH_EIO, s = -1, saved = 0;
     /* With no host, prefer IPv6 dual-stack, else take the first that binds. */
     for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-        s = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                   ai->ai_protocol);
+        s = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
         if (s < 0) {
             saved = errno;
             continue;
@@ -72,7 +70,7 @@ int gh_listen_tcp(const char *hostport, int *fd, int *port, struct gh_err *err)
         return gh_err_set(err, GH_EIO, "getsockname: %s", strerror(saved));
     }
     *port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
-                                      : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+                                     : ntohs(((struct sockaddr_in *)&ss)->sin_port);
     *fd = s;
     return GH_OK;
 }

@@ -18,9 +18,9 @@ struct entry {
 struct gh_strmap {
     struct entry *entries; /* by index */
     size_t count, live, cap_entries, max_entries;
-    uint64_t free_head;    /* first free index, NO_FREE when none */
-    uint32_t *slots;       /* entry index + 1; 0 = empty; TOMB = removed */
-    size_t nslots;         /* power of two, > 2 * (live + tombs) */
+    uint64_t free_head; /* first free index, NO_FREE when none */
+    uint32_t *slots;    /* entry index + 1; 0 = empty; TOMB = removed */
+    size_t nslots;      /* power of two, > 2 * (live + tombs) */
     size_t tombs;
 };
 
@@ -190,8 +190,8 @@ void gh_strmap_remove(struct gh_strmap *m, size_t i)
     m->live--;
 }
 
-size_t gh_strmap_remove_if(struct gh_strmap *m, bool (*drop)(const char *key, void *value, void *ctx),
-                           void *ctx)
+size_t gh_strmap_remove_if(struct gh_strmap *m,
+                           bool (*drop)(const char *key, void *value, void *ctx), void *ctx)
 {
     size_t n = 0;
     for (size_t i = 0; i < m->count; i++)
@@ -210,7 +210,10 @@ bool gh_strmap_full(const struct gh_strmap *m)
 }
 const char *gh_strmap_key(const struct gh_strmap *m, size_t i) { return m->entries[i].key; }
 void *gh_strmap_value(const struct gh_strmap *m, size_t i) { return m->entries[i].value; }
-void gh_strmap_set_value(struct gh_strmap *m, size_t i, void *value) { m->entries[i].value = value; }
+void gh_strmap_set_value(struct gh_strmap *m, size_t i, void *value)
+{
+    m->entries[i].value = value;
+}
 
 size_t gh_strmap_memory(const struct gh_strmap *m)
 {

@@ -51,8 +51,8 @@ void *gh_strmap_get_or_alloc(struct gh_strmap *m, const char *key, size_t size, 
 void gh_strmap_remove(struct gh_strmap *m, size_t i);
 /* Removes every live entry for which drop(key, value, ctx) returns true;
  * drop frees the value when it says true. Returns how many were removed. */
-size_t gh_strmap_remove_if(struct gh_strmap *m, bool (*drop)(const char *key, void *value, void *ctx),
-                           void *ctx);
+size_t gh_strmap_remove_if(struct gh_strmap *m,
+                           bool (*drop)(const char *key, void *value, void *ctx), void *ctx);
 /* Approximate bytes held by the map itself (not values). */
 size_t gh_strmap_memory(const struct gh_strmap *m);
 

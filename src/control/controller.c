@@ -486,9 +486,8 @@ int gh_controller_new(const struct gh_controller_opts *o, struct gh_controller *
         return gh_err_set(err, GH_EINVAL,
                           "controller: --token-file or --agent-service-account is needed");
     struct gh_node_conditions conds;
-    if (gh_node_conditions_parse(o->node_conditions ? o->node_conditions
-                                                    : GH_NODE_CONDITIONS_DEFAULT,
-                                 &conds, err))
+    if (gh_node_conditions_parse(
+            o->node_conditions ? o->node_conditions : GH_NODE_CONDITIONS_DEFAULT, &conds, err))
         return GH_EINVAL;
     struct gh_controller *ctl = calloc(1, sizeof *ctl);
     if (!ctl)
@@ -713,9 +712,11 @@ int gh_controller_run(struct gh_controller *ctl, int stop_fd, struct gh_err *err
                              (double)gh_executor_depth(ctl->ex));
         gh_ctl_metrics_gauge(ctl->metrics, GH_GAUGE_AWAITING_APPROVAL, (double)ctl->n_awaiting);
         if (es.nomem != ctl->engine_nomem) {
-            GH_LOG(GH_LOG_ERROR, "event=engine_out_of_memory failures=%llu new=%llu (a signal's "
+            GH_LOG(GH_LOG_ERROR,
+                   "event=engine_out_of_memory failures=%llu new=%llu (a signal's "
                    "effect may be lost: a finding or an incident; the process is short of "
-                   "memory)", (unsigned long long)es.nomem,
+                   "memory)",
+                   (unsigned long long)es.nomem,
                    (unsigned long long)(es.nomem - ctl->engine_nomem));
             ctl->engine_nomem = es.nomem;
             gh_ctl_metrics_engine_nomem(ctl->metrics, es.nomem);

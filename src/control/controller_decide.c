@@ -84,8 +84,10 @@ void gh_ctl_decide(struct gh_controller *ctl, json_t *inc, const struct gh_decis
     count_trips(ctl, task.v, task.n);
     gh_guard_commit(ctl->guard, task.v, task.n, node, t);
     const struct gh_guard_config *gc = gh_guard_config(ctl->guard);
-    snprintf(task.mode, sizeof task.mode, "%s", gc->dry_run ? "dry_run" : gc->approval ? "approval"
-                                                                                       : "act");
+    snprintf(task.mode, sizeof task.mode, "%s",
+             gc->dry_run    ? "dry_run"
+             : gc->approval ? "approval"
+                            : "act");
     task.first_arrival_ns = first_arrival;
     bool awaits = false;
     for (int i = 0; i < task.n; i++)
@@ -133,9 +135,10 @@ static void costs_reason(struct gh_controller *ctl, const struct gh_incident *in
         snprintf(more, sizeof more, "Job costs: %s.",
                  gh_job_costs_describe(&jc->c, now(ctl), jc->end_on, jc->cost_on, d, sizeof d));
     else
-        snprintf(more, sizeof more, "Job costs: the policy defaults (no valid %s, %s or %s "
-                 "annotation on the job or its pods).", GH_ANN_EXPECTED_END, GH_ANN_REMAINING,
-                 GH_ANN_RESTART_COST);
+        snprintf(more, sizeof more,
+                 "Job costs: the policy defaults (no valid %s, %s or %s "
+                 "annotation on the job or its pods).",
+                 GH_ANN_EXPECTED_END, GH_ANN_REMAINING, GH_ANN_RESTART_COST);
     append_reason(j, more);
 }
 
@@ -148,9 +151,10 @@ static bool node_governed(struct gh_controller *ctl, int rule, const char *node,
 {
     if (!node || !ctl->crset || !gh_policy_crset_has_selectors(ctl->crset))
         return true;
-    const struct gh_kube_obj *no =
-        ctl->inf_nodes ? gh_kube_store_get(gh_kube_informer_store(ctl->inf_nodes), NULL, node)
-                       : NULL;
+    const struct gh_kube_obj *no = ctl->inf_nodes
+                                       ? gh_kube_store_get(gh_kube_informer_store(ctl->inf_nodes),
+                                                           NULL, node)
+                                       : NULL;
     json_t *n = no ? gh_kube_obj_json(no) : NULL; /* unknown node: no labels */
     bool yes = gh_policy_crset_governs(
         ctl->crset, rule, json_object_get(json_object_get(n, "metadata"), "labels"), why, cap);
@@ -177,8 +181,10 @@ static bool governed(struct gh_controller *ctl, const struct gh_incident *inc, j
     if (ri < 0 || node_governed(ctl, ri, inc->node, why, sizeof why))
         return true;
     char more[600];
-    snprintf(more, sizeof more, "Not acted: %s, and node %s does not have them "
-             "(no RecoveryPolicy governs this node for rule %s).", why, inc->node, inc->rule);
+    snprintf(more, sizeof more,
+             "Not acted: %s, and node %s does not have them "
+             "(no RecoveryPolicy governs this node for rule %s).",
+             why, inc->node, inc->rule);
     append_reason(j, more);
     GH_LOG(GH_LOG_INFO, "event=incident_not_governed id=%s node=%s rule=%s why=\"%s\"", inc->id,
            inc->node, inc->rule, why);
@@ -300,8 +306,8 @@ static bool hold_drain(struct gh_controller *ctl, struct gh_task *t)
         return false;
     bool drains = false;
     for (int i = 0; i < t->n; i++)
-        drains = drains || (t->v[i].action == GH_ACT_DRAIN_NODE &&
-                            t->v[i].outcome == GH_GUARD_ALLOW);
+        drains = drains ||
+                 (t->v[i].action == GH_ACT_DRAIN_NODE && t->v[i].outcome == GH_GUARD_ALLOW);
     const char *node = t->d.node, *job = t->d.job;
     if (!drains || !node)
         return false;
@@ -320,8 +326,8 @@ static bool hold_drain(struct gh_controller *ctl, struct gh_task *t)
         if (!slash)
             continue;
         snprintf(ns, sizeof ns, "%.*s", (int)(slash - nj.jobs[i]), nj.jobs[i]);
-        const struct gh_kube_obj *no =
-            gh_kube_store_get(gh_kube_informer_store(ctl->inf_namespaces), NULL, ns);
+        const struct gh_kube_obj *no = gh_kube_store_get(
+            gh_kube_informer_store(ctl->inf_namespaces), NULL, ns);
         json_t *nso = no ? gh_kube_obj_json(no) : NULL;
         struct gh_drain_mode m;
         struct gh_err err;
@@ -360,15 +366,19 @@ static bool hold_drain(struct gh_controller *ctl, struct gh_task *t)
     if (rec.incident && rec.hold)
         gh_ctl_submit(ctl, &rec);
     else
-        GH_LOG(GH_LOG_WARN, "event=drain_hold_not_recorded id=%s error=\"out of memory\" "
-               "(a restart would decide it again)", id);
+        GH_LOG(GH_LOG_WARN,
+               "event=drain_hold_not_recorded id=%s error=\"out of memory\" "
+               "(a restart would decide it again)",
+               id);
     json_decref(rec.incident);
     json_decref(rec.hold);
     if (!gh_kube_timer_add(ctl->c, timeout, drain_timer, ctl))
-        GH_LOG(GH_LOG_WARN, "event=drain_timer_failed id=%s error=\"out of memory\" (released "
-               "by a checkpoint or the next timer only)", id);
-    GH_LOG(GH_LOG_INFO, "event=drain_waiting id=%s node=%s job=%s jobs=%d timeout_s=%.0f", id,
-           node, wait[0], n, (double)timeout / 1e9);
+        GH_LOG(GH_LOG_WARN,
+               "event=drain_timer_failed id=%s error=\"out of memory\" (released "
+               "by a checkpoint or the next timer only)",
+               id);
+    GH_LOG(GH_LOG_INFO, "event=drain_waiting id=%s node=%s job=%s jobs=%d timeout_s=%.0f", id, node,
+           wait[0], n, (double)timeout / 1e9);
     return true;
 }
 
@@ -392,8 +402,8 @@ static void drain_timer(void *ud) { release_drains(ud); }
 /* at: when the checkpoint arrived (a replayed one: its arrival) */
 void gh_ctl_checkpoint_seen(struct gh_controller *ctl, const struct gh_signal *s, int64_t at)
 {
-    if (ctl->waits && gh_drain_waits_checkpoint(ctl->waits, s->job, s->has_step ? s->step : -1,
-                                                s->path, at))
+    if (ctl->waits &&
+        gh_drain_waits_checkpoint(ctl->waits, s->job, s->has_step ? s->step : -1, s->path, at))
         release_drains(ctl);
 }
 
@@ -419,8 +429,8 @@ static void hold_resumed(void *ud, struct gh_drain_hold *h)
     }
     if (!gh_kube_timer_add(ctl->c, left > 0 ? left : 0, drain_timer, ctl))
         GH_LOG(GH_LOG_WARN, "event=drain_timer_failed id=%s error=\"out of memory\"", id);
-    GH_LOG(GH_LOG_INFO, "event=drain_hold_resumed id=%s job=%s jobs=%d left_s=%.1f", id,
-           jobs[0], h->n, (double)left / 1e9);
+    GH_LOG(GH_LOG_INFO, "event=drain_hold_resumed id=%s job=%s jobs=%d left_s=%.1f", id, jobs[0],
+           h->n, (double)left / 1e9);
 }
 
 static void hold_skipped(void *ud, const char *id, const struct gh_err *err)

@@ -61,16 +61,20 @@ static void job_costs_note(struct gh_controller *ctl, const char *job, const cha
     snprintf(jc->end_on, sizeof jc->end_on, "%s", e == &cj ? job_is : pod_is);
     jc->c.restart_cost_ns = cj.restart_cost_ns >= 0 ? cj.restart_cost_ns : cp.restart_cost_ns;
     snprintf(jc->cost_on, sizeof jc->cost_on, "%s", cj.restart_cost_ns >= 0 ? job_is : pod_is);
-    uint64_t h = rp || rj ? gh_hash_str(gh_hash_str(GH_HASH_INIT, rp ? ep.msg : ""),
-                                        rj ? ej.msg : "")
-                          : 0;
+    uint64_t h = rp || rj
+                     ? gh_hash_str(gh_hash_str(GH_HASH_INIT, rp ? ep.msg : ""), rj ? ej.msg : "")
+                     : 0;
     if (h && h != jc->warned) {
         if (rj)
-            GH_LOG(GH_LOG_WARN, "event=job_costs_invalid job=%s %s error=\"%s\" (the policy "
-                   "default is used for it)", job, job_is, ej.msg);
+            GH_LOG(GH_LOG_WARN,
+                   "event=job_costs_invalid job=%s %s error=\"%s\" (the policy "
+                   "default is used for it)",
+                   job, job_is, ej.msg);
         if (rp)
-            GH_LOG(GH_LOG_WARN, "event=job_costs_invalid job=%s %s error=\"%s\" (the policy "
-                   "default is used for it)", job, pod_is, ep.msg);
+            GH_LOG(GH_LOG_WARN,
+                   "event=job_costs_invalid job=%s %s error=\"%s\" (the policy "
+                   "default is used for it)",
+                   job, pod_is, ep.msg);
     }
     jc->warned = h;
 }
@@ -212,8 +216,8 @@ static void place_pods(struct gh_controller *ctl, const char *job)
     char ns[64];
     snprintf(ns, sizeof ns, "%.*s", (int)(slash - job), job);
     struct pods_of p = {ctl, ns};
-    gh_kube_store_index_foreach(gh_kube_informer_store(ctl->inf_pods), "job", slash + 1,
-                                place_pod, &p);
+    gh_kube_store_index_foreach(gh_kube_informer_store(ctl->inf_pods), "job", slash + 1, place_pod,
+                                &p);
 }
 
 /* A Job, JobSet or PyTorchJob changed: place its pods again (the owner
@@ -250,9 +254,7 @@ static void job_watch_note(void *ud, const struct gh_job_watch_note *n)
     case GH_JOB_WATCH_DISCOVERY_FAILED:
         GH_LOG(GH_LOG_WARN, "event=discovery_failed kind=%s error=\"%s\"", kind, n->error);
         break;
-    case GH_JOB_WATCH_NOT_SERVED:
-        GH_LOG(GH_LOG_DEBUG, "event=not_served kind=%s", kind);
-        break;
+    case GH_JOB_WATCH_NOT_SERVED: GH_LOG(GH_LOG_DEBUG, "event=not_served kind=%s", kind); break;
     }
 }
 
@@ -314,8 +316,10 @@ void gh_ctl_release_done(struct gh_controller *ctl, const char *node, const char
     if (strcmp(result, "succeeded") != 0 && strcmp(result, "noop") != 0)
         return;
     gh_engine_node_returned(ctl->engine, node, now(ctl));
-    GH_LOG(GH_LOG_INFO, "event=node_returned node=%s by=validation incident=%s (new evidence "
-           "there is a new incident)", node, incident && *incident ? incident : "-");
+    GH_LOG(GH_LOG_INFO,
+           "event=node_returned node=%s by=validation incident=%s (new evidence "
+           "there is a new incident)",
+           node, incident && *incident ? incident : "-");
 }
 
 static void node_change(void *ud, const json_t *old, const json_t *obj)
@@ -331,8 +335,10 @@ static void node_change(void *ud, const json_t *old, const json_t *obj)
         gh_guard_set_isolated(ctl->guard, name, false);
     if (returned_to_service(old, obj) && !released_by_gpuheal(ctl, name, old)) {
         gh_engine_node_returned(ctl->engine, name, now(ctl));
-        GH_LOG(GH_LOG_INFO, "event=node_returned node=%s by=uncordon (new evidence there is a "
-               "new incident)", name);
+        GH_LOG(GH_LOG_INFO,
+               "event=node_returned node=%s by=uncordon (new evidence there is a "
+               "new incident)",
+               name);
     }
     count_nodes(ctl);
     struct gh_signal s[GH_KUBE_SIGNALS_MAX];
@@ -370,10 +376,10 @@ static void check_release(struct gh_controller *ctl, const char *node_name)
 {
     if (!ctl->leading)
         return;
-    const struct gh_kube_obj *no =
-        gh_kube_store_get(gh_kube_informer_store(ctl->inf_nodes), NULL, node_name);
-    const struct gh_kube_obj *go =
-        gh_kube_store_get(gh_kube_informer_store(ctl->inf_gnh), NULL, node_name);
+    const struct gh_kube_obj *no = gh_kube_store_get(gh_kube_informer_store(ctl->inf_nodes), NULL,
+                                                     node_name);
+    const struct gh_kube_obj *go = gh_kube_store_get(gh_kube_informer_store(ctl->inf_gnh), NULL,
+                                                     node_name);
     if (!no || !go)
         return;
     json_t *node = gh_kube_obj_json(no), *gnh = gh_kube_obj_json(go);
@@ -411,10 +417,9 @@ static void check_requests(struct gh_controller *ctl, const json_t *gnh, bool ti
     static const enum gh_action acts[] = {GH_ACT_RESET_GPU, GH_ACT_REBOOT_NODE,
                                           GH_ACT_RUN_DIAGNOSTICS};
     const char *node = gh_kube_meta_name(gnh);
-    if (!ctl->leading || !node || strlen(node) >= sizeof ((struct gh_task *)0)->node)
+    if (!ctl->leading || !node || strlen(node) >= sizeof((struct gh_task *)0)->node)
         return;
-    int64_t limit = ctl->o.request_timeout_ns > 0 ? ctl->o.request_timeout_ns
-                                                  : 3600 * GH_NS_PER_S;
+    int64_t limit = ctl->o.request_timeout_ns > 0 ? ctl->o.request_timeout_ns : 3600 * GH_NS_PER_S;
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) {
         const char *action = gh_action_name(acts[i]);
         char key[128];
@@ -440,9 +445,10 @@ static void check_requests(struct gh_controller *ctl, const json_t *gnh, bool ti
                 continue;
             }
             snprintf(t.req_result, sizeof t.req_result, "timed_out");
-            snprintf(t.req_detail, sizeof t.req_detail, "the agent on %s did not answer request "
-                     "%s (posted %s) within %llds (--request-timeout)", node, id, at,
-                     (long long)(limit / GH_NS_PER_S));
+            snprintf(t.req_detail, sizeof t.req_detail,
+                     "the agent on %s did not answer request "
+                     "%s (posted %s) within %llds (--request-timeout)",
+                     node, id, at, (long long)(limit / GH_NS_PER_S));
         }
         char done[400];
         snprintf(done, sizeof done, "%s|%s", id, t.req_result);
@@ -557,11 +563,12 @@ static void policy_status(struct gh_controller *ctl, const json_t *p,
     const char *want = v->accepted ? "True" : "False";
     size_t i;
     json_t *c;
-    json_array_foreach(json_object_get(st, "conditions"), i, c) {
-        if (gh_json_str(c, "type") && !strcmp(gh_json_str(c, "type"), "Accepted") && gh_json_str(c, "status") &&
-            !strcmp(gh_json_str(c, "status"), want) && gh_json_str(c, "reason") &&
-            !strcmp(gh_json_str(c, "reason"), v->reason) && gh_json_str(c, "message") &&
-            !strcmp(gh_json_str(c, "message"), v->message) &&
+    json_array_foreach(json_object_get(st, "conditions"), i, c)
+    {
+        if (gh_json_str(c, "type") && !strcmp(gh_json_str(c, "type"), "Accepted") &&
+            gh_json_str(c, "status") && !strcmp(gh_json_str(c, "status"), want) &&
+            gh_json_str(c, "reason") && !strcmp(gh_json_str(c, "reason"), v->reason) &&
+            gh_json_str(c, "message") && !strcmp(gh_json_str(c, "message"), v->message) &&
             json_integer_value(json_object_get(st, "observedGeneration")) == gen)
             return;
     }
@@ -569,8 +576,8 @@ static void policy_status(struct gh_controller *ctl, const json_t *p,
     gh_time_format_rfc3339(now(ctl), ts, sizeof ts);
     json_t *patch = json_pack(
         "{s:{s:I, s:i, s:s, s:[{s:s, s:s, s:s, s:s, s:s, s:I}, {s:s, s:s, s:s, s:s, s:s, s:I}]}}",
-        "status", "observedGeneration", (json_int_t)gen, "ruleCount", v->rules, "lastEvaluated",
-        ts, "conditions", "type", "Accepted", "status", want, "reason", v->reason, "message",
+        "status", "observedGeneration", (json_int_t)gen, "ruleCount", v->rules, "lastEvaluated", ts,
+        "conditions", "type", "Accepted", "status", want, "reason", v->reason, "message",
         v->message, "lastTransitionTime", ts, "observedGeneration", (json_int_t)gen, "type",
         "Ready", "status", v->rules > 0 ? "True" : "False", "reason", v->reason, "message",
         v->message, "lastTransitionTime", ts, "observedGeneration", (json_int_t)gen);
@@ -597,8 +604,8 @@ static int offer_policy(void *ud, const struct gh_kube_obj *o)
     gh_policy_crset_offer(ctl->crset, p, &v);
     const char *name = gh_kube_meta_name(p) ? gh_kube_meta_name(p) : "-";
     if (v.fresh && !v.accepted)
-        GH_LOG(GH_LOG_WARN, "event=policy_rejected name=%s reason=%s error=\"%s\"", name,
-               v.reason, v.message);
+        GH_LOG(GH_LOG_WARN, "event=policy_rejected name=%s reason=%s error=\"%s\"", name, v.reason,
+               v.message);
     else if (v.fresh)
         GH_LOG(GH_LOG_INFO, "event=policy_accepted name=%s rules=%d", name, v.rules);
     policy_status(ctl, p, &v);
@@ -620,7 +627,10 @@ static void policy_rules(struct gh_controller *ctl)
     free(ctl->policy_now);
     ctl->policy_now = next;
     GH_LOG(GH_LOG_INFO, "event=policy_rules rules=%d from=%s objects=%d", next->n_rules,
-           from ? "RecoveryPolicy" : ctl->o.policy ? "--policy" : "built-in", from);
+           from            ? "RecoveryPolicy"
+           : ctl->o.policy ? "--policy"
+                           : "built-in",
+           from);
 }
 
 static void policies_changed(struct gh_controller *ctl)
@@ -672,7 +682,8 @@ static void event_change(struct gh_controller *ctl, const json_t *old, const jso
     json_t *pod = NULL;
     if (!strcmp(kind, "Pod") && ctl->inf_pods && gh_json_str(reg, "name")) {
         const struct gh_kube_obj *po = gh_kube_store_get(gh_kube_informer_store(ctl->inf_pods),
-                                                         gh_json_str(reg, "namespace"), gh_json_str(reg, "name"));
+                                                         gh_json_str(reg, "namespace"),
+                                                         gh_json_str(reg, "name"));
         pod = po ? gh_kube_obj_json(po) : NULL;
     }
     struct gh_signal s[1];
@@ -723,8 +734,8 @@ static int start_informer(struct gh_controller *ctl, const struct gh_kube_res *r
                                       .indexes = pods ? pod_indexes : NULL,
                                       .nindexes = pods ? 1 : 0,
                                       /* Events are signals, not state: bounded */
-                                      .max_objects =
-                                          res == &gh_kube_res_events ? EVENTS_CACHED_MAX : 0};
+                                      .max_objects = res == &gh_kube_res_events ? EVENTS_CACHED_MAX
+                                                                                : 0};
     int rc = gh_kube_informer_new(ctl->c, &o, h, ctl, out, err);
     if (!rc)
         rc = gh_kube_informer_start(*out, err);
@@ -734,10 +745,14 @@ static int start_informer(struct gh_controller *ctl, const struct gh_kube_res *r
 static const char *const node_keep[] = {"/metadata/labels", "/metadata/annotations",
                                         "/spec/unschedulable", "/spec/taints",
                                         "/status/conditions"};
-static const char *const pod_keep[] = {"/metadata/labels", "/metadata/ownerReferences",
+static const char *const pod_keep[] = {"/metadata/labels",
+                                       "/metadata/ownerReferences",
                                        "/metadata/deletionTimestamp",
-                                       "/spec/nodeName", "/status/phase", "/status/reason",
-                                       "/status/message", "/status/startTime",
+                                       "/spec/nodeName",
+                                       "/status/phase",
+                                       "/status/reason",
+                                       "/status/message",
+                                       "/status/startTime",
                                        "/status/containerStatuses",
                                        "/metadata/annotations/gpuheal.io~1expected-end",
                                        "/metadata/annotations/gpuheal.io~1remaining",
@@ -745,14 +760,12 @@ static const char *const pod_keep[] = {"/metadata/labels", "/metadata/ownerRefer
 static const char *const gnh_keep[] = {"/metadata/annotations", "/status/conditions",
                                        "/status/lastAction"};
 static const char *const incident_keep[] = {"/metadata/annotations", "/status/phase"};
-static const char *const policy_keep[] = {"/metadata/generation", "/spec/dryRun",
-                                          "/spec/nodeSelector",
-                                          "/spec/budgets", "/spec/priority", "/spec/rules",
-                                          "/status/observedGeneration", "/status/conditions"};
-static const char *const event_keep[] = {"/regarding", "/reason", "/note", "/type",
-                                         "/reportingController", "/deprecatedSource",
-                                         "/deprecatedCount", "/series", "/eventTime",
-                                         "/deprecatedLastTimestamp"};
+static const char *const policy_keep[] = {
+    "/metadata/generation", "/spec/dryRun", "/spec/nodeSelector",         "/spec/budgets",
+    "/spec/priority",       "/spec/rules",  "/status/observedGeneration", "/status/conditions"};
+static const char *const event_keep[] = {
+    "/regarding",        "/reason",          "/note",   "/type",      "/reportingController",
+    "/deprecatedSource", "/deprecatedCount", "/series", "/eventTime", "/deprecatedLastTimestamp"};
 
 /* The informers (Nodes, Pods, GPUNodeHealths, Incidents, RecoveryPolicies,
  * Events, Namespaces) and the job informers, with the handlers above. */
@@ -785,8 +798,8 @@ int gh_ctl_inputs_start(struct gh_controller *ctl, struct gh_err *err)
     if ((rc = start_informer(ctl, &gh_kube_res_events, wns, NULL, event_keep, N(event_keep), &hev,
                              &ctl->inf_events, err)) ||
         (wns && strcmp(wns, "default") != 0 &&
-         (rc = start_informer(ctl, &gh_kube_res_events, "default", NULL, event_keep,
-                              N(event_keep), &hnev, &ctl->inf_node_events, err))))
+         (rc = start_informer(ctl, &gh_kube_res_events, "default", NULL, event_keep, N(event_keep),
+                              &hnev, &ctl->inf_node_events, err))))
         return gh_err_prefix(err, rc, "event informers");
     /* Namespaces: their drain mode (one namespace's when one is watched) */
     static const char *const ns_keep[] = {"/metadata/annotations"};

@@ -46,8 +46,8 @@
 #define POP_BATCH 256
 #define METRICS_MAX (64 * 1024)
 #define DEFERRED_MAX 4096
-#define COSTS_MAX 65536 /* jobs whose pods state costs (GH_TOPO_MAX_JOBS) */
-#define EVENT_MAX_AGE (5 * 60 * GH_NS_PER_S) /* Events older at first sight are history */
+#define COSTS_MAX 65536                       /* jobs whose pods state costs (GH_TOPO_MAX_JOBS) */
+#define EVENT_MAX_AGE (5 * 60 * GH_NS_PER_S)  /* Events older at first sight are history */
 #define REPLAY_HOLD_MAX_NS (30 * GH_NS_PER_S) /* replayed signals wait this long for informers */
 #define EVENTS_CACHED_MAX 4096 /* Events kept per Event informer (the latest added) */
 /* a leader whose store has not taken a write for this long steps down */
@@ -57,7 +57,7 @@
 struct gh_controller {
     struct gh_controller_opts o;
     char identity[128];
-    uint64_t engine_nomem; /* gh_engine_stats.nomem as last logged */
+    uint64_t engine_nomem;                /* gh_engine_stats.nomem as last logged */
     struct gh_node_conditions node_conds; /* watched for node_condition signals */
     const struct gh_clock *clock;
     struct gh_kube_client *c;
@@ -78,10 +78,10 @@ struct gh_controller {
      * (gh_kube_leader_fence; FENCE_NONE without election; 0: not leading).
      * Read on the ingest and executor threads. */
     _Atomic int64_t fence;
-    struct gh_store_watch *watch; /* whether the audit store takes writes */
+    struct gh_store_watch *watch;      /* whether the audit store takes writes */
     struct gh_store_watch_state store; /* as the loop last saw it */
-    bool held_for_store;          /* leadership held back: the store cannot record */
-    struct gh_strmap *known;    /* incident ids decided (here or before a restart) */
+    bool held_for_store;               /* leadership held back: the store cannot record */
+    struct gh_strmap *known;           /* incident ids decided (here or before a restart) */
     struct gh_strmap *awaiting; /* id -> json_t* incident waiting for approval (NULL: done) */
     size_t n_awaiting;
     struct gh_strmap *released; /* "node@isolated-at" whose release was asked */
@@ -90,7 +90,7 @@ struct gh_controller {
     struct {
         json_t *inc;
         int64_t first_arrival;
-    } deferred[DEFERRED_MAX];     /* decided while standing by, oldest first */
+    } deferred[DEFERRED_MAX]; /* decided while standing by, oldest first */
     size_t n_deferred;
     int64_t last_tick;
     struct gh_guard_config base_guards;
@@ -105,14 +105,14 @@ struct gh_controller {
     struct gh_journal *journal;               /* accepted signals; the ingest thread's */
     int64_t journal_keep;                     /* its retention (ns) */
     int64_t journal_seen_until;               /* replayed up to this arrival (ns) */
-    int64_t led_until;                        /* when this process last stopped leading; 0: never led */
-    int64_t replay_hold_until;                /* mono ns: replayed signals wait for the
+    int64_t led_until;         /* when this process last stopped leading; 0: never led */
+    int64_t replay_hold_until; /* mono ns: replayed signals wait for the
                                                  informers (topology, policy); 0: none */
-    struct gh_strmap *decided;                /* decision keys (journal.h) of the stored
+    struct gh_strmap *decided; /* decision keys (journal.h) of the stored
                                                  incidents; NULL without a journal */
-    struct gh_strmap *costs;                  /* job -> struct job_cost * (owned): the
+    struct gh_strmap *costs;   /* job -> struct job_cost * (owned): the
                                                  costs its annotations state */
-    int64_t costs_refreshed;                  /* when their remaining runs were last set */
+    int64_t costs_refreshed;   /* when their remaining runs were last set */
 };
 
 /* A job's costs as its object and pods state them (job_costs.h), in

@@ -16,7 +16,8 @@ static void read_strings(struct gh_decision *d, const json_t *obj)
     d->rule = gh_json_str(obj, "rule");
     size_t i;
     json_t *e;
-    json_array_foreach(json_object_get(obj, "evidence"), i, e) {
+    json_array_foreach(json_object_get(obj, "evidence"), i, e)
+    {
         const char *ns = gh_json_str(e, "namespace"), *pod = gh_json_str(e, "pod");
         if (ns && pod && d->n_pods < GH_DECISION_PODS_MAX) {
             d->pods[d->n_pods].ns = ns;
@@ -50,7 +51,8 @@ void gh_decision_read(struct gh_decision *d, const json_t *obj)
     d->gpu = json_is_integer(gpu) ? (int)json_integer_value(gpu) : -1;
     size_t i;
     json_t *a;
-    json_array_foreach(json_object_get(obj, "actions"), i, a) {
+    json_array_foreach(json_object_get(obj, "actions"), i, a)
+    {
         int x = gh_action_from_name(json_string_value(a) ? json_string_value(a) : "");
         if (x >= 0 && d->n_actions < GH_TASK_MAX_ACTIONS)
             d->actions[d->n_actions++] = (enum gh_action)x;

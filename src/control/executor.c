@@ -233,7 +233,7 @@ static void run_intent(struct worker *w, struct run_ctx *rc, struct gh_audit_int
     bool ok = strcmp(res->result, "failed") != 0;
     if (node && node_action(a))
         gh_exec_event(&w->pub, &gh_kube_res_nodes, NULL, node, ok ? "Normal" : "Warning",
-              ok ? "GPUHealAction" : "GPUHealActionFailed", it->action, note);
+                      ok ? "GPUHealAction" : "GPUHealActionFailed", it->action, note);
     if (job && (a == GH_ACT_RESTART_FROM_CHECKPOINT || a == GH_ACT_RETRY_IN_PLACE)) {
         /* the restart plan names what was restarted: a Job, a JobSet (also
          * for a JobSet's child Job) or a PyTorchJob */
@@ -252,7 +252,7 @@ static void run_intent(struct worker *w, struct run_ctx *rc, struct gh_audit_int
         }
         json_decref(pl);
         gh_exec_event(&w->pub, res_of, pns, pname, ok ? "Normal" : "Warning",
-              ok ? "GPUHealAction" : "GPUHealActionFailed", it->action, note);
+                      ok ? "GPUHealAction" : "GPUHealActionFailed", it->action, note);
     }
 }
 
@@ -408,8 +408,8 @@ static void finish_incident(struct worker *w, const json_t *inc, const struct gh
                                   !strcmp(recs[0].guards[k].action, g->action));
             if (later)
                 continue;
-            json_array_append_new(acts, json_pack("{s:s, s:s, s:s}", "action", g->action,
-                                                  "result", gh_exec_cr_result(g->verdict), "message",
+            json_array_append_new(acts, json_pack("{s:s, s:s, s:s}", "action", g->action, "result",
+                                                  gh_exec_cr_result(g->verdict), "message",
                                                   g->detail ? g->detail : ""));
             if (!strcmp(g->verdict, "awaiting_approval"))
                 pending = true;
@@ -423,10 +423,10 @@ static void finish_incident(struct worker *w, const json_t *inc, const struct gh
             gh_time_format_rfc3339(x->finished_ns, t2, sizeof t2);
             char m[1024];
             snprintf(m, sizeof m, "%s", x->detail ? x->detail : "");
-            json_array_append_new(acts, json_pack("{s:s, s:s, s:s, s:s, s:s}", "action",
-                                                  x->action, "result", gh_exec_cr_result(x->result),
-                                                  "startTime", t1, "completionTime", t2,
-                                                  "message", m));
+            json_array_append_new(acts,
+                                  json_pack("{s:s, s:s, s:s, s:s, s:s}", "action", x->action,
+                                            "result", gh_exec_cr_result(x->result), "startTime", t1,
+                                            "completionTime", t2, "message", m));
             any = true;
             if (x->result && !strcmp(gh_exec_cr_result(x->result), "Failed"))
                 phase = "Failed";
@@ -443,7 +443,8 @@ static void finish_incident(struct worker *w, const json_t *inc, const struct gh
     /* what waits for a safe moment (impact.deferred): a follow-up runs it */
     size_t di;
     json_t *da;
-    json_array_foreach(json_object_get(json_object_get(inc, "impact"), "deferred"), di, da) {
+    json_array_foreach(json_object_get(json_object_get(inc, "impact"), "deferred"), di, da)
+    {
         if (!json_is_string(da))
             continue;
         json_array_append_new(acts, json_pack("{s:s, s:s, s:s}", "action", json_string_value(da),
@@ -524,8 +525,8 @@ static bool run_pending(struct worker *w, const json_t *inc, const struct gh_dec
 
 /* Records guards and intents of the allowed actions in the current
  * transaction. */
-static int record_verdicts(struct worker *w, const struct gh_decision *d,
-                           const struct gh_task *t, int64_t ts, struct gh_err *err)
+static int record_verdicts(struct worker *w, const struct gh_decision *d, const struct gh_task *t,
+                           int64_t ts, struct gh_err *err)
 {
     const char *id = d->id;
     int rc = GH_OK;
@@ -587,7 +588,7 @@ static void do_decision_rest(struct worker *w, struct gh_task *t, struct gh_exec
     /* the Incident object first: its Event names it by uid */
     finish_incident(w, inc, &t->d, t->mode, rep);
     gh_exec_decision_events(&w->pub, &t->d, t->mode,
-                    gh_json_str(inc, "reason") ? gh_json_str(inc, "reason") : "");
+                            gh_json_str(inc, "reason") ? gh_json_str(inc, "reason") : "");
 }
 
 /* Pending intents of incident id in the store (0 when unreadable). */
@@ -696,7 +697,7 @@ static bool do_decision(struct worker *w, struct gh_task *t, bool split,
     /* the Incident object first: its Event names it by uid */
     finish_incident(w, inc, &t->d, t->mode, rep);
     gh_exec_decision_events(&w->pub, &t->d, t->mode,
-                    gh_json_str(inc, "reason") ? gh_json_str(inc, "reason") : "");
+                            gh_json_str(inc, "reason") ? gh_json_str(inc, "reason") : "");
     return false;
 }
 
@@ -816,7 +817,8 @@ static void do_release(struct worker *w, struct gh_task *t, struct gh_exec_repor
     }
     char note[1024];
     snprintf(note, sizeof note, "validation passed: %s", res.detail);
-    gh_exec_event(&w->pub, &gh_kube_res_nodes, NULL, t->node, "Normal", "NodeReturnedToService", "Uncordon", note);
+    gh_exec_event(&w->pub, &gh_kube_res_nodes, NULL, t->node, "Normal", "NodeReturnedToService",
+                  "Uncordon", note);
 }
 
 /* What the node agent answered to a request (or its silence past the
@@ -872,7 +874,7 @@ static void do_outcome(struct worker *w, struct gh_task *t, struct gh_exec_repor
     char note[1024];
     snprintf(note, sizeof note, "%s %s: %s (%s)", action, t->req_result, t->req_detail, t->id);
     gh_exec_event(&w->pub, &gh_kube_res_nodes, NULL, t->node, ok ? "Normal" : "Warning",
-          ok ? "GPUHealAction" : "GPUHealActionFailed", action, note);
+                  ok ? "GPUHealAction" : "GPUHealActionFailed", action, note);
     struct gh_decision d; /* the stored record's (borrowed from inc) */
     gh_decision_read(&d, inc);
     finish_incident(w, inc, &d, mode, rep);

@@ -48,8 +48,12 @@ static json_t *incident_spec(const json_t *inc, const char *mode)
     json_t *spec = json_object();
     if (!spec)
         return NULL;
-    const char *keys[][2] = {{"id", "id"},        {"class", "class"},    {"node", "node"},
-                             {"job", "job"},      {"rule", "rule"},      {"first_ts", "firstTime"},
+    const char *keys[][2] = {{"id", "id"},
+                             {"class", "class"},
+                             {"node", "node"},
+                             {"job", "job"},
+                             {"rule", "rule"},
+                             {"first_ts", "firstTime"},
                              {"decided_ts", "decidedTime"}};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         const char *v = gh_json_str(inc, keys[i][0]);
@@ -57,15 +61,16 @@ static json_t *incident_spec(const json_t *inc, const char *mode)
             json_object_set_new(spec, keys[i][1], json_string(v));
     }
     char reason[2048];
-    snprintf(reason, sizeof reason, "%s", gh_json_str(inc, "reason") ? gh_json_str(inc, "reason") : "");
+    snprintf(reason, sizeof reason, "%s",
+             gh_json_str(inc, "reason") ? gh_json_str(inc, "reason") : "");
     json_object_set_new(spec, "reason", json_string(reason));
     json_t *gpu = json_object_get(inc, "gpu");
     if (json_is_integer(gpu))
         json_object_set(spec, "gpu", gpu);
     json_t *acts = json_object_get(inc, "actions");
-    json_object_set_new(spec, "actions", json_is_array(acts) && json_array_size(acts)
-                                             ? json_deep_copy(acts)
-                                             : json_pack("[s]", "none"));
+    json_object_set_new(spec, "actions",
+                        json_is_array(acts) && json_array_size(acts) ? json_deep_copy(acts)
+                                                                     : json_pack("[s]", "none"));
     json_t *ck = json_object_get(inc, "checkpoint");
     if (json_is_object(ck))
         json_object_set_new(spec, "checkpoint", json_deep_copy(ck));
@@ -75,7 +80,8 @@ static json_t *incident_spec(const json_t *inc, const char *mode)
     json_t *ev = json_array();
     size_t i;
     json_t *e;
-    json_array_foreach(json_object_get(inc, "evidence"), i, e) {
+    json_array_foreach(json_object_get(inc, "evidence"), i, e)
+    {
         if (i >= EVIDENCE_CR_MAX)
             break;
         json_t *c = json_deep_copy(e);
@@ -106,15 +112,16 @@ static void rfc_now(const struct gh_exec_pub *p, char *buf)
  * status. Failures are reported in the audit trail's detail, never fatal:
  * the store is the record, the object its view. */
 void gh_exec_publish_incident(const struct gh_exec_pub *p, const json_t *inc, const char *mode,
-                              const char *phase, const json_t *status_actions,
-                              const char *message, struct gh_exec_report *rep)
+                              const char *phase, const json_t *status_actions, const char *message,
+                              struct gh_exec_report *rep)
 {
     const char *id = gh_json_str(inc, "id");
     if (!id)
         return;
     struct gh_err err = {{0}};
     int rc = GH_OK;
-    json_t *labels = json_pack("{s:s}", "gpuheal.io/class", gh_json_str(inc, "class") ? gh_json_str(inc, "class") : "unknown");
+    json_t *labels = json_pack("{s:s}", "gpuheal.io/class",
+                               gh_json_str(inc, "class") ? gh_json_str(inc, "class") : "unknown");
     const char *node = gh_json_str(inc, "node");
     if (labels && node && strlen(node) <= 63)
         json_object_set_new(labels, "gpuheal.io/node", json_string(node));
@@ -191,11 +198,11 @@ void gh_exec_decision_events(const struct gh_exec_pub *p, const struct gh_decisi
     const char *reason = gh_exec_event_reason(d->cls);
     char note[1024], diagnosed[64];
     snprintf(diagnosed, sizeof diagnosed, "%sDiagnosed", reason);
-    snprintf(note, sizeof note, "%s: %s%s", id ? id : "?",
-             dry ? "dry run, no action taken: " : "", summary);
+    snprintf(note, sizeof note, "%s: %s%s", id ? id : "?", dry ? "dry run, no action taken: " : "",
+             summary);
     if (id)
-        gh_exec_event(p, &gh_kube_res_incidents, NULL, id, "Warning", "IncidentDecided",
-              "Decide", note);
+        gh_exec_event(p, &gh_kube_res_incidents, NULL, id, "Warning", "IncidentDecided", "Decide",
+                      note);
     if (node)
         gh_exec_event(p, &gh_kube_res_nodes, NULL, node, "Warning", reason, "Decide", note);
     if (job) {
@@ -204,6 +211,6 @@ void gh_exec_decision_events(const struct gh_exec_pub *p, const struct gh_decisi
         gh_exec_event(p, &gh_kube_res_jobs, ns, name, "Warning", reason, "Decide", note);
     }
     for (int i = 0; i < d->n_pods; i++)
-        gh_exec_event(p, &gh_kube_res_pods, d->pods[i].ns, d->pods[i].name, "Warning",
-              diagnosed, "Decide", note);
+        gh_exec_event(p, &gh_kube_res_pods, d->pods[i].ns, d->pods[i].name, "Warning", diagnosed,
+                      "Decide", note);
 }

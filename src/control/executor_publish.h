@@ -36,8 +36,8 @@ void gh_exec_split_job(const char *job, char *ns, size_t nscap, char *name, size
  * apply) and its status: phase, message, status_actions (borrowed; NULL:
  * none). The first failure goes to rep->warning (rep may be NULL). */
 void gh_exec_publish_incident(const struct gh_exec_pub *p, const json_t *inc, const char *mode,
-                              const char *phase, const json_t *status_actions,
-                              const char *message, struct gh_exec_report *rep);
+                              const char *phase, const json_t *status_actions, const char *message,
+                              struct gh_exec_report *rep);
 
 /* An Event about the object of type res named ns/name (ns NULL for a
  * cluster-scoped one), with its uid so that `kubectl describe` shows it. */

@@ -320,10 +320,11 @@ int gh_node_conditions_parse(const char *list, struct gh_node_conditions *out, s
         const char *end = strchr(p, ',');
         size_t n = end ? (size_t)(end - p) : strlen(p);
         if (!condition_type_ok(p, n))
-            return gh_err_set(err, GH_EINVAL,
-                              "--node-conditions: \"%.*s\" is not a Node condition type (1 to %d "
-                              "of A-Z a-z 0-9 . _ - /, beginning and ending with a letter or digit)",
-                              (int)(n < 80 ? n : 80), p, GH_NODE_CONDITION_NAME_MAX - 1);
+            return gh_err_set(
+                err, GH_EINVAL,
+                "--node-conditions: \"%.*s\" is not a Node condition type (1 to %d "
+                "of A-Z a-z 0-9 . _ - /, beginning and ending with a letter or digit)",
+                (int)(n < 80 ? n : 80), p, GH_NODE_CONDITION_NAME_MAX - 1);
         char name[GH_NODE_CONDITION_NAME_MAX];
         memcpy(name, p, n);
         name[n] = '\0';
@@ -350,7 +351,8 @@ static const json_t *condition_of(const json_t *node, const char *t)
 {
     size_t i;
     json_t *c;
-    json_array_foreach(jget2(node, "status", "conditions"), i, c) {
+    json_array_foreach(jget2(node, "status", "conditions"), i, c)
+    {
         const char *ct = gh_json_str(c, "type");
         if (ct && !strcmp(ct, t))
             return c;

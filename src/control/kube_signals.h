@@ -46,8 +46,8 @@ struct gh_node_conditions {
  * and systemd monitors): KernelDeadlock, ReadonlyFilesystem, XfsShutdown,
  * CorruptDockerOverlay2, FrequentKubeletRestart, FrequentDockerRestart,
  * FrequentContainerdRestart. */
-#define GH_NODE_CONDITIONS_DEFAULT                                                           \
-    "KernelDeadlock,ReadonlyFilesystem,XfsShutdown,CorruptDockerOverlay2,"                   \
+#define GH_NODE_CONDITIONS_DEFAULT                                                                 \
+    "KernelDeadlock,ReadonlyFilesystem,XfsShutdown,CorruptDockerOverlay2,"                         \
     "FrequentKubeletRestart,FrequentDockerRestart,FrequentContainerdRestart"
 /* Parses a comma-separated list of condition types into out ("" or "none":
  * watch none). Refuses a malformed name, more than GH_NODE_CONDITIONS_MAX,

@@ -195,11 +195,12 @@ size_t gh_ctl_metrics_write(struct gh_ctl_metrics *m, char *buf, size_t cap)
             "# TYPE gpuheal_controller_decision_commit_failures_total counter\n"
             "gpuheal_controller_decision_commit_failures_total %llu\n",
         (unsigned long long)m->commit_failures);
-    put(&o, "# HELP gpuheal_engine_allocation_failures_total Allocations the engine could not "
-            "make while it released, detected and decided (each may have cost a signal's "
-            "effect: a finding or an incident).\n"
-            "# TYPE gpuheal_engine_allocation_failures_total counter\n"
-            "gpuheal_engine_allocation_failures_total %llu\n",
+    put(&o,
+        "# HELP gpuheal_engine_allocation_failures_total Allocations the engine could not "
+        "make while it released, detected and decided (each may have cost a signal's "
+        "effect: a finding or an incident).\n"
+        "# TYPE gpuheal_engine_allocation_failures_total counter\n"
+        "gpuheal_engine_allocation_failures_total %llu\n",
         (unsigned long long)m->engine_nomem);
     put(&o, "# HELP gpuheal_decision_latency_seconds From the first evidence received to the "
             "first action issued.\n# TYPE gpuheal_decision_latency_seconds histogram\n");

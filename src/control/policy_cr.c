@@ -195,11 +195,14 @@ static int cr_match(const json_t *m, struct gh_rule *r, const char *field, struc
     if (json_array_size(conds) > GH_POLICY_MAX_CONDITIONS)
         return gh_err_set(err, GH_EINVAL, "%s.match.conditions: more than %d conditions", field,
                           GH_POLICY_MAX_CONDITIONS);
-    json_array_foreach(conds, i, v) {
+    json_array_foreach(conds, i, v)
+    {
         const char *cn = json_string_value(v);
         if (!cn || !*cn || strlen(cn) >= GH_POLICY_CONDITION_MAX)
-            return gh_err_set(err, GH_EINVAL, "%s.match.conditions[%zu]: a condition type of 1-%d "
-                              "characters", field, i, GH_POLICY_CONDITION_MAX - 1);
+            return gh_err_set(err, GH_EINVAL,
+                              "%s.match.conditions[%zu]: a condition type of 1-%d "
+                              "characters",
+                              field, i, GH_POLICY_CONDITION_MAX - 1);
         snprintf(r->conditions[r->n_conditions++], GH_POLICY_CONDITION_MAX, "%s", cn);
     }
     const json_t *codes = json_object_get(m, "codes");

@@ -32,15 +32,15 @@
 /* A value type; every pointer is borrowed from the incident object it
  * was filled from. */
 struct gh_decision {
-    const char *id;      /* NULL: none (not an incident gpuheal made) */
-    int cls;             /* enum gh_class; -1: a class name this build does not know */
-    const char *node;    /* the blamed node; NULL when none */
-    int gpu;             /* the blamed GPU; -1 when unknown */
-    const char *job;     /* "namespace/name" (or a bare name: namespace "default"); NULL */
-    const char *rule;    /* the rule that chose the actions ("" when none); NULL */
-    int n_actions;       /* actions whose names this build knows, in order */
+    const char *id;   /* NULL: none (not an incident gpuheal made) */
+    int cls;          /* enum gh_class; -1: a class name this build does not know */
+    const char *node; /* the blamed node; NULL when none */
+    int gpu;          /* the blamed GPU; -1 when unknown */
+    const char *job;  /* "namespace/name" (or a bare name: namespace "default"); NULL */
+    const char *rule; /* the rule that chose the actions ("" when none); NULL */
+    int n_actions;    /* actions whose names this build knows, in order */
     enum gh_action actions[GH_TASK_MAX_ACTIONS];
-    bool has_checkpoint; /* the checkpoint to resume from (restart_from_checkpoint) */
+    bool has_checkpoint;         /* the checkpoint to resume from (restart_from_checkpoint) */
     int64_t checkpoint_step;     /* -1: unknown */
     const char *checkpoint_path; /* NULL: unknown */
     int n_pods;
@@ -63,17 +63,17 @@ enum gh_task_kind {
  * borrows from it: whoever takes the incident takes d with it. */
 struct gh_task {
     enum gh_task_kind kind;
-    json_t *incident;          /* DECISION: the incident object (spec section 3) */
-    struct gh_decision d;      /* DECISION, APPROVED, HOLD: read from incident */
-    char id[64];               /* DECISION, APPROVED: the incident id; RELEASE: the one
+    json_t *incident;     /* DECISION: the incident object (spec section 3) */
+    struct gh_decision d; /* DECISION, APPROVED, HOLD: read from incident */
+    char id[64];          /* DECISION, APPROVED: the incident id; RELEASE: the one
                                   that isolated the node ("" when unknown) */
-    char node[254];            /* RELEASE */
-    char mode[16];             /* "act", "dry_run", "approval" */
-    char approver[128];        /* APPROVED */
+    char node[254];       /* RELEASE */
+    char mode[16];        /* "act", "dry_run", "approval" */
+    char approver[128];   /* APPROVED */
     int n;
     struct gh_guard_verdict v[GH_TASK_MAX_ACTIONS];
-    int64_t first_arrival_ns;  /* when the first evidence reached the controller (0: unknown) */
-    json_t *hold;              /* HOLD: the hold's record (drain_hold.h; owned, stolen by
+    int64_t first_arrival_ns; /* when the first evidence reached the controller (0: unknown) */
+    json_t *hold;             /* HOLD: the hold's record (drain_hold.h; owned, stolen by
                                   submit); incident: a copy of the incident */
     /* OUTCOME: id is the incident, node the agent's; action its request;
      * result "succeeded", "failed", "not_configured", "interrupted" or

@@ -45,12 +45,15 @@ enum gh_podfail gh_classify_pod_failure(const struct gh_signal *s)
 bool gh_classify_host_failure(const struct gh_signal *s)
 {
     static const char *const reasons[] = {
-        "CreateContainerError", "RunContainerError", "StartError", "ContainerCannotRun",
+        "CreateContainerError",   "RunContainerError",        "StartError", "ContainerCannotRun",
         "ContainerStatusUnknown", "UnexpectedAdmissionError", "NodeLost",
     };
     static const char *const marks[] = {
-        "read-only file system", "OCI runtime", "failed to create containerd task",
-        "failed to create shim", "context deadline exceeded",
+        "read-only file system",
+        "OCI runtime",
+        "failed to create containerd task",
+        "failed to create shim",
+        "context deadline exceeded",
     };
     if (s->kind != GH_KIND_POD_FAILED)
         return false;

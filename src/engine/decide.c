@@ -23,7 +23,7 @@
 struct episode {
     bool active;
     enum gh_class cls;
-    enum gh_kind kind;  /* the deciding finding's kind */
+    enum gh_kind kind;                   /* the deciding finding's kind */
     char cause[GH_POLICY_CONDITION_MAX]; /* node_condition: its condition ("" otherwise) */
     int strength;
     unsigned acts; /* bit per enum gh_action the incident chose */
@@ -526,8 +526,8 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
     d->st.findings++;
     struct fit fx;
     fx.assessed = false;
-    struct gh_policy_query q = {f->cls,    f->kind, f->code, f->severity,     f->has_metric,
-                               f->metric, false,   GH_IMPACT_NONE, f->condition};
+    struct gh_policy_query q = {f->cls,    f->kind, f->code,        f->severity, f->has_metric,
+                                f->metric, false,   GH_IMPACT_NONE, f->condition};
     int ri = gh_policy_match(p, &q);
     if (gh_policy_impact_matters(p, &q, ri)) {
         /* a rule that matches on impact comes first: assess, then match */
@@ -568,8 +568,7 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
             (!record_only(ep) || ep->cls == f->cls) && !harm_after) {
             absorb = true;
         } else if (record_only(ep) && ep->cls == f->cls && f->severity < GH_SEV_HIGH &&
-                   f->impact < 0 &&
-                   now - ep->assessed < REASSESS_NS && (asked & ~ep->acts) == 0) {
+                   f->impact < 0 && now - ep->assessed < REASSESS_NS && (asked & ~ep->acts) == 0) {
             absorb = true; /* a record of this cause, assessed a moment ago */
         } else {
             /* what it calls for once fitted to the harm */

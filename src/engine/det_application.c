@@ -104,7 +104,8 @@ static bool hw_explains(struct gh_engine *e, const char *job, const char *node, 
                         int64_t until, const struct gh_signal *failure)
 {
     int64_t t;
-    if (node && (gh_ctx_hw_alert(e, node, since, until, &t) || node_explains(e, node, until, failure)))
+    if (node &&
+        (gh_ctx_hw_alert(e, node, since, until, &t) || node_explains(e, node, until, failure)))
         return true;
     struct gh_topology *topo = gh_ctx_topology(e);
     long j = job ? gh_topology_find_job(topo, job) : -1;
@@ -182,8 +183,8 @@ static void on_app_xid(struct app *a, struct gh_engine *e, const struct gh_tl_en
     /* The same code on this GPU in other jobs: the GPU, not the code. */
     char gkey[300];
     gh_sfmt(gkey, sizeof gkey, "%s/%d", s->node ? s->node : "", gpu);
-    struct xhist *h =
-        s->node && gpu >= 0 ? gh_ctx_value(e, a->gpus, gkey, sizeof *h, NULL, NULL) : NULL;
+    struct xhist *h = s->node && gpu >= 0 ? gh_ctx_value(e, a->gpus, gkey, sizeof *h, NULL, NULL)
+                                          : NULL;
     if (h && !x->secondary) {
         uint64_t jid = job ? gh_hash_str(GH_HASH_INIT, job) | 1 : 0;
         if (h->n == XHIST) {

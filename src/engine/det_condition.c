@@ -155,8 +155,7 @@ static void report(struct gh_engine *e, const char *node, const struct gh_tl_ent
                 c->condition, node, why, k->meaning, p->pod ? p->pod : "?", p->job,
                 p->reason ? p->reason : "?");
     } else {
-        gh_sfmt(f.what, sizeof f.what, "%s=True on %s%s: %s", c->condition, node, why,
-                k->meaning);
+        gh_sfmt(f.what, sizeof f.what, "%s=True on %s%s: %s", c->condition, node, why, k->meaning);
     }
     gh_utf8_trim(f.what);
     gh_ctx_report(e, &f);

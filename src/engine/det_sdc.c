@@ -55,7 +55,9 @@ struct sdcjob {
     int loss_head;
     int64_t last_loss_step;
     bool ck_disagree;       /* a step's replica checksums disagreed (since the last restart) */
-    struct { int64_t step, ts; } agree[AGREE_N]; /* the latest complete, agreeing comparisons (ring) */
+    struct {
+        int64_t step, ts;
+    } agree[AGREE_N]; /* the latest complete, agreeing comparisons (ring) */
     int n_agree, agree_head;
     int64_t dis_ts, dis_step; /* the first disagreement since the replicas last agreed
                                * (INT64_MAX: none), reported or not */
@@ -292,7 +294,8 @@ static const struct gh_tl_entry *verified_checkpoint(struct gh_engine *e, const 
         return NULL;
     const struct gh_tl_entry *v[64];
     size_t n = gh_timeline_query(gh_ctx_timeline(e), GH_TL_JOB, j->name, -1,
-                                 GH_KIND_BIT(GH_KIND_CHECKPOINT), INT64_MIN, before - 1, true, v, 64);
+                                 GH_KIND_BIT(GH_KIND_CHECKPOINT), INT64_MIN, before - 1, true, v,
+                                 64);
     for (size_t i = n; i-- > 0;) {
         const struct gh_signal *c = &v[i]->sig;
         if (c->ckpt_state != GH_CKPT_SAVED || !c->has_step || c->step >= bad)

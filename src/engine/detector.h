@@ -32,7 +32,8 @@ struct gh_finding {
     enum gh_class cls;
     enum gh_kind kind;        /* the kind of signal that carries the verdict */
     int code;                 /* XID/SXID code, -1 when none */
-    const char *condition;    /* node_condition: the Node condition's type (rules match it), else NULL */
+    const char
+        *condition; /* node_condition: the Node condition's type (rules match it), else NULL */
     enum gh_severity severity;
     bool has_metric;
     double metric;            /* the measured value rules' thresholds compare */

@@ -81,13 +81,12 @@ static bool rule_equal(const struct gh_rule *a, const struct gh_rule *b)
 {
     if (strcmp(a->name, b->name) || a->classes != b->classes || a->kinds != b->kinds ||
         a->n_codes != b->n_codes || a->n_conditions != b->n_conditions ||
-        a->min_severity != b->min_severity ||
-        a->impacts != b->impacts ||
-        a->has_threshold != b->has_threshold || (a->has_threshold && a->threshold != b->threshold) ||
-        a->repetitions != b->repetitions || a->window_ns != b->window_ns ||
-        a->debounce_ns != b->debounce_ns || a->boot_grace_ns != b->boot_grace_ns ||
-        a->n_actions != b->n_actions || a->n_escalations != b->n_escalations ||
-        a->catalog_actions != b->catalog_actions)
+        a->min_severity != b->min_severity || a->impacts != b->impacts ||
+        a->has_threshold != b->has_threshold ||
+        (a->has_threshold && a->threshold != b->threshold) || a->repetitions != b->repetitions ||
+        a->window_ns != b->window_ns || a->debounce_ns != b->debounce_ns ||
+        a->boot_grace_ns != b->boot_grace_ns || a->n_actions != b->n_actions ||
+        a->n_escalations != b->n_escalations || a->catalog_actions != b->catalog_actions)
         return false;
     if (memcmp(a->codes, b->codes, (size_t)a->n_codes * sizeof a->codes[0]) ||
         memcmp(a->actions, b->actions, (size_t)a->n_actions * sizeof a->actions[0]))

@@ -40,7 +40,7 @@ struct gh_rule {
     uint32_t kinds;                 /* bitmask of 1u << gh_kind; 0 = any */
     int n_codes;                    /* 0 = any code */
     int codes[GH_POLICY_MAX_CODES];
-    int n_conditions;               /* 0 = any; else node_condition findings whose
+    int n_conditions; /* 0 = any; else node_condition findings whose
                                        condition is one of these (exact, case-sensitive) */
     char conditions[GH_POLICY_MAX_CONDITIONS][GH_POLICY_CONDITION_MAX];
     enum gh_severity min_severity;
@@ -141,7 +141,7 @@ struct gh_policy_query {
     double metric;
     bool has_impact;        /* false: not assessed (rules that match on impact do not match) */
     enum gh_impact impact;
-    const char *condition;  /* node_condition findings: the condition (borrowed); else NULL */
+    const char *condition; /* node_condition findings: the condition (borrowed); else NULL */
 };
 
 /* Index of the first rule whose static match (class, kind, code, condition,

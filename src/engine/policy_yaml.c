@@ -401,7 +401,8 @@ static bool condition_name_ok(const char *s)
         return false;
     for (size_t i = 0; i < n; i++) {
         char ch = s[i];
-        bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+        bool alnum = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                     (ch >= '0' && ch <= '9');
         if (!alnum && ch != '.' && ch != '_' && ch != '-' && ch != '/')
             return false;
         if (!alnum && (i == 0 || i == n - 1))
@@ -414,10 +415,11 @@ static bool condition_item(struct ctx *c, yaml_node_t *it, const char *s, void *
 {
     struct gh_rule *r = arg;
     if (!condition_name_ok(s)) {
-        diag(c, it, true,
-             "match.condition: \"%s\" is not a Node condition type (1 to %d of A-Z a-z 0-9 . _ - /, "
-             "beginning and ending with a letter or digit)",
-             s, GH_POLICY_CONDITION_MAX - 1);
+        diag(
+            c, it, true,
+            "match.condition: \"%s\" is not a Node condition type (1 to %d of A-Z a-z 0-9 . _ - /, "
+            "beginning and ending with a letter or digit)",
+            s, GH_POLICY_CONDITION_MAX - 1);
         return true;
     }
     if (r->n_conditions >= GH_POLICY_MAX_CONDITIONS) {
@@ -704,8 +706,7 @@ static void lint(struct ctx *c, const struct gh_policy *p)
             bool always = q->repetitions <= 1 && q->boot_grace_ns == 0;
             bool thr = !q->has_threshold || (r->has_threshold && r->threshold >= q->threshold);
             if (always && thr && subset(r->classes, q->classes) && subset(r->kinds, q->kinds) &&
-                subset(r->impacts, q->impacts) &&
-                codes_subset(r, q) && conditions_subset(r, q) &&
+                subset(r->impacts, q->impacts) && codes_subset(r, q) && conditions_subset(r, q) &&
                 q->min_severity <= r->min_severity) {
                 diag_line(c, r->line, false,
                           "rule \"%s\" can never match: rule \"%s\" (line %d) comes first and "

@@ -129,9 +129,25 @@ static inline const char *name_get(struct owner *o, int field, const char *name,
  * list up to date with signal.c. */
 _Static_assert(sizeof(struct gh_signal) == 384 || sizeof(void *) != 8,
                "struct gh_signal changed: update sig_free_strings() in timeline.c");
-#define SIG_STRINGS(X)                                                                   \
-    X(node) X(pci) X(uuid) X(msg) X(id) X(process) X(switch_id) X(counter) X(device) X(job) \
-    X(path) X(value) X(namespace_) X(pod) X(reason) X(check) X(detail) X(condition)
+#define SIG_STRINGS(X)                                                                             \
+    X(node)                                                                                        \
+    X(pci)                                                                                         \
+    X(uuid)                                                                                        \
+    X(msg)                                                                                         \
+    X(id)                                                                                          \
+    X(process)                                                                                     \
+    X(switch_id)                                                                                   \
+    X(counter)                                                                                     \
+    X(device)                                                                                      \
+    X(job)                                                                                         \
+    X(path)                                                                                        \
+    X(value)                                                                                       \
+    X(namespace_)                                                                                  \
+    X(pod)                                                                                         \
+    X(reason)                                                                                      \
+    X(check)                                                                                       \
+    X(detail)                                                                                      \
+    X(condition)
 static void sig_free_strings(struct gh_signal *s)
 {
 #define FREE_SET(f)                                                                      \
@@ -242,16 +258,25 @@ void gh_timeline_config_default(struct gh_timeline_config *c)
         enum gh_kind k;
         uint16_t node, gpu, job;
     } keep[] = {
-        {GH_KIND_XID, 256, 64, 0},          {GH_KIND_SXID, 128, 0, 0},
-        {GH_KIND_ECC, 64, 32, 0},           {GH_KIND_ROW_REMAP, 32, 16, 0},
-        {GH_KIND_GPU_LOST, 16, 8, 0},       {GH_KIND_NVLINK, 64, 64, 0},
-        {GH_KIND_PCIE, 64, 32, 0},          {GH_KIND_NIC, 16, 0, 0},
-        {GH_KIND_THERMAL, 4, 4, 0},         {GH_KIND_POWER, 4, 4, 0},
-        {GH_KIND_STEP, 0, 2, 0},            {GH_KIND_CHECKPOINT, 0, 0, 64},
-        {GH_KIND_REPLICA_CHECKSUM, 0, 4, 64}, {GH_KIND_POD_FAILED, 256, 0, 512},
-        {GH_KIND_POD_STARTED, 128, 0, 128}, {GH_KIND_POD_SUCCEEDED, 128, 0, 0},
+        {GH_KIND_XID, 256, 64, 0},
+        {GH_KIND_SXID, 128, 0, 0},
+        {GH_KIND_ECC, 64, 32, 0},
+        {GH_KIND_ROW_REMAP, 32, 16, 0},
+        {GH_KIND_GPU_LOST, 16, 8, 0},
+        {GH_KIND_NVLINK, 64, 64, 0},
+        {GH_KIND_PCIE, 64, 32, 0},
+        {GH_KIND_NIC, 16, 0, 0},
+        {GH_KIND_THERMAL, 4, 4, 0},
+        {GH_KIND_POWER, 4, 4, 0},
+        {GH_KIND_STEP, 0, 2, 0},
+        {GH_KIND_CHECKPOINT, 0, 0, 64},
+        {GH_KIND_REPLICA_CHECKSUM, 0, 4, 64},
+        {GH_KIND_POD_FAILED, 256, 0, 512},
+        {GH_KIND_POD_STARTED, 128, 0, 128},
+        {GH_KIND_POD_SUCCEEDED, 128, 0, 0},
         {GH_KIND_NODE_NOT_READY, 32, 0, 0},
-        {GH_KIND_NODE_READY, 32, 0, 0},     {GH_KIND_PROBE_RESULT, 64, 16, 0},
+        {GH_KIND_NODE_READY, 32, 0, 0},
+        {GH_KIND_PROBE_RESULT, 64, 16, 0},
         {GH_KIND_NODE_CONDITION, 64, 0, 0},
     };
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++) {

@@ -425,10 +425,7 @@ double gh_topology_job_restart_cost_s(const struct gh_topology *t, size_t j)
     return jb ? jb->restart_cost_s : -1;
 }
 
-uint64_t gh_topology_nomem(const struct gh_topology *t)
-{
-    return t->nomem;
-}
+uint64_t gh_topology_nomem(const struct gh_topology *t) { return t->nomem; }
 
 size_t gh_topology_memory(const struct gh_topology *t)
 {
@@ -537,7 +534,8 @@ static int add_error(const struct gh_topology *t, const char *const *names, size
     for (size_t i = 0; i < n; i++)
         if (!names[i][0])
             return gh_err_set(err, GH_EINVAL, "header: empty node name");
-    if (gh_strmap_count(t->nodes) >= GH_TOPO_MAX_NODES || gh_strmap_count(t->jobs) >= GH_TOPO_MAX_JOBS)
+    if (gh_strmap_count(t->nodes) >= GH_TOPO_MAX_NODES ||
+        gh_strmap_count(t->jobs) >= GH_TOPO_MAX_JOBS)
         return gh_err_set(err, GH_ELIMIT, "header: too many jobs or nodes");
     return gh_err_set(err, GH_ENOMEM, "header: out of memory");
 }

@@ -1114,7 +1114,7 @@ static bool aer_detail(const struct gh_kmsg_parser *p, struct line_ctx *lc)
         return true;
     need_wrap(p, lc);
     size_t i = lc->w.msg_off;
-    i = gh_kmsg_token_end(s, n, i);            /* driver */
+    i = gh_kmsg_token_end(s, n, i); /* driver */
     i = gh_kmsg_skip_sp(s, n, i);
     char pci[PCI_LEN];
     size_t used;

@@ -42,18 +42,10 @@ char *gh_kmsg_label_format(const struct gh_kmsg_label *l, char *buf, size_t cap)
     if (!cap)
         return buf;
     switch (l->cls) {
-    case GH_KMSG_XID:
-        snprintf(buf, cap, "MATCH xid=%d", l->code);
-        break;
-    case GH_KMSG_SXID:
-        snprintf(buf, cap, "MATCH sxid=%d", l->code);
-        break;
-    case GH_KMSG_OTHER:
-        snprintf(buf, cap, "MATCH other=%s", gh_kmsg_other_name(l->other));
-        break;
-    default:
-        snprintf(buf, cap, "NOMATCH");
-        break;
+    case GH_KMSG_XID: snprintf(buf, cap, "MATCH xid=%d", l->code); break;
+    case GH_KMSG_SXID: snprintf(buf, cap, "MATCH sxid=%d", l->code); break;
+    case GH_KMSG_OTHER: snprintf(buf, cap, "MATCH other=%s", gh_kmsg_other_name(l->other)); break;
+    default: snprintf(buf, cap, "NOMATCH"); break;
     }
     return buf;
 }

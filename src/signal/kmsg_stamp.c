@@ -37,14 +37,10 @@ static int64_t to_ns(int64_t y, int mo, int d, long long h, long long mi, long l
     return ((days * 86400 + h * 3600 + mi * 60 + sec) - offset_s) * GH_NS_PER_S + frac_ns;
 }
 
-static bool valid_year(long long y)
-{
-    return y >= 1900 && y <= 2200;
-}
+static bool valid_year(long long y) { return y >= 1900 && y <= 2200; }
 
 /* HH:MM:SS at s; returns bytes used or 0. */
-size_t gh_kmsg_stamp_hms(const char *s, size_t n, long long *h, long long *mi,
-                        long long *sec)
+size_t gh_kmsg_stamp_hms(const char *s, size_t n, long long *h, long long *mi, long long *sec)
 {
     if (n < 8 || !isdigit((unsigned char)s[0]) || !isdigit((unsigned char)s[1]) || s[2] != ':' ||
         !isdigit((unsigned char)s[3]) || !isdigit((unsigned char)s[4]) || s[5] != ':' ||
@@ -79,7 +75,8 @@ size_t gh_kmsg_stamp_iso(const char *s, size_t n, int32_t tz_s, int64_t *ns)
     size_t u;
     if (n < 19 || !gh_kmsg_uint(s, 4, 4, &y, &u) || u != 4 || s[4] != '-' ||
         !gh_kmsg_uint(s + 5, 2, 2, &mo, &u) || u != 2 || s[7] != '-' ||
-        !gh_kmsg_uint(s + 8, 2, 2, &d, &u) || u != 2 || (s[10] != 'T' && s[10] != 't' && s[10] != ' '))
+        !gh_kmsg_uint(s + 8, 2, 2, &d, &u) || u != 2 ||
+        (s[10] != 'T' && s[10] != 't' && s[10] != ' '))
         return 0;
     if (!valid_year(y) || mo < 1 || mo > 12 || d < 1 || d > 31 ||
         !gh_kmsg_stamp_hms(s + 11, n - 11, &h, &mi, &sec))
@@ -111,8 +108,8 @@ size_t gh_kmsg_stamp_iso(const char *s, size_t n, int32_t tz_s, int64_t *ns)
 /* The year for stamps that have none: the configured one, else the clock's,
  * moved back one when that puts the stamp more than a day in the future
  * (December lines read in January). */
-static int64_t stamp_year_ns(const struct gh_kmsg_zone *p, int mo, int d, long long h,
-                             long long mi, long long sec, int64_t frac)
+static int64_t stamp_year_ns(const struct gh_kmsg_zone *p, int mo, int d, long long h, long long mi,
+                             long long sec, int64_t frac)
 {
     if (p->default_year)
         return to_ns(p->default_year, mo, d, h, mi, sec, frac, p->tz_s);
@@ -129,8 +126,7 @@ static int64_t stamp_year_ns(const struct gh_kmsg_zone *p, int mo, int d, long l
 }
 
 /* "Mmm dD HH:MM:SS[.frac]" (syslog); returns bytes used. */
-size_t gh_kmsg_stamp_syslog(const struct gh_kmsg_zone *p, const char *s, size_t n,
-                            int64_t *ns)
+size_t gh_kmsg_stamp_syslog(const struct gh_kmsg_zone *p, const char *s, size_t n, int64_t *ns)
 {
     int mo = parse_month(s, n);
     if (!mo || n < 15 || s[3] != ' ')
@@ -159,8 +155,7 @@ size_t gh_kmsg_stamp_syslog(const struct gh_kmsg_zone *p, const char *s, size_t 
  * UTC/GMT name their offset; any other zone name is taken as the configured
  * zone of zone-less stamps (resolving names would need the tz database).
  * Returns bytes used. */
-size_t gh_kmsg_stamp_weekday_iso(const struct gh_kmsg_zone *p, const char *s, size_t n,
-                                 int64_t *ns)
+size_t gh_kmsg_stamp_weekday_iso(const struct gh_kmsg_zone *p, const char *s, size_t n, int64_t *ns)
 {
     static const char days[] = "MonTueWedThuFriSatSun";
     bool day = false;
@@ -202,8 +197,8 @@ size_t gh_kmsg_stamp_epoch(const char *s, size_t n, int64_t *ns)
 }
 
 /* The inside of a [...] stamp. */
-enum gh_kmsg_stamp_kind gh_kmsg_stamp_bracket(const struct gh_kmsg_zone *p, const char *s,
-                                              size_t n, int64_t *ns)
+enum gh_kmsg_stamp_kind gh_kmsg_stamp_bracket(const struct gh_kmsg_zone *p, const char *s, size_t n,
+                                              int64_t *ns)
 {
     size_t i = gh_kmsg_skip_sp(s, n, 0);
     size_t e = n;
@@ -215,9 +210,9 @@ enum gh_kmsg_stamp_kind gh_kmsg_stamp_bracket(const struct gh_kmsg_zone *p, cons
         return GH_KMSG_ST_NONE;
     if (m == 3 && memcmp(t, "...", 3) == 0)
         return GH_KMSG_ST_OTHER;
-    if (t[0] == '+' || t[0] == '<')     /* dmesg -H / -d relative stamps */
+    if (t[0] == '+' || t[0] == '<') /* dmesg -H / -d relative stamps */
         return GH_KMSG_ST_OTHER;
-    if ((t[0] == 'T' || t[0] == 'C') && m >= 2) {   /* caller id [ T1946] */
+    if ((t[0] == 'T' || t[0] == 'C') && m >= 2) { /* caller id [ T1946] */
         size_t k = 1;
         while (k < m && isdigit((unsigned char)t[k]))
             k++;
@@ -269,7 +264,8 @@ enum gh_kmsg_stamp_kind gh_kmsg_stamp_bracket(const struct gh_kmsg_zone *p, cons
         /* fabric manager "Jul 23 2024 07:53:55" */
         if (m == 20 && t[3] == ' ' && gh_kmsg_uint(t + 4, 2, 2, &d, &u) && u == 2 && t[6] == ' ' &&
             gh_kmsg_uint(t + 7, 4, 4, &y, &u) && u == 4 && t[11] == ' ' &&
-            gh_kmsg_stamp_hms(t + 12, m - 12, &h, &mi, &sec) && d >= 1 && d <= 31 && valid_year(y)) {
+            gh_kmsg_stamp_hms(t + 12, m - 12, &h, &mi, &sec) && d >= 1 && d <= 31 &&
+            valid_year(y)) {
             *ns = to_ns(y, mo, (int)d, h, mi, sec, 0, p->tz_s);
             return GH_KMSG_ST_WALL;
         }
@@ -278,9 +274,10 @@ enum gh_kmsg_stamp_kind gh_kmsg_stamp_bracket(const struct gh_kmsg_zone *p, cons
             size_t k = 3 + u;
             long long hh, mm;
             size_t u1, u2;
-            if (k < m && t[k] == ' ' && gh_kmsg_uint(t + k + 1, m - k - 1, 2, &hh, &u1) && u1 == 2 &&
-                k + 3 < m && t[k + 3] == ':' && gh_kmsg_uint(t + k + 4, m - k - 4, 2, &mm, &u2) &&
-                u2 == 2 && k + 6 == m && hh < 24 && mm < 60) {
+            if (k < m && t[k] == ' ' && gh_kmsg_uint(t + k + 1, m - k - 1, 2, &hh, &u1) &&
+                u1 == 2 && k + 3 < m && t[k + 3] == ':' &&
+                gh_kmsg_uint(t + k + 4, m - k - 4, 2, &mm, &u2) && u2 == 2 && k + 6 == m &&
+                hh < 24 && mm < 60) {
                 *ns = stamp_year_ns(p, mo, (int)d, hh, mm, 0, 0);
                 return GH_KMSG_ST_WALL;
             }

@@ -26,8 +26,7 @@ struct gh_kmsg_zone {
 /* YYYY-MM-DD[T ]HH:MM:SS[.frac][Z|+hh:mm|+hhmm]; no zone: tz_s. */
 size_t gh_kmsg_stamp_iso(const char *s, size_t n, int32_t tz_s, int64_t *ns);
 /* "Mmm dD HH:MM:SS[.frac]" (syslog), followed by a blank or the end. */
-size_t gh_kmsg_stamp_syslog(const struct gh_kmsg_zone *z, const char *s, size_t n,
-                            int64_t *ns);
+size_t gh_kmsg_stamp_syslog(const struct gh_kmsg_zone *z, const char *s, size_t n, int64_t *ns);
 /* journalctl -o short-full: "Sun 2025-02-23 16:24:18[.frac] CET"; UTC/GMT/UT
  * name their offset, any other zone name is taken as z->tz_s. */
 size_t gh_kmsg_stamp_weekday_iso(const struct gh_kmsg_zone *z, const char *s, size_t n,
@@ -36,8 +35,7 @@ size_t gh_kmsg_stamp_weekday_iso(const struct gh_kmsg_zone *z, const char *s, si
  * kernel tag follows. */
 size_t gh_kmsg_stamp_epoch(const char *s, size_t n, int64_t *ns);
 /* HH:MM:SS (a valid time of day); *h, *mi, *sec. */
-size_t gh_kmsg_stamp_hms(const char *s, size_t n, long long *h, long long *mi,
-                         long long *sec);
+size_t gh_kmsg_stamp_hms(const char *s, size_t n, long long *h, long long *mi, long long *sec);
 /* [.,]digits: a fraction of a second in *ns (0 and returns 0 when none). */
 size_t gh_kmsg_stamp_frac(const char *s, size_t n, int64_t *ns);
 
@@ -48,7 +46,7 @@ enum gh_kmsg_stamp_kind {
     GH_KMSG_ST_OTHER, /* a stamp that gives no time (relative, caller id, "...") */
 };
 /* The inside of a [...] stamp (s[0..n) without the brackets). */
-enum gh_kmsg_stamp_kind gh_kmsg_stamp_bracket(const struct gh_kmsg_zone *z, const char *s,
-                                              size_t n, int64_t *ns);
+enum gh_kmsg_stamp_kind gh_kmsg_stamp_bracket(const struct gh_kmsg_zone *z, const char *s, size_t n,
+                                              int64_t *ns);
 
 #endif

@@ -17,7 +17,7 @@ static inline bool gh_kmsg_uint(const char *s, size_t n, size_t max_digits, long
 {
     size_t i = 0;
     long long x = 0;
-    if (max_digits > 18)     /* 10^18 - 1 fits in a long long */
+    if (max_digits > 18) /* 10^18 - 1 fits in a long long */
         max_digits = 18;
     while (i < n && i < max_digits && isdigit((unsigned char)s[i]))
         x = x * 10 + (s[i++] - '0');

@@ -33,8 +33,8 @@ bool gh_kmsg_wrap_record(const char *s, size_t n, uint64_t *seq, int64_t *usec, 
 
 static bool is_level_word(const char *s, size_t n)
 {
-    static const char *const w[] = {"kern:", "kernel:", "warning:", "warn:", "err:", "error:",
-                                    "info:", "notice:", "crit:", "alert:", "emerg:", "debug:"};
+    static const char *const w[] = {"kern:", "kernel:", "warning:", "warn:",  "err:",   "error:",
+                                    "info:", "notice:", "crit:",    "alert:", "emerg:", "debug:"};
     for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
         if (strlen(w[i]) == n && memcmp(s, w[i], n) == 0)
             return true;
@@ -95,8 +95,8 @@ static size_t foreign_stamp(const char *s, size_t n, size_t i)
  * of that prefix at s, 0 when there is none. */
 static size_t decode_prefix(const char *s, size_t n)
 {
-    static const char *const levels[] = {"emerg", "alert", "crit", "err", "warn",
-                                         "notice", "info", "debug"};
+    static const char *const levels[] = {"emerg", "alert",  "crit", "err",
+                                         "warn",  "notice", "info", "debug"};
     size_t i = 0;
     while (i < n && i < 8 && (islower((unsigned char)s[i]) || isdigit((unsigned char)s[i])))
         i++;
@@ -123,7 +123,8 @@ void gh_kmsg_wrap_parse(const struct gh_kmsg_zone *p, const char *s, size_t n,
 {
     memset(w, 0, sizeof *w);
     int64_t usec;
-    if (n && isdigit((unsigned char)s[0]) && gh_kmsg_wrap_record(s, n, &w->seq, &usec, &w->msg_off)) {
+    if (n && isdigit((unsigned char)s[0]) &&
+        gh_kmsg_wrap_record(s, n, &w->seq, &usec, &w->msg_off)) {
         w->has_seq = true;
         w->has_mono = usec <= INT64_MAX / GH_NS_PER_US;
         w->mono_ns = w->has_mono ? usec * GH_NS_PER_US : 0;
@@ -155,7 +156,7 @@ void gh_kmsg_wrap_parse(const struct gh_kmsg_zone *p, const char *s, size_t n,
             if (!w->has_wall)
                 w->has_wall = true, w->wall_ns = ns;
             i += k;
-            if (rfc5424) {   /* HOST APP PROCID MSGID SD */
+            if (rfc5424) { /* HOST APP PROCID MSGID SD */
                 for (int t = 0; t < 4; t++)
                     i = gh_kmsg_token_end(s, n, gh_kmsg_skip_sp(s, n, i));
                 i = gh_kmsg_skip_sp(s, n, i);
@@ -188,7 +189,8 @@ void gh_kmsg_wrap_parse(const struct gh_kmsg_zone *p, const char *s, size_t n,
                 i++;
             continue;
         }
-        if (isupper((unsigned char)c) && (k = gh_kmsg_stamp_weekday_iso(p, s + i, n - i, &ns)) > 0) {
+        if (isupper((unsigned char)c) &&
+            (k = gh_kmsg_stamp_weekday_iso(p, s + i, n - i, &ns)) > 0) {
             if (!w->has_wall)
                 w->has_wall = true, w->wall_ns = ns;
             i = skip_host(s, n, i + k);

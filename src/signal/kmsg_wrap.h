@@ -14,10 +14,10 @@
 
 /* What the wrapper of one line held. */
 struct gh_kmsg_wrap {
-    size_t msg_off;        /* where the kernel message starts */
+    size_t msg_off; /* where the kernel message starts */
     bool has_wall, has_mono, has_seq;
     int64_t wall_ns, mono_ns; /* UTC ns; ns since boot */
-    uint64_t seq;          /* /dev/kmsg record sequence number */
+    uint64_t seq;             /* /dev/kmsg record sequence number */
 };
 
 /* "prio,seq,usec,flags[,...];" at the start of a /dev/kmsg record: *seq,

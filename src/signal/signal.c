@@ -9,10 +9,27 @@ static const char *const source_names[GH_SRC__COUNT] = {
 };
 
 static const char *const kind_names[GH_KIND__COUNT] = {
-    "xid",  "sxid",    "ecc",   "row_remap", "gpu_lost", "nvlink",     "pcie",
-    "nic",  "thermal", "power", "step",      "checkpoint", "replica_checksum",
-    "pod_failed", "pod_started", "node_not_ready", "node_ready", "probe_result",
-    "pod_succeeded", "job_finished", "node_condition",
+    "xid",
+    "sxid",
+    "ecc",
+    "row_remap",
+    "gpu_lost",
+    "nvlink",
+    "pcie",
+    "nic",
+    "thermal",
+    "power",
+    "step",
+    "checkpoint",
+    "replica_checksum",
+    "pod_failed",
+    "pod_started",
+    "node_not_ready",
+    "node_ready",
+    "probe_result",
+    "pod_succeeded",
+    "job_finished",
+    "node_condition",
 };
 
 const char *gh_source_name(enum gh_source src)
@@ -48,9 +65,24 @@ void gh_signal_init(struct gh_signal *s)
 }
 
 /* The owned string fields, so that clear and copy cannot forget one. */
-#define GH_SIGNAL_STRINGS(X)                                                   \
-    X(node) X(pci) X(uuid) X(msg) X(id) X(process) X(switch_id) X(counter) X(device)   \
-    X(job) X(path) X(value) X(namespace_) X(pod) X(reason) X(check) X(detail)   \
+#define GH_SIGNAL_STRINGS(X)                                                                       \
+    X(node)                                                                                        \
+    X(pci)                                                                                         \
+    X(uuid)                                                                                        \
+    X(msg)                                                                                         \
+    X(id)                                                                                          \
+    X(process)                                                                                     \
+    X(switch_id)                                                                                   \
+    X(counter)                                                                                     \
+    X(device)                                                                                      \
+    X(job)                                                                                         \
+    X(path)                                                                                        \
+    X(value)                                                                                       \
+    X(namespace_)                                                                                  \
+    X(pod)                                                                                         \
+    X(reason)                                                                                      \
+    X(check)                                                                                       \
+    X(detail)                                                                                      \
     X(condition)
 
 void gh_signal_clear(struct gh_signal *s)

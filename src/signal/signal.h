@@ -75,7 +75,7 @@ struct gh_signal {
     bool injected;        /* fed by a test/demo/operator, not observed */
 
     /* xid, sxid */
-    bool has_pid;         /* (before code: it fills the padding there) */
+    bool has_pid; /* (before code: it fills the padding there) */
     int code;
     int64_t pid;
     char *process;        /* xid: process name */
@@ -139,7 +139,7 @@ struct gh_signal {
 
     /* node_condition: a Node condition another agent (node-problem-detector,
      * a GPU operator's check) set; its "reason" goes in reason above */
-    char *condition;      /* the condition's type, e.g. "KernelDeadlock" */
+    char *condition; /* the condition's type, e.g. "KernelDeadlock" */
 };
 
 /* Sets every field to its absent value (gpu = -1). Does not free. */

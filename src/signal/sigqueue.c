@@ -11,7 +11,7 @@
 struct gh_sigqueue {
     pthread_mutex_t mu;
     int efd;
-    size_t cap, head, len;    /* ring: items[head .. head+len) mod cap */
+    size_t cap, head, len; /* ring: items[head .. head+len) mod cap */
     uint64_t pushed, refused;
     struct gh_signal *items;
 };
@@ -49,10 +49,7 @@ void gh_sigqueue_free(struct gh_sigqueue *q)
     free(q);
 }
 
-int gh_sigqueue_fd(const struct gh_sigqueue *q)
-{
-    return q->efd;
-}
+int gh_sigqueue_fd(const struct gh_sigqueue *q) { return q->efd; }
 
 /* Called with the lock held after items were added to an empty queue. */
 static void raise_fd(struct gh_sigqueue *q)

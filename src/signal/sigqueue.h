@@ -40,8 +40,8 @@ size_t gh_sigqueue_pop(struct gh_sigqueue *q, struct gh_signal *out, size_t max)
 
 struct gh_sigqueue_stats {
     size_t depth, capacity;
-    uint64_t pushed;   /* signals taken */
-    uint64_t refused;  /* signals of pushes refused because the queue was full */
+    uint64_t pushed;  /* signals taken */
+    uint64_t refused; /* signals of pushes refused because the queue was full */
 };
 void gh_sigqueue_stats(struct gh_sigqueue *q, struct gh_sigqueue_stats *out);
 

@@ -100,8 +100,17 @@ struct act {
 };
 
 enum { EV_ARRIVAL, EV_EMIT, EV_TICK, EV_JOB, EV_NODE, EV_ACTION, EV_STEP };
-enum { JE_RESTART_DONE, JE_K8S, JE_NCCL, JE_EVICT, JE_DONE, JE_PLANNED, JE_SDC_CHECK, JE_HUMAN_SDC,
-       JE_CK_COMPARE };
+enum {
+    JE_RESTART_DONE,
+    JE_K8S,
+    JE_NCCL,
+    JE_EVICT,
+    JE_DONE,
+    JE_PLANNED,
+    JE_SDC_CHECK,
+    JE_HUMAN_SDC,
+    JE_CK_COMPARE
+};
 enum { NE_REPAIR_DONE, NE_SLOW_END, NE_HUMAN, NE_HOST_BACK };
 enum { EM_XID, EM_GPU_LOST, EM_ECC, EM_REMAP, EM_NIC_DOWN, EM_NIC_UP, EM_NOTREADY, EM_READY, EM_XID13 };
 
@@ -1248,7 +1257,8 @@ static void compare_checksums(struct sim *s, struct job *j, int n)
         trace(s, "sdc_checksums_disagree", n, j->slot, NULL);
     for (int k = 0; k < m; k++) {
         int gpu = k == 0 && n >= 0 ? s->nodes[n].gpu : 0;
-        struct gh_signal g = sig(s, GH_KIND_REPLICA_CHECKSUM, GH_SRC_TELEMETRY, j->nodes[pos[k]], gpu);
+        struct gh_signal g = sig(s, GH_KIND_REPLICA_CHECKSUM, GH_SRC_TELEMETRY, j->nodes[pos[k]],
+                                 gpu);
         setstr(s, &g.job, j->name);
         g.has_rank = true;
         g.rank = pos[k] * s->G + gpu;

@@ -84,7 +84,8 @@ struct gh_sim_config {
     double straggler_slow_min, straggler_slow_max; /* compute slowdown factor, log-uniform */
     double straggler_dur_min_s, straggler_dur_max_s; /* episode length, log-uniform */
     double step_jitter;      /* relative noise of per-rank compute time */
-    double sdc_silent_s;     /* mean silent period before the bad replica diverges (exponential; 0: at once) */
+    double
+        sdc_silent_s; /* mean silent period before the bad replica diverges (exponential; 0: at once) */
     double sdc_check_s;      /* the job compares replica checksums this often and ships every
                               * comparison, agreeing or not; 0: only the disagreeing one */
     double sdc_human_s;      /* a person notices corruption (loss, evals) this long after onset */

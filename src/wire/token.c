@@ -48,8 +48,8 @@ static int for_each_token(const char *path, token_fn fn, void *ctx, struct gh_er
         line++;
         while (start < end && (text[start] == ' ' || text[start] == '\t' || text[start] == '\r'))
             start++;
-        while (end > start && (text[end - 1] == ' ' || text[end - 1] == '\t' ||
-                               text[end - 1] == '\r'))
+        while (end > start &&
+               (text[end - 1] == ' ' || text[end - 1] == '\t' || text[end - 1] == '\r'))
             end--;
         if (start == end || text[start] == '#')
             continue;

@@ -15,7 +15,7 @@
 
 #include "common/err.h"
 
-#define GH_TOKEN_MAX     4096
+#define GH_TOKEN_MAX 4096
 #define GH_TOKEN_SET_MAX 16
 
 /* A small value type: SHA-256 digests of the allowed tokens (never the

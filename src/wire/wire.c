@@ -95,16 +95,12 @@ int gh_ingest_parse(const char *body, size_t len, const struct gh_ingest_limits 
             continue;
         }
         switch (take(ctx, line, &sig)) {
-        case GH_INGEST_TAKEN:
-            res->accepted++;
-            break;
+        case GH_INGEST_TAKEN: res->accepted++; break;
         case GH_INGEST_DUPLICATE:
             res->duplicates++;
             gh_signal_clear(&sig);
             break;
-        case GH_INGEST_REFUSED:
-            gh_signal_clear(&sig);
-            break;
+        case GH_INGEST_REFUSED: gh_signal_clear(&sig); break;
         default:
             gh_signal_clear(&sig);
             return gh_err_set(err, GH_EAGAIN, "line %ld: the receiver is full", line);
@@ -178,7 +174,8 @@ int gh_ingest_reply_decode(const char *text, size_t len, struct gh_ingest_result
     json_t *errors = json_object_get(o, "errors");
     size_t i;
     json_t *e;
-    json_array_foreach(errors, i, e) {
+    json_array_foreach(errors, i, e)
+    {
         json_t *l = json_object_get(e, "line"), *m = json_object_get(e, "error");
         if (!json_is_integer(l) || !json_is_string(m))
             continue;

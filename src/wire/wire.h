@@ -27,16 +27,16 @@
 #define GH_INGEST_PATH "/v1/signals"
 /* Errors itemised in one reply; more are counted only. */
 #define GH_INGEST_ERRORS_MAX 64
-#define GH_INGEST_ERROR_LEN  240
+#define GH_INGEST_ERROR_LEN 240
 
 struct gh_ingest_limits {
-    size_t line_max;   /* 0 = GH_SIGNAL_LINE_MAX; longer lines are rejected */
-    size_t max_lines;  /* 0 = 10000; more lines is GH_ELIMIT (413) */
+    size_t line_max;  /* 0 = GH_SIGNAL_LINE_MAX; longer lines are rejected */
+    size_t max_lines; /* 0 = 10000; more lines is GH_ELIMIT (413) */
 };
 
 struct gh_ingest_line_error {
-    long line;                        /* 1-based line of the body */
-    char error[GH_INGEST_ERROR_LEN];  /* without a "line N: " prefix */
+    long line;                       /* 1-based line of the body */
+    char error[GH_INGEST_ERROR_LEN]; /* without a "line N: " prefix */
 };
 
 /* The summary of one body. A small value type; errors[0..n_errors) are

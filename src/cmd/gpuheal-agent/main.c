@@ -99,8 +99,7 @@ static void spool_signal(struct agent *a, const struct gh_signal *s)
         return;
     }
     a->spooled++;
-    if (s->source == GH_SRC_KMSG && a->kmsg && s->has_kmsg_seq &&
-        s->kmsg_seq > a->kmsg_seq_spooled)
+    if (s->source == GH_SRC_KMSG && a->kmsg && s->has_kmsg_seq && s->kmsg_seq > a->kmsg_seq_spooled)
         a->kmsg_seq_spooled = s->kmsg_seq;
 }
 

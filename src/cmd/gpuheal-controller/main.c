@@ -34,11 +34,13 @@ static const struct setting {
     {"kubeconfig", false, "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)"},
     {"context", false, "kubeconfig context (default: current-context)"},
     {"listen", false, "ingest endpoint HOST:PORT, also /healthz and /metrics (0.0.0.0:8443)"},
-    {"token-file", false, "operator bearer tokens for the ingest endpoint (gpuheal inject), "
-                          "one per line: they may report for any node"},
-    {"agent-service-account", false, "NAMESPACE/NAME: agents authenticate with this "
-                                     "ServiceAccount's bound token (TokenReview) and may "
-                                     "report only for the node their pod runs on"},
+    {"token-file", false,
+     "operator bearer tokens for the ingest endpoint (gpuheal inject), "
+     "one per line: they may report for any node"},
+    {"agent-service-account", false,
+     "NAMESPACE/NAME: agents authenticate with this "
+     "ServiceAccount's bound token (TokenReview) and may "
+     "report only for the node their pod runs on"},
     {"agent-token-audience", false, "audience the agents' tokens must carry (gpuheal)"},
     {"insecure-allow-anonymous", true, "accept signals without a token (development only)"},
     {"tls-cert", false, "PEM certificate for HTTPS on the ingest endpoint"},
@@ -46,23 +48,30 @@ static const struct setting {
     {"db", false, "audit store: sqlite:PATH or postgres://... (sqlite:/var/lib/gpuheal/audit.db)"},
     {"policy", false, "recovery policy YAML (default: the built-in policy)"},
     {"reorder-window", false, "hold live signals this long to sort late arrivals (500ms)"},
-    {"journal-retention", false, "keep accepted signals journalled this long for replay on "
-                                 "start (the policy's detector windows, at least 1h; "
-                                 "off: no journal, a 200 is not durable)"},
-    {"ingest-max-body", false, "ingest request body limit in bytes, K/M/G or Ki/Mi/Gi "
-                               "suffix (8Mi; at most 1Gi): larger gets 413"},
-    {"ingest-max-line", false, "ingest line length limit in bytes (64Ki, also the most): a "
-                               "longer line is rejected (422)"},
-    {"ingest-max-lines", false, "lines in one ingest request (10000; at most 1000000): more "
-                                "gets 413"},
+    {"journal-retention", false,
+     "keep accepted signals journalled this long for replay on "
+     "start (the policy's detector windows, at least 1h; "
+     "off: no journal, a 200 is not durable)"},
+    {"ingest-max-body", false,
+     "ingest request body limit in bytes, K/M/G or Ki/Mi/Gi "
+     "suffix (8Mi; at most 1Gi): larger gets 413"},
+    {"ingest-max-line", false,
+     "ingest line length limit in bytes (64Ki, also the most): a "
+     "longer line is rejected (422)"},
+    {"ingest-max-lines", false,
+     "lines in one ingest request (10000; at most 1000000): more "
+     "gets 413"},
     {"ingest-max-connections", false, "ingest connections at once (1024; at most 65536)"},
     {"ingest-idle-timeout", false, "close an idle ingest connection after this (30s; 1s to 1h)"},
-    {"ingest-header-timeout", false, "close a connection silent this long before its request "
-                                     "headers are complete (5s; 1s to 1h)"},
-    {"ingest-max-connections-per-client", false, "ingest connections from one client address "
-                                                 "(32; at most 65536)"},
-    {"ingest-dedup-capacity", false, "signal ids remembered to drop duplicates (1048576, about "
-                                     "24 MiB; at most 67108864)"},
+    {"ingest-header-timeout", false,
+     "close a connection silent this long before its request "
+     "headers are complete (5s; 1s to 1h)"},
+    {"ingest-max-connections-per-client", false,
+     "ingest connections from one client address "
+     "(32; at most 65536)"},
+    {"ingest-dedup-capacity", false,
+     "signal ids remembered to drop duplicates (1048576, about "
+     "24 MiB; at most 67108864)"},
     {"dry-run", true, "decide and record, never act"},
     {"require-approval", true, "act only on incidents approved with `gpuheal approve ID`"},
     {"max-unavailable", false, "nodes gpuheal may hold out of service: N or P% (10, 10%)"},
@@ -72,14 +81,16 @@ static const struct setting {
     {"storm-window", false, "storm breaker window (5m)"},
     {"storm-hold", false, "storm breaker stays open this long after the last blame (15m)"},
     {"taint-effect", false, "NoSchedule (default) or NoExecute"},
-    {"taint-key", false, "the taint put on isolated nodes (gpuheal.io/unhealthy); agents must "
-                         "tolerate it"},
-    {"node-conditions", false, "Node conditions other agents set that become signals: comma-"
-                               "separated types, or none (node-problem-detector's: "
-                               GH_NODE_CONDITIONS_DEFAULT ")"},
+    {"taint-key", false,
+     "the taint put on isolated nodes (gpuheal.io/unhealthy); agents must "
+     "tolerate it"},
+    {"node-conditions", false,
+     "Node conditions other agents set that become signals: comma-"
+     "separated types, or none (node-problem-detector's: " GH_NODE_CONDITIONS_DEFAULT ")"},
     {"drain-timeout", false, "give up on pods a PodDisruptionBudget keeps (60s)"},
-    {"request-timeout", false, "record a reset_gpu/reboot_node/run_diagnostics request the node "
-                               "agent has not answered after this as timed out (1h)"},
+    {"request-timeout", false,
+     "record a reset_gpu/reboot_node/run_diagnostics request the node "
+     "agent has not answered after this as timed out (1h)"},
     {"drain-concurrency", false, "evictions in flight while draining a node (8)"},
     {"drain-evictions-in-flight", false, "evictions in flight across all drains at once (64)"},
     {"identity", false, "this replica's name (default: hostname-pid)"},

@@ -175,7 +175,8 @@ static void post(struct run *r, struct batch *b)
         bool retryable = cc != CURLE_OK || status == 429 || status >= 500;
         if (cc == CURLE_OK && (status == 200 || status == 422)) {
             struct gh_ingest_result *res = malloc(sizeof *res);
-            if (!res || gh_ingest_reply_decode(rs.body.p ? rs.body.p : "", rs.body.len, res, &err)) {
+            if (!res ||
+                gh_ingest_reply_decode(rs.body.p ? rs.body.p : "", rs.body.len, res, &err)) {
                 fprintf(stderr, "gpuheal inject: HTTP %ld with a bad summary: %s\n", status,
                         res ? err.msg : "out of memory");
                 r->failed = true;

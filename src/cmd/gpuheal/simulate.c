@@ -26,10 +26,13 @@ static void usage(FILE *f)
             "usage: gpuheal simulate [--preset NAME] [--gpus N] [--gpus-per-node G] [--days D]\n"
             "                        [--rate-scale X] [--only-class CLASS[,CLASS...]]\n"
             "                        [--checkpoint-stall S] [--checkpoint-interval S|auto]\n"
-            "                        [--restart S] [--policy NAME|FILE] [--seed N] [--runs K] [--json]\n"
-            "                        [--job-gpus N] [--job-days D] [--spare-fraction F] [--trace FILE]\n"
+            "                        [--restart S] [--policy NAME|FILE] [--seed N] [--runs K] "
+            "[--json]\n"
+            "                        [--job-gpus N] [--job-days D] [--spare-fraction F] [--trace "
+            "FILE]\n"
             "                        [--sdc-silent S] [--sdc-check S]\n"
-            "       gpuheal simulate --sweep checkpoint-interval [--out PREFIX] [--points N] [options]\n"
+            "       gpuheal simulate --sweep checkpoint-interval [--out PREFIX] [--points N] "
+            "[options]\n"
             "       gpuheal simulate --list-presets | --print-presets\n"
             "\n"
             "Simulates a GPU cluster with failures at published rates; the detection engine and\n"
@@ -197,8 +200,8 @@ static void print_table(FILE *f, const struct gh_sim_config *c, const char *poli
             }
         fputc('\n', f);
     }
-    fprintf(f, "  %-22s %.0f incidents, %.0f signals, %.0f late\n", "engine", r->incidents, r->signals,
-            r->late_signals);
+    fprintf(f, "  %-22s %.0f incidents, %.0f signals, %.0f late\n", "engine", r->incidents,
+            r->signals, r->late_signals);
 }
 
 /* Finds prog in $PATH. */
