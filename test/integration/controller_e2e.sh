@@ -137,9 +137,9 @@ check "application incident recorded" wait_for 20 app_decided
 check "application: retry_in_place chosen" grep -q "chose: retry_in_place" "$TMP/app.txt"
 check "application: no node blamed" grep -q "no node blamed" "$TMP/app.txt"
 check "application: $APPNODE not cordoned" uncordoned "$APPNODE"
-app_events() { "$K" -n "$NS" get events --field-selector "regarding.name=app,reason=$1" -o name; }
+app_events() { "$K" -n "$NS" get events --field-selector "involvedObject.name=app,reason=$1" -o name; }
 check "application: the Job's Warning Event says ApplicationFault" wait_for 20 sh -c \
-  "'$K' -n '$NS' get events --field-selector 'regarding.name=app,reason=ApplicationFault' -o name | grep -q ."
+  "'$K' -n '$NS' get events --field-selector 'involvedObject.name=app,reason=ApplicationFault' -o name | grep -q ."
 check "application: no GPUFault Event on the Job" is "" app_events GPUFault
 
 # ---- 3. the budget: one node out of service at most -------------------------
