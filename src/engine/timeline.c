@@ -123,37 +123,14 @@ static inline const char *name_get(struct owner *o, int field, const char *name,
     return name_get_slow(o, field, name, ix);
 }
 
-/* Frees the signal's owned strings (the list of signal.c's
- * GH_SIGNAL_STRINGS) without re-initialising it: the entry is dead. The
- * size check below fails when struct gh_signal changes; then bring this
- * list up to date with signal.c. */
-_Static_assert(sizeof(struct gh_signal) == 384 || sizeof(void *) != 8,
-               "struct gh_signal changed: update sig_free_strings() in timeline.c");
-#define SIG_STRINGS(X)                                                                             \
-    X(node)                                                                                        \
-    X(pci)                                                                                         \
-    X(uuid)                                                                                        \
-    X(msg)                                                                                         \
-    X(id)                                                                                          \
-    X(process)                                                                                     \
-    X(switch_id)                                                                                   \
-    X(counter)                                                                                     \
-    X(device)                                                                                      \
-    X(job)                                                                                         \
-    X(path)                                                                                        \
-    X(value)                                                                                       \
-    X(namespace_)                                                                                  \
-    X(pod)                                                                                         \
-    X(reason)                                                                                      \
-    X(check)                                                                                       \
-    X(detail)                                                                                      \
-    X(condition)
+/* Frees the signal's owned strings (GH_SIGNAL_STRINGS, signal.h) without
+ * re-initialising it: the entry is dead. */
 static void sig_free_strings(struct gh_signal *s)
 {
 #define FREE_SET(f)                                                                      \
     if (s->f)                                                                            \
         free(s->f);
-    SIG_STRINGS(FREE_SET)
+    GH_SIGNAL_STRINGS(FREE_SET)
 #undef FREE_SET
 }
 

@@ -64,27 +64,6 @@ void gh_signal_init(struct gh_signal *s)
     s->gpu = -1;
 }
 
-/* The owned string fields, so that clear and copy cannot forget one. */
-#define GH_SIGNAL_STRINGS(X)                                                                       \
-    X(node)                                                                                        \
-    X(pci)                                                                                         \
-    X(uuid)                                                                                        \
-    X(msg)                                                                                         \
-    X(id)                                                                                          \
-    X(process)                                                                                     \
-    X(switch_id)                                                                                   \
-    X(counter)                                                                                     \
-    X(device)                                                                                      \
-    X(job)                                                                                         \
-    X(path)                                                                                        \
-    X(value)                                                                                       \
-    X(namespace_)                                                                                  \
-    X(pod)                                                                                         \
-    X(reason)                                                                                      \
-    X(check)                                                                                       \
-    X(detail)                                                                                      \
-    X(condition)
-
 void gh_signal_clear(struct gh_signal *s)
 {
     if (!s)

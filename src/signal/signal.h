@@ -142,6 +142,28 @@ struct gh_signal {
     char *condition; /* the condition's type, e.g. "KernelDeadlock" */
 };
 
+/* The owned string fields of struct gh_signal, the one list that clear, copy
+ * and the timeline's release walk: a new string field is added here too. */
+#define GH_SIGNAL_STRINGS(X)                                                                       \
+    X(node)                                                                                        \
+    X(pci)                                                                                         \
+    X(uuid)                                                                                        \
+    X(msg)                                                                                         \
+    X(id)                                                                                          \
+    X(process)                                                                                     \
+    X(switch_id)                                                                                   \
+    X(counter)                                                                                     \
+    X(device)                                                                                      \
+    X(job)                                                                                         \
+    X(path)                                                                                        \
+    X(value)                                                                                       \
+    X(namespace_)                                                                                  \
+    X(pod)                                                                                         \
+    X(reason)                                                                                      \
+    X(check)                                                                                       \
+    X(detail)                                                                                      \
+    X(condition)
+
 /* Sets every field to its absent value (gpu = -1). Does not free. */
 void gh_signal_init(struct gh_signal *s);
 /* Frees owned strings and re-inits. Accepts NULL. */
