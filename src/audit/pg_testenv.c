@@ -123,24 +123,6 @@ static int server_start(struct gh_pg_testenv *pg, struct gh_err *err)
 }
 
 /* pg_ctl stop in mode ("fast", "immediate"), waiting until it is down. */
-static void server_stop(struct gh_pg_testenv *pg, const char *mode)
-{
-    char pg_ctl[300], data[300], log[300], m[16];
-    snprintf(pg_ctl, sizeof pg_ctl, "%s/pg_ctl", pg->bin);
-    snprintf(data, sizeof data, "%s/data", pg->dir);
-    snprintf(log, sizeof log, "%s/setup.log", pg->dir);
-    snprintf(m, sizeof m, "%s", mode);
-    char *argv[] = {pg_ctl, "-D", data, "-m", m, "-w", "stop", NULL};
-    (void)run(argv, log);
-    pg->running = 0;
-}
-
-void gh_pg_testenv_halt(struct gh_pg_testenv *pg)
-{
-    if (pg->dir[0] && pg->running)
-        server_stop(pg, "fast");
-}
-
 /* The server's processes: the postmaster (data/postmaster.pid's first
  * line) and its children (from /proc). Returns how many were put in pids. */
 static size_t server_pids(const struct gh_pg_testenv *pg, pid_t *pids, size_t cap)
@@ -179,6 +161,30 @@ static size_t server_pids(const struct gh_pg_testenv *pg, pid_t *pids, size_t ca
     if (d)
         closedir(d);
     return n;
+}
+
+static void server_stop(struct gh_pg_testenv *pg, const char *mode)
+{
+    char pg_ctl[300], data[300], log[300], m[16];
+    snprintf(pg_ctl, sizeof pg_ctl, "%s/pg_ctl", pg->bin);
+    snprintf(data, sizeof data, "%s/data", pg->dir);
+    snprintf(log, sizeof log, "%s/setup.log", pg->dir);
+    snprintf(m, sizeof m, "%s", mode);
+    char *argv[] = {pg_ctl, "-D", data, "-m", m, "-w", "stop", NULL};
+    /* a server a test froze (gh_pg_testenv_freeze) and could not thaw, as
+     * when an assertion failed in between, cannot stop: let it run first */
+    pid_t pids[64];
+    size_t n = server_pids(pg, pids, 64);
+    for (size_t i = 0; i < n; i++)
+        kill(pids[i], SIGCONT);
+    (void)run(argv, log);
+    pg->running = 0;
+}
+
+void gh_pg_testenv_halt(struct gh_pg_testenv *pg)
+{
+    if (pg->dir[0] && pg->running)
+        server_stop(pg, "fast");
 }
 
 int gh_pg_testenv_freeze(struct gh_pg_testenv *pg, bool frozen, struct gh_err *err)

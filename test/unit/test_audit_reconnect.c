@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,6 +190,54 @@ static void test_pg_frozen(void **state)
     gh_store_watch_free(w);
 }
 
+/* Whether pid runs (a zombie waiting for its reaper does not). */
+static bool alive(long pid)
+{
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *rp = strrchr(buf, ')');
+    return !(rp && rp[1] == ' ' && rp[2] == 'Z');
+}
+
+/* A test that fails while it holds the server frozen leaves the teardown a
+ * server that cannot stop: gh_pg_testenv_stop lets it run first, so none is
+ * left behind (a frozen server holds its port and memory until reboot). */
+static void test_pg_frozen_server_still_stops(void **state)
+{
+    (void)state;
+    struct gh_pg_testenv pg;
+    struct gh_err err;
+    int rc = gh_pg_testenv_start(&pg, &err);
+    if (rc == GH_ENOTFOUND)
+        skip();
+    if (rc)
+        fail_msg("start: %s", err.msg);
+    char path[320];
+    snprintf(path, sizeof path, "%s/data/postmaster.pid", pg.dir);
+    FILE *f = fopen(path, "r");
+    long pm = 0;
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "%ld", &pm), 1);
+    fclose(f);
+    if (gh_pg_testenv_freeze(&pg, true, &err))
+        fail_msg("freeze: %s", err.msg);
+    gh_pg_testenv_stop(&pg);
+    /* the postmaster exits (init reaps it): wait for that, boundedly */
+    int64_t until = gh_mono_ns() + RECOVER_S * 1000000000LL;
+    while (alive(pm) && gh_mono_ns() < until)
+        nap_ms(50);
+    if (alive(pm)) {
+        kill((pid_t)pm, SIGCONT); /* do not leave it behind either way */
+        fail_msg("the frozen server (pid %ld) is still there after stop", pm);
+    }
+}
+
 #define RACERS 8
 #define ROUNDS 4
 
@@ -295,6 +344,7 @@ int main(void)
     };
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sqlite_deleted),
+        cmocka_unit_test(test_pg_frozen_server_still_stops),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     return rc + cmocka_run_group_tests_name("postgres", pg_tests, gh_store_pg_setup,
