@@ -2,7 +2,14 @@
  * in more job failures, across different jobs, than the cluster's base rate
  * explains, even when every restart succeeds. The test is a Poisson upper
  * tail on the node's failures given its exposure (node-hours watched) and the
- * rate of the other nodes (never below a floor), with a minimum of evidence. */
+ * rate of the other nodes (never below a floor), with a minimum of evidence.
+ *
+ * Of the pods of one job failure, the first whose own failure points at its
+ * node is blamed. A pod that only timed out waiting in a collective (NCCL
+ * watchdog, ...) names none: it waited for a peer that stopped, and every
+ * rank of the job times out the same way, so which of them Kubernetes saw
+ * first is no evidence against its node (the rank that always reports first,
+ * rank 0, would be blamed for every hang of the job). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,9 +37,11 @@ struct fnode {
     int64_t reported_ts;
 };
 
-/* The current failure of one job: its first failing pod names the node. */
+/* The current failure of one job: its first failing pod that points at its
+ * own node names the node. */
 struct fjob {
     int64_t last_ts;
+    bool blamed; /* the current failure named its node */
 };
 
 struct flap {
@@ -201,11 +210,17 @@ static void fl_on_signal(void *state, struct gh_engine *e, const struct gh_tl_en
     struct fjob *fj = gh_ctx_value(e, f->jobs, key, sizeof *fj, NULL, NULL);
     if (!fj)
         return;
-    /* Pods of one job failing together are one failure, blamed on the first. */
+    /* Pods of one job failing together are one failure, blamed on the first
+     * that failed on its own account: a collective timeout is a peer's
+     * symptom and blames nobody. */
     bool same = fj->last_ts && ent->ts_ns - fj->last_ts <= gh_ctx_settings(e)->flap_same_failure_ns;
     fj->last_ts = ent->ts_ns;
     if (!same)
-        involve(f, e, s->node, gh_hash_str(GH_HASH_INIT, key) | 1, ent);
+        fj->blamed = false;
+    if (pf == GH_PF_COLLECTIVE || fj->blamed)
+        return;
+    fj->blamed = true;
+    involve(f, e, s->node, gh_hash_str(GH_HASH_INIT, key) | 1, ent);
 }
 
 struct fl_expire {

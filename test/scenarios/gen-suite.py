@@ -595,6 +595,17 @@ def gray():
     s.write([{"class": "flapping_node", "node": "gpu-06", "actions_include": ["isolate_node", "run_diagnostics"]},
              {"class": "application", "node": None, "count_min": 0, "count_max": 3}])
 
+    s = Scn("hang-rank0-first-thrice", "a job hangs three times six hours apart; each time every pod times out in its collectives, "
+            "gpu-01's (rank 0) reported first: a waiting rank names no node, nothing is flapping", N(4), [job("ml/llm", N(4))])
+    for k in range(3):
+        t0 = 3600 * (2 + 6 * k)
+        s.ckpt(t0 - 600, "ml/llm", 1000 * (k + 1))
+        nccl_failures(s, t0, N(4), "ml/llm")
+        for i, n in enumerate(N(4)):
+            s.podstart(t0 + 300, n, "ml/llm", "llm-worker-%d" % (8 * i))
+    s.write([{"class": "network", "node": None, "actions_include": ["restart_from_checkpoint"],
+              "actions_exclude": ["isolate_node", "drain_node"], "count_min": 3, "count_max": 3}])
+
     s = Scn("failures-at-base-rate", "three failures on three different nodes in a day: applications, not a flapping node", nodes8,
             [job("ml/j%d" % i, [nodes8[2 * i], nodes8[2 * i + 1]]) for i in range(4)])
     for k, (n, jn) in enumerate([("gpu-01", "ml/j0"), ("gpu-04", "ml/j1"), ("gpu-07", "ml/j3")]):

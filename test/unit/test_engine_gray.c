@@ -260,6 +260,47 @@ static void test_flapping_node(void **st)
     gh_engine_free(e);
 }
 
+/* Every rank of a hung job times out in its collectives at about the same
+ * time; the pod Kubernetes reports first (here always gpu-01's, rank 0) only
+ * waited for a peer. Three hangs of one job hours apart blame no node; when a
+ * pod of the failure fails on its own account (a CUDA error on gpu-05) after
+ * the timeouts, that one is blamed. */
+static void test_flapping_collective_timeouts_blame_nobody(void **st)
+{
+    (void)st;
+    struct gh_topology *t = gh_topology_new();
+    const char *names[] = {"gpu-01", "gpu-02", "gpu-03", "gpu-04", "gpu-05", "gpu-06"};
+    for (int i = 0; i < 6; i++)
+        gh_topology_add_node(t, names[i]);
+    struct sink sk;
+    struct gh_engine *e = engine(t, &sk);
+    feed(e, sig(GH_KIND_NODE_READY, 0, "gpu-01", -1));
+    static const char wd[] = "[Rank 0] Watchdog caught collective operation timeout: "
+                             "WorkNCCL(OpType=ALLREDUCE) ran for 600000 milliseconds before timing out";
+    for (int k = 0; k < 3; k++) {
+        double t0 = 3600.0 * (2 + 4 * k);
+        podfail(e, t0, "gpu-01", "a/one", "p-0", "Error", 1, wd);
+        podfail(e, t0, names[2 + k % 2], "a/one", "p-1", "Error", 1, wd);
+    }
+    const char *jobs[] = {"b/two", "c/three", "d/four"};
+    for (int k = 0; k < 3; k++) {
+        double t0 = 3600.0 * (20 + 4 * k);
+        podfail(e, t0, "gpu-02", jobs[k], "p-0", "Error", 1, wd);
+        podfail(e, t0 + 5, "gpu-05", jobs[k], "p-1", "Error", 1,
+                "RuntimeError: CUDA error: unspecified launch failure");
+    }
+    gh_engine_finish(e, INT64_MAX);
+    int flapping = 0;
+    for (int i = 0; i < sk.n; i++) {
+        if (sk.v[i].cls != GH_CLASS_FLAPPING_NODE)
+            continue;
+        flapping++;
+        assert_string_equal(sk.v[i].node, "gpu-05");
+    }
+    assert_int_equal(flapping, 1);
+    gh_engine_free(e);
+}
+
 static void nic(struct gh_engine *e, double t, const char *node, const char *state, long link_downed)
 {
     struct gh_signal s = sig(GH_KIND_NIC, t, node, -1);
@@ -335,6 +376,7 @@ int main(void)
         cmocka_unit_test(test_sdc_checksum_odd_one_out),
         cmocka_unit_test(test_sdc_loss_spike_then_probe),
         cmocka_unit_test(test_flapping_node),
+        cmocka_unit_test(test_flapping_collective_timeouts_blame_nobody),
         cmocka_unit_test(test_nic_flap_and_dead_link),
         cmocka_unit_test(test_collective_hang_localised),
     };
