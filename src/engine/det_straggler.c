@@ -17,7 +17,14 @@
  * Per step the work is proportional to the ranks that reported it, not to
  * the job's size: each step's bucket lists who reported, and node medians
  * group those reports by node. A job no step named for job_idle is
- * forgotten. */
+ * forgotten.
+ *
+ * A step is judged when every rank reported it, when later steps push it
+ * out of the NB in flight, or at the latest STEP_WAIT after its first
+ * report: ranks that stop reporting (the job stopped, restarted elsewhere,
+ * or ships a sample of its ranks) leave no step waiting for whatever
+ * telemetry comes next, hours later, to have it judged then and a node
+ * isolated for a slowness long over. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +41,7 @@
 #define JIT_MIN_RANKS 8  /* ranks in a step for its spread to count */
 #define JIT_FLOOR 0.4    /* the jitter threshold is never below this x threshold */
 #define MAX_JOBS 65536
+#define STEP_WAIT_NS (120 * GH_NS_PER_S) /* a step's reports may straddle skewed clocks */
 
 struct rank {
     const char *node;   /* topology-owned name; NULL until placed */
@@ -54,6 +62,7 @@ struct rank {
 struct bucket {
     bool used;
     int64_t step;
+    int64_t first_ts;                  /* its first report: judged STEP_WAIT after */
     int count;                         /* ranks that reported ... */
     int *who;                          /* ... and which, in arrival order */
     float *v;                          /* per rank; NAN = not reported */
@@ -97,6 +106,7 @@ struct sjob {
 struct strag {
     struct gh_strmap *jobs; /* name -> struct sjob * */
     struct sjob *last;      /* cache: the job of the previous signal */
+    int64_t next;           /* no bucket is due before this (may be early) */
     double *scratch, *scratch2;
     int *iscratch;
     size_t scratch_cap;
@@ -109,6 +119,7 @@ static int st_create(struct gh_engine *e, void **state)
     if (!s)
         return GH_ENOMEM;
     s->jobs = gh_strmap_new(MAX_JOBS);
+    s->next = INT64_MAX;
     *state = s;
     return s->jobs ? GH_OK : GH_ENOMEM;
 }
@@ -124,6 +135,12 @@ static void bucket_clear(struct sjob *j, struct bucket *b)
     }
     b->used = false;
     b->count = 0;
+}
+
+/* When a step's wait is over. */
+static int64_t due_at(const struct bucket *b)
+{
+    return b->first_ts > INT64_MAX - STEP_WAIT_NS ? INT64_MAX : b->first_ts + STEP_WAIT_NS;
 }
 
 static void job_free(struct sjob *j)
@@ -722,7 +739,10 @@ static void st_on_signal(void *state, struct gh_engine *e, const struct gh_tl_en
         b = &j->b[free_i];
         b->used = true;
         b->step = sg->step;
+        b->first_ts = ent->ts_ns;
         b->count = 0;
+        if (due_at(b) < s->next)
+            s->next = due_at(b);
     }
     if (isnan(b->v[sg->rank]))
         b->who[b->count++] = sg->rank;
@@ -732,6 +752,48 @@ static void st_on_signal(void *state, struct gh_engine *e, const struct gh_tl_en
     b->ev[sg->rank] = gh_tl_ref(ent);
     if (b->count >= expected_ranks(j))
         finalize(s, e, j, b);
+}
+
+/* Judges job j's steps whose wait is over, oldest step first, and the
+ * older steps still in flight with them (a rank's history is in step
+ * order). */
+static void judge_due(struct strag *s, struct gh_engine *e, struct sjob *j, int64_t now)
+{
+    int64_t upto = INT64_MIN;
+    for (int i = 0; i < NB; i++)
+        if (j->b[i].used && due_at(&j->b[i]) <= now && j->b[i].step > upto)
+            upto = j->b[i].step;
+    for (;;) {
+        struct bucket *b = NULL;
+        for (int i = 0; i < NB; i++)
+            if (j->b[i].used && j->b[i].step <= upto && (!b || j->b[i].step < b->step))
+                b = &j->b[i];
+        if (!b)
+            return;
+        finalize(s, e, j, b);
+    }
+}
+
+static void st_on_deadline(void *state, struct gh_engine *e, int64_t now)
+{
+    struct strag *s = state;
+    int64_t next = INT64_MAX;
+    for (size_t i = 0; i < gh_strmap_count(s->jobs); i++) {
+        struct sjob *j = gh_strmap_value(s->jobs, i);
+        if (!j)
+            continue;
+        judge_due(s, e, j, now);
+        for (int k = 0; k < NB; k++)
+            if (j->b[k].used && due_at(&j->b[k]) < next)
+                next = due_at(&j->b[k]);
+    }
+    s->next = next;
+}
+
+static int64_t st_next_deadline(void *state)
+{
+    const struct strag *s = state;
+    return s->next;
 }
 
 struct idle_ctx {
@@ -781,6 +843,8 @@ const struct gh_detector_ops gh_det_straggler = {
     .create = st_create,
     .destroy = st_destroy,
     .on_signal = st_on_signal,
+    .on_deadline = st_on_deadline,
+    .next_deadline = st_next_deadline,
     .expire = st_expire,
     .memory = st_memory,
 };

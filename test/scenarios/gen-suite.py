@@ -518,6 +518,14 @@ def gray():
     s.steps("ml/llm", nodes, 1, 100, 10, rpn=R, slow=onset(5, 1.20, 40, 45))
     s.write([])
 
+    s = Scn("straggler-then-silence", "gpu-04's ranks never report (a sampled or broken reporter); gpu-03 is 60% slower for ten "
+            "steps, then the job goes quiet; three hours later its steps resume at one speed: the slowness is decided when it "
+            "was seen, not three hours later", nodes, [job("ml/llm", nodes, rpn=R)])
+    s.steps("ml/llm", nodes, 1, 49, 10, rpn=R, slow=lambda r, st: 1.6 if (r // R == 2 and st >= 40) else 1.0,
+            skip=lambda r, st: r // R == 3)
+    s.steps("ml/llm", nodes, 50, 60, 10 + 3 * 3600, rpn=R, skip=lambda r, st: r // R == 3, seed=2)
+    s.write([{"class": "straggler", "node": "gpu-03", "max_decide_s": 180}])
+
     # --- silent data corruption -----------------------------------------
     s = Scn("sdc-replica-checksum", "replica 5's checksum disagrees with the seven others from step 150", nodes, [job("ml/llm", nodes, rpn=8)])
     for st in range(10, 241, 10):

@@ -134,6 +134,31 @@ static void run_comm(struct gh_engine *e, int steps, double comm_factor, bool re
     gh_engine_finish(e, INT64_MAX);
 }
 
+/* A job that ships a sample of its ranks (gpu-04's never report) has a node
+ * 60% slower for 11 steps, then no telemetry at all: the job stopped. Three
+ * hours later a step of the restarted job arrives. The slow steps still in
+ * flight are judged STEP_WAIT (120 s) after their first report, not when
+ * that step pushes them out: the incident is decided on fresh evidence, not
+ * three hours later about a slowness long over. */
+static void test_straggler_steps_in_flight_judged_in_time(void **st)
+{
+    (void)st;
+    struct sink sk;
+    struct gh_engine *e = engine(topo_4x8(), &sk);
+    for (int stp = 0; stp < 11; stp++)
+        for (int r = 0; r < 24; r++)
+            step(e, 100 + stp * 1.6 + r * 1e-4, NODES4[r / 8], r % 8, "ml/llm", r, stp,
+                 r >= 16 ? 1600 : 1000, NOLOSS);
+    double last = 100 + 10 * 1.6;
+    step(e, last + 3 * 3600, "gpu-01", 0, "ml/llm", 0, 11, 1000, NOLOSS);
+    gh_engine_finish(e, INT64_MAX);
+    assert_int_equal(sk.n, 1);
+    assert_int_equal(sk.v[0].cls, GH_CLASS_STRAGGLER);
+    assert_string_equal(sk.v[0].node, "gpu-03");
+    assert_true(sk.v[0].decided_ts <= T0 + S(last + 121));
+    gh_engine_free(e);
+}
+
 static void test_retraining_port_slower_comm_is_network(void **st)
 {
     (void)st;
@@ -185,6 +210,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_straggler_six_percent_in_quiet_job),
         cmocka_unit_test(test_straggler_jitter_threshold_no_false_alarm),
+        cmocka_unit_test(test_straggler_steps_in_flight_judged_in_time),
         cmocka_unit_test(test_retraining_port_slower_comm_is_network),
         cmocka_unit_test(test_retraining_port_needs_measured_slowdown),
     };
