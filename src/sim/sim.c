@@ -277,8 +277,8 @@ static void announce(struct sim *s, int n)
     emit_step(s, j, nd->pos, 0, step, s->c->step_s * 1000, s->c->step_s * 1000);
 }
 
-/* The signal of kind `what` about node n, observed now. */
-static void emit_node(struct sim *s, int n, int what)
+/* The signal of kind `what` about node n's GPU (or NIC) `gpu`, observed now. */
+static void emit_node(struct sim *s, int n, int what, int gpu)
 {
     struct node *nd = &s->nodes[n];
     announce(s, n);
@@ -287,29 +287,27 @@ static void emit_node(struct sim *s, int n, int what)
     switch (what) {
     case EM_XID:
     case EM_XID13:
-        g = sig(s, GH_KIND_XID, GH_SRC_KMSG, n, nd->gpu);
+        g = sig(s, GH_KIND_XID, GH_SRC_KMSG, n, gpu);
         g.code = what == EM_XID13 ? 13 : nd->code;
         setstr(s, &g.msg, "NVRM: Xid (simulated)");
         break;
-    case EM_GPU_LOST:
-        g = sig(s, GH_KIND_GPU_LOST, GH_SRC_NVML, n, nd->gpu);
-        break;
+    case EM_GPU_LOST: g = sig(s, GH_KIND_GPU_LOST, GH_SRC_NVML, n, gpu); break;
     case EM_ECC:
-        g = sig(s, GH_KIND_ECC, GH_SRC_NVML, n, nd->gpu);
+        g = sig(s, GH_KIND_ECC, GH_SRC_NVML, n, gpu);
         g.bits = GH_ECC_DOUBLE;
         g.is_volatile = true;
         g.has_count = true;
         g.count = ++nd->ecc;
         break;
     case EM_REMAP:
-        g = sig(s, GH_KIND_ROW_REMAP, GH_SRC_NVML, n, nd->gpu);
+        g = sig(s, GH_KIND_ROW_REMAP, GH_SRC_NVML, n, gpu);
         g.failure = true;
         g.uncorrectable = 8;
         break;
     case EM_NIC_DOWN:
     case EM_NIC_UP:
         g = sig(s, GH_KIND_NIC, GH_SRC_HOST, n, -1);
-        snprintf(dev, sizeof dev, "mlx5_%d", nd->gpu >= 0 ? nd->gpu : 0);
+        snprintf(dev, sizeof dev, "mlx5_%d", gpu >= 0 ? gpu : 0);
         setstr(s, &g.device, dev);
         g.has_port = true;
         g.port = 1;
@@ -721,9 +719,9 @@ static void restart_done(struct sim *s, struct job *j)
             continue;
         int n = j->nodes[p];
         if (nd->kind == FK_XID || nd->kind == FK_ECC)
-            emit_node(s, n, EM_XID);
+            emit_node(s, n, EM_XID, nd->gpu);
         if (nd->kind == FK_XID && nd->code == 79)
-            emit_node(s, n, EM_GPU_LOST);
+            emit_node(s, n, EM_GPU_LOST, nd->gpu);
         emit_pod_failed(s, j, p, "Error", 1,
                         nd->kind == FK_LINK
                             ? "RuntimeError: NCCL error: unhandled system error (ibv_modify_qp failed)"
@@ -831,6 +829,7 @@ static void window_step(struct sim *s, struct job *j)
         if (s->nodes[j->nodes[p]].slow > 1)
             slow[n_slow++] = p;
     if (n_slow == 0 || j->win_steps >= s->s_max || j->n_nodes < 3) {
+        trace(s, "window_end", -1, j->slot, n_slow == 0 ? "none_slow" : "s_max");
         j->win = false;
         return;
     }
@@ -890,9 +889,11 @@ static int draw_need(struct sim *s, int least)
     return gh_rng_unit(&s->rng) < s->c->replace_fraction ? 3 : least;
 }
 
+/* The GPU or NIC is the fault's own, fixed now: a later fault on the node
+ * (a second link flap, an SDC) draws another. */
 static void emit_later(struct sim *s, int n, int what, double delay)
 {
-    push(s, s->now + delay, EV_EMIT, (uint8_t)what, n, 0, 0);
+    push(s, s->now + delay, EV_EMIT, (uint8_t)what, n, s->nodes[n].gpu, 0);
 }
 
 /* A hardware fault that breaks node n until repaired: the job hangs (its
@@ -1049,7 +1050,7 @@ static void on_arrival(struct sim *s, int cls)
         if (nd->flags & F_LINK)
             break;
         nd->gpu = (int8_t)gh_rng_below(&s->rng, (uint64_t)s->G);
-        emit_node(s, n, EM_NIC_DOWN);
+        emit_node(s, n, EM_NIC_DOWN, nd->gpu);
         emit_later(s, n, EM_NIC_UP, 1 + gh_rng_unit(&s->rng) * (c->flap_up_max_s - 1));
         break;
     default:
@@ -1386,6 +1387,7 @@ static void on_node_event(struct sim *s, const struct gh_ev *e)
         if ((uint32_t)e->b != nd->slow_seq || nd->slow <= 1)
             break;
         nd->slow = 1;
+        trace(s, "slow_end", n, nd->job, NULL);
         if (nd->state == N_BUSY)
             respeed(s, &s->jobs[nd->job]);
         break;
@@ -1401,7 +1403,7 @@ static void on_node_event(struct sim *s, const struct gh_ev *e)
     case NE_HOST_BACK:
         nd->flags &= (uint8_t)~F_NOTREADY;
         if (e->b == 0)
-            emit_node(s, n, EM_READY);
+            emit_node(s, n, EM_READY, -1);
         if (nd->state == N_OUT) {
             if (nd->flags & F_CORDON)
                 go_repair(s, n);
@@ -1423,9 +1425,9 @@ static void dispatch(struct sim *s, const struct gh_ev *e)
         break;
     case EV_EMIT:
         if (e->sub == EM_NIC_UP && !(s->nodes[e->a].flags & F_LINK))
-            emit_node(s, e->a, EM_NIC_UP);
+            emit_node(s, e->a, EM_NIC_UP, e->b);
         else if (e->sub != EM_NIC_UP)
-            emit_node(s, e->a, e->sub);
+            emit_node(s, e->a, e->sub, e->b);
         break;
     case EV_TICK:
         flush_checkpoints(s);
