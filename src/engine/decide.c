@@ -33,6 +33,11 @@ struct episode {
     int64_t first_ts, expires, decided;
     int64_t anomaly_ts, anomaly_step;
     uint64_t node_hash; /* 'c' episodes: the node the corruption blamed (0: none) */
+    /* 'c' episodes: a node a corruption incident blamed but left in the
+     * job (no isolate, drain or replace), suspect until suspect_until; its
+     * first anomaly since it became suspect. */
+    uint64_t suspect_hash;
+    int64_t suspect_until, suspect_ts, suspect_step;
     /* A record whose actions wait (strength 0, deferred): what it was, to
      * decide again when the job is harmed after all or the moment is safe. */
     struct {
@@ -765,10 +770,28 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
             below = cep->anomaly_step;
         }
     }
+    /* More corruption on a node an earlier corruption incident blamed and
+     * left in the job: the same bad GPU most likely computed wrong all the
+     * while (two independent corruption signals on one node by chance are
+     * rare), so resume from before the first, as long as a checkpoint
+     * saved before it is still known. */
+    bool suspect = cep && cep->active && inc.cls == GH_CLASS_SILENT_DATA_CORRUPTION && inc.node &&
+                   now <= cep->suspect_until &&
+                   gh_hash_str(GH_HASH_INIT, inc.node) == cep->suspect_hash &&
+                   cep->suspect_ts < anomaly;
     const struct gh_tl_entry *ck = NULL;
+    bool by_suspect = false;
     for (int i = 0; i < inc.n_actions; i++)
-        if (inc.actions[i] == GH_ACT_RESTART_FROM_CHECKPOINT && inc.job)
-            ck = checkpoint_before(d, inc.job, anomaly, below);
+        if (inc.actions[i] == GH_ACT_RESTART_FROM_CHECKPOINT && inc.job) {
+            ck = suspect ? checkpoint_before(d, inc.job, cep->suspect_ts, cep->suspect_step) : NULL;
+            by_suspect = ck != NULL;
+            if (!ck)
+                ck = checkpoint_before(d, inc.job, anomaly, below);
+        }
+    if (by_suspect) {
+        anomaly = cep->suspect_ts;
+        below = cep->suspect_step;
+    }
     if (ck) {
         inc.has_checkpoint = true;
         inc.checkpoint_step = ck->sig.step;
@@ -789,7 +812,12 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
         append(inc.reason, sizeof inc.reason, &used, "%s%s",
                i == 0 ? "" : i == inc.n_actions - 1 ? " and " : ", ", action_phrase(inc.actions[i]));
         if (inc.actions[i] == GH_ACT_RESTART_FROM_CHECKPOINT) {
-            if (ck)
+            if (ck && by_suspect)
+                append(inc.reason, sizeof inc.reason, &used,
+                       " at step %lld (before step %lld: %s was already suspected of corruption "
+                       "then and stayed in the job)",
+                       (long long)ck->sig.step, (long long)cep->suspect_step, inc.node);
+            else if (ck)
                 append(inc.reason, sizeof inc.reason, &used, " at step %lld",
                        (long long)ck->sig.step);
             else
@@ -913,6 +941,23 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
             ce->active = true;
             ce->cls = GH_CLASS_SILENT_DATA_CORRUPTION;
             ce->expires = now + p->settings.episode_ns;
+            bool removed = false;
+            for (int i = 0; i < inc.n_actions; i++)
+                removed |= inc.actions[i] == GH_ACT_ISOLATE_NODE ||
+                           inc.actions[i] == GH_ACT_DRAIN_NODE ||
+                           inc.actions[i] == GH_ACT_REPLACE_NODE;
+            uint64_t nh = inc.node ? gh_hash_str(GH_HASH_INIT, inc.node) : 0;
+            bool held = now <= ce->suspect_until && nh == ce->suspect_hash;
+            if (inc.node && !removed) {
+                if (!held || anomaly < ce->suspect_ts) {
+                    ce->suspect_ts = anomaly;
+                    ce->suspect_step = below;
+                }
+                ce->suspect_hash = nh;
+                ce->suspect_until = now + p->settings.sdc_suspect_ns;
+            } else if (held && removed) {
+                ce->suspect_until = 0; /* out of the job now */
+            }
         }
     }
     return GH_OUT_DECIDED;
@@ -940,6 +985,8 @@ static bool drop_episode(const char *key, void *value, void *ctx)
     if (ep && ep->active && ep->expires >= x->now - x->p->settings.hardware_lookback_ns)
         return false;
     if (ep && ep->active && ep->rec.held && ep->decided >= x->now - REC_KEEP_NS)
+        return false;
+    if (ep && ep->active && ep->suspect_until >= x->now)
         return false;
     episode_free(ep);
     return true;

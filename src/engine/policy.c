@@ -50,6 +50,7 @@ void gh_policy_settings_default(struct gh_policy_settings *s)
     s->assume_remaining_ns = 24 * 3600 * GH_NS_PER_S;
     s->loss_spike = 5.0;
     s->loss_history = 8;
+    s->sdc_suspect_ns = 24 * 3600 * GH_NS_PER_S;
     s->flap_alpha = 0.001;
     s->flap_min_failures = 3;
     s->flap_min_jobs = 2;

@@ -74,6 +74,9 @@ struct gh_policy_settings {
     int64_t assume_remaining_ns; /* a job's remaining run, when it does not say */
     /* silent data corruption */
     double loss_spike;           /* loss >= this x the running median is an anomaly */
+    int64_t sdc_suspect_ns;      /* a node a corruption incident blamed but left in the job stays
+                                  * its suspect this long: its next corruption resumes from
+                                  * before the first */
     int loss_history;            /* steps of history before loss is judged */
     /* flapping */
     double flap_alpha;           /* Poisson tail probability that flags a node */

@@ -224,6 +224,7 @@ static const struct setting settings_table[] = {
     {"straggler", "assume_remaining", T_DUR, OFF(assume_remaining_ns), 0, 0},
     {"sdc", "loss_spike", T_NUM, OFF(loss_spike), 1.01, 1e9},
     {"sdc", "min_history", T_INT, OFF(loss_history), 1, 1024},
+    {"sdc", "suspect", T_DUR, OFF(sdc_suspect_ns), 0, 0},
     {"flapping", "alpha", T_NUM, OFF(flap_alpha), 1e-300, 0.5},
     {"flapping", "min_failures", T_INT, OFF(flap_min_failures), 1, 1000},
     {"flapping", "min_jobs", T_INT, OFF(flap_min_jobs), 1, 1000},

@@ -112,6 +112,10 @@ void gh_sim_config_default(struct gh_sim_config *c)
     c->sdc_silent_s = 600;          /* [A] */
     c->sdc_check_s = 300;           /* [A] a weight-hash check across DP replicas every ~40 steps */
     c->sdc_human_s = 6 * 3600.0;    /* [A] loss curves and evals */
+    c->sdc_spike = 0.5;             /* [A] harmful SDC shows loss/grad-norm spikes or NaN
+                                     * (Altenbernd et al., arXiv:2604.00726; Ma et al., ACL 2025);
+                                     * the fraction is not published */
+    c->report_s = 60;               /* [A] a sample of the per-step stream, for cost */
     c->flapping_fraction = 0;       /* the Llama 3 counts already include any */
     c->flap_up_max_s = 20;          /* [A] */
     c->lat_kmsg_s = 2;
@@ -231,8 +235,9 @@ void gh_sim_presets_write_yaml(FILE *f)
         fprintf(f, "    straggler: {slowdown: [%.6g, %.6g], duration_s: [%.6g, %.6g], jitter: %.6g}\n",
                 c.straggler_slow_min, c.straggler_slow_max, c.straggler_dur_min_s,
                 c.straggler_dur_max_s, c.step_jitter);
-        fprintf(f, "    sdc: {silent_s: %.6g, human_s: %.6g, check_s: %.6g}\n", c.sdc_silent_s,
-                c.sdc_human_s, c.sdc_check_s);
+        fprintf(f, "    sdc: {silent_s: %.6g, human_s: %.6g, check_s: %.6g, spike: %.6g}\n",
+                c.sdc_silent_s, c.sdc_human_s, c.sdc_check_s, c.sdc_spike);
+        fprintf(f, "    report_s: %.6g\n", c.report_s);
         fprintf(f, "    flapping_fraction: %.6g\n    link_flap_up_max_s: %.6g\n", c.flapping_fraction,
                 c.flap_up_max_s);
         fprintf(f,

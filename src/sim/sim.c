@@ -109,7 +109,8 @@ enum {
     JE_PLANNED,
     JE_SDC_CHECK,
     JE_HUMAN_SDC,
-    JE_CK_COMPARE
+    JE_CK_COMPARE,
+    JE_REPORT
 };
 enum { NE_REPAIR_DONE, NE_SLOW_END, NE_HUMAN, NE_HOST_BACK };
 enum { EM_XID, EM_GPU_LOST, EM_ECC, EM_REMAP, EM_NIC_DOWN, EM_NIC_UP, EM_NOTREADY, EM_READY, EM_XID13 };
@@ -119,6 +120,8 @@ struct sim {
     struct gh_rng rng;
     struct gh_rng ck_rng; /* the replicas an agreeing comparison shows: its own stream, so
                            * that comparing more often changes no fault */
+    struct gh_rng loss_rng; /* the ranks and noise of the sampled step reports, and whether a
+                             * corruption shows as a loss spike: streams of their own too */
     struct gh_evq *q;
     struct gh_engine *eng;
     struct gh_clock clock;
@@ -689,8 +692,66 @@ static long current_step(const struct sim *s, const struct job *j)
     return (long)(work_now(s, j) / s->c->step_s);
 }
 
+/* The training loss a healthy rank reports at step: a falling curve with 2%
+ * noise between ranks and steps [A]. */
+static double healthy_loss(struct sim *s, long step)
+{
+    double l = 1.7 + 2.3 / sqrt(1.0 + (double)step / 2000.0);
+    return l * (1.0 + 0.02 * gh_rng_normal(&s->loss_rng));
+}
+
+/* One sample of job j's per-step telemetry at its current step: the step
+ * time and loss of four fixed ranks (GPU 0 of four positions spread over
+ * the job, as a reporter that ships the loss of one rank per group), as the
+ * reporter ships every step. When spike_node >= 0 its bad GPU's rank comes
+ * first, its loss a spike (the signature of a harmful wrong result), the
+ * others normal. Healthy reports ask the engine for no decision and go in
+ * without ticks. */
+static void report_steps(struct sim *s, struct job *j, int spike_node)
+{
+    if (j->n_nodes < 1 || s->G < 1)
+        return;
+    long step = current_step(s, j);
+    double base = s->c->step_s * 1000, job_ms = base * j->slow;
+    int m = 0, pos[5], gpu[5];
+    if (spike_node >= 0) {
+        pos[0] = s->nodes[spike_node].pos;
+        gpu[0] = s->nodes[spike_node].gpu;
+        m = 1;
+    }
+    for (int k = 0; k < 4; k++) {
+        int p = (int)((long)k * j->n_nodes / 4);
+        if (j->nodes[p] >= 0 && (m == 0 || pos[0] != p || gpu[0] != 0)) {
+            pos[m] = p;
+            gpu[m] = 0;
+            m++;
+        }
+    }
+    for (int k = 0; k < m; k++) {
+        struct gh_signal g = sig(s, GH_KIND_STEP, GH_SRC_TELEMETRY, j->nodes[pos[k]], gpu[k]);
+        setstr(s, &g.job, j->name);
+        g.has_rank = true;
+        g.rank = pos[k] * s->G + gpu[k];
+        g.has_step = true;
+        g.step = step;
+        double ms = base * s->nodes[j->nodes[pos[k]]].slow;
+        g.step_ms = job_ms > ms ? job_ms : ms;
+        if (ms < g.step_ms) {
+            g.has_comm_ms = true;
+            g.comm_ms = g.step_ms - ms;
+        }
+        g.has_loss = true;
+        g.loss = healthy_loss(s, step) * (k == 0 && spike_node >= 0 ? 20.0 : 1.0);
+        if (spike_node >= 0)
+            ingest(s, &g);
+        else
+            ingest_raw(s, &g);
+    }
+}
+
 /* A bad GPU starts corrupting job j's state: checksums disagree after a
- * silent period; a person notices after sdc_human_s if nothing else did. */
+ * silent period; a person notices after sdc_human_s if nothing else did. A
+ * fraction sdc_spike of onsets show at once as a loss spike on its rank. */
 static void sdc_onset(struct sim *s, struct job *j, int n)
 {
     advance(s, j, s->now);
@@ -705,6 +766,10 @@ static void sdc_onset(struct sim *s, struct job *j, int n)
     }
     double silent = s->c->sdc_silent_s > 0 ? gh_rng_exp(&s->rng, 1.0 / s->c->sdc_silent_s) : 0;
     push(s, s->now + silent, EV_JOB, JE_SDC_CHECK, j->slot, n, j->gen);
+    if (s->c->report_s > 0 && s->c->sdc_spike > 0 && gh_rng_unit(&s->loss_rng) < s->c->sdc_spike) {
+        trace(s, "sdc_loss_spike", n, j->slot, NULL);
+        report_steps(s, j, n);
+    }
 }
 
 static void window_start(struct sim *s, struct job *j);
@@ -751,6 +816,8 @@ static void restart_done(struct sim *s, struct job *j)
     j->diverged = -1;
     if (s->c->sdc_check_s > 0)
         push(s, s->now + s->c->sdc_check_s, EV_JOB, JE_CK_COMPARE, j->slot, 0, j->gen);
+    if (s->c->report_s > 0)
+        push(s, s->now + s->c->report_s, EV_JOB, JE_REPORT, j->slot, 0, j->gen);
     for (int p = 0; p < j->n_nodes; p++)
         if (s->nodes[j->nodes[p]].flags & F_SDC)
             sdc_onset(s, j, j->nodes[p]);
@@ -1369,6 +1436,13 @@ static void on_job_event(struct sim *s, const struct gh_ev *e)
         push(s, s->now + c->sdc_check_s, EV_JOB, JE_CK_COMPARE, j->slot, 0, j->gen);
         break;
     }
+    case JE_REPORT:
+        if (j->state != J_RUN)
+            break;
+        advance(s, j, s->now);
+        report_steps(s, j, -1);
+        push(s, s->now + c->report_s, EV_JOB, JE_REPORT, j->slot, 0, j->gen);
+        break;
     default:
         break;
     }
@@ -1492,6 +1566,7 @@ static int setup(struct sim *s, const struct gh_sim_config *c, const struct gh_p
     s->G = c->gpus_per_node;
     gh_rng_seed(&s->rng, seed, (uint64_t)run);
     gh_rng_seed(&s->ck_rng, seed, (uint64_t)run + (1ull << 32));
+    gh_rng_seed(&s->loss_rng, seed, (uint64_t)run + (2ull << 32));
     s->end = c->days * 86400.0;
     s->tau = gh_sim_interval_s(c);
     s->tick_batch = -1;
@@ -1562,6 +1637,8 @@ static int setup(struct sim *s, const struct gh_sim_config *c, const struct gh_p
         j->diverged = -1;
         if (c->sdc_check_s > 0)
             push(s, c->sdc_check_s, EV_JOB, JE_CK_COMPARE, j->slot, 0, j->gen);
+        if (c->report_s > 0)
+            push(s, c->report_s, EV_JOB, JE_REPORT, j->slot, 0, j->gen);
     }
     for (int n = (int)job_nodes; n < s->n_nodes; n++)
         free_add(s, n);

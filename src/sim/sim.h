@@ -89,6 +89,10 @@ struct gh_sim_config {
     double sdc_check_s;      /* the job compares replica checksums this often and ships every
                               * comparison, agreeing or not; 0: only the disagreeing one */
     double sdc_human_s;      /* a person notices corruption (loss, evals) this long after onset */
+    double sdc_spike;        /* fraction of corruptions whose onset shows as a loss spike on the
+                              * bad GPU's rank (harmful corruption's signature) */
+    double report_s;         /* the job's step telemetry (loss included) is sampled this often:
+                              * 4 ranks per report; 0: none */
     double flapping_fraction;/* nodes that are flapping ("lemon") nodes */
     double flap_up_max_s;    /* a benign link flap lasts up to this */
     /* detection latency per source */

@@ -82,6 +82,20 @@ assert 'human_rollbacks' in b"
 "$gh" simulate --sdc-check -1 > /dev/null 2>&1; rc=$?
 check "simulate --sdc-check -1: exit 2" test $rc -eq 2
 
+# The job's sampled step telemetry (loss included) ships on a stream of its
+# own: reporting changes no fault.
+"$gh" simulate --days 2 --seed 4 --report 0 --json > "$tmp/r0.json"
+"$gh" simulate --days 2 --seed 4 --report 60 --json > "$tmp/r60.json"
+check "--report 60 ships step reports, same faults" python3 -c "
+import json; a=json.load(open('$tmp/r0.json')); b=json.load(open('$tmp/r60.json'))
+assert b['engine']['signals'] > a['engine']['signals'] + 2 * 86400 / 60 * 3, (a['engine'], b['engine'])
+assert a['interruptions']['gpu_hard'] == b['interruptions']['gpu_hard'], (a['interruptions'], b['interruptions'])"
+for a in "--sdc-spike 1.5" "--sdc-spike -0.1" "--report -1"; do
+  # shellcheck disable=SC2086
+  "$gh" simulate $a > /dev/null 2>&1; rc=$?
+  check "simulate $a: exit 2" test $rc -eq 2
+done
+
 # A policy file works like a built-in one.
 "$gh" policy default > "$tmp/policy.yaml" 2> /dev/null
 if [ -s "$tmp/policy.yaml" ]; then

@@ -427,6 +427,77 @@ def nan_midrun_two_jobs():
              "allow_extra": False})
 
 
+# 15/16. A GPU whose rank's loss spiked (harmful silent corruption shows as
+#    short-lived loss spikes: Altenbernd et al., arXiv:2604.00726; Ma et al.,
+#    ACL 2025) is kept in the job (a spike alone isolates nothing), the job
+#    resumes from before it; 50 min later the same GPU's replica diverges.
+#    The same bad GPU computed wrong all along (faulty units compute wrong
+#    again and again: Dixit et al., arXiv:2102.11245): resume from before the
+#    first spike, not from the checkpoint the agreeing checksums verified.
+#    When another node's replica diverges instead, that is a new fault: the
+#    verified checkpoint.
+def suspect_kept(name, diverge_rank, desc, expect_second):
+    rng = random.Random(15)
+    nodes = ["a100-r7-%02d" % i for i in range(1, 17)]
+    job = "llm/pretrain-13b"
+    s = Scn(name, nodes, 8, [{"name": job, "nodes": nodes, "ranks_per_node": 8}])
+    pl = place(nodes, 8)  # 128 ranks: 8 replicas of 16
+    bad = 37  # a100-r7-05 GPU 5, replica 2
+    sample = [rep * 16 + 5 for rep in range(8)]  # one rank per replica reports loss
+    t_of = lambda st: 100 + st * 6.0
+
+    def rep_steps(first, last, t_of, spike_at=None):
+        for st in range(first, last + 1):
+            for r in sample:
+                node, gpu = pl[r]
+                v = healthy_loss(st) * (1 + 0.01 * rng.gauss(0, 1))
+                if st == spike_at and r == bad:
+                    v = 41.7
+                s.add(t_of(st) + rng.uniform(0, 0.3), node=node, gpu=gpu, source="telemetry", kind="step",
+                      job=job, rank=r, step=st, step_ms=round(6000 * (1 + 0.01 * rng.gauss(0, 1)), 2),
+                      loss=round(v, 5))
+
+    rep_steps(150, 250, t_of, spike_at=250)
+    for k in (100, 200):
+        ckpt(s, t_of(k) + 2.0, job, k)
+    # restarted from 200 two minutes after the spike; runs on for an hour
+    t1 = t_of(250) + 120
+    t2 = lambda st: t1 + (st - 200) * 6.0
+    rep_steps(201, 700, t2)
+    for k in (300, 400, 500, 600):
+        ckpt(s, t2(k) + 2.0, job, k)
+    for st in range(250, 701, 50):
+        for rep in range(8):
+            rank = rep * 16 + 5
+            v = "%016x" % (st * 0x9E3779B97F4A7C15 % 2**64)
+            if st == 650 and rank == diverge_rank:
+                v = "%016x" % (st * 0x9E3779B97F4A7C15 % 2**64 ^ 0x800)
+            if st > 650 and rank == diverge_rank:
+                continue  # the job stopped comparing: it is being restarted
+            s.add(t2(st) + 3.0 + rng.uniform(0, 0.5), node=pl[rank][0], gpu=pl[rank][1], source="telemetry",
+                  kind="replica_checksum", job=job, rank=rank, step=st, replica=rep, value=v)
+    s.write({"description": desc,
+             "incidents": [{"class": "silent_data_corruption", "node": pl[bad][0], "job": job,
+                            "checkpoint_step": 200, "actions_include": ["restart_from_checkpoint"],
+                            "actions_exclude": ["isolate_node", "drain_node"]},
+                           expect_second],
+             "allow_extra": False})
+
+
+def suspect_kept_diverges():
+    suspect_kept("gray-sdc-suspect-kept-diverges", 37,
+                 "Rank 37 (a100-r7-05 GPU 5) alone reports loss 41.7 at step 250: suspected corruption, resume from 200, node kept; 50 min later that GPU's replica diverges at step 650: the same bad GPU, so isolate it and resume from 200 again, not from 600.",
+                 {"class": "silent_data_corruption", "node": "a100-r7-05", "gpu": 5, "job": "llm/pretrain-13b",
+                  "checkpoint_step": 200, "actions_include": ["isolate_node", "restart_from_checkpoint"]})
+
+
+def suspect_kept_other_diverges():
+    suspect_kept("gray-sdc-suspect-kept-other-diverges", 6 * 16 + 5,
+                 "Rank 37 (a100-r7-05) alone reports loss 41.7 at step 250: suspected corruption, resume from 200, node kept; 50 min later another node's replica (a100-r7-13) diverges at step 650: a new fault, isolate a100-r7-13 and resume from 600, which the agreement at step 600 verified.",
+                 {"class": "silent_data_corruption", "node": "a100-r7-13", "gpu": 5, "job": "llm/pretrain-13b",
+                  "checkpoint_step": 600, "actions_include": ["isolate_node", "restart_from_checkpoint"]})
+
+
 if __name__ == "__main__":
     nan_first_steps()
     nan_after_restart()
@@ -441,3 +512,5 @@ if __name__ == "__main__":
     finished_then_checksum()
     checksum_no_checkpoint()
     nan_midrun_two_jobs()
+    suspect_kept_diverges()
+    suspect_kept_other_diverges()

@@ -343,6 +343,85 @@ static void test_nan_at_start_with_pending_disagreement_is_corruption(void **st)
     gh_engine_free(e);
 }
 
+/* Rank 9 (gpu-02) alone reports a loss spike at step 130: suspected
+ * corruption, resume from 120, gpu-02 stays in the job. The restarted job
+ * runs 36 min (past the 30 min episode) with agreeing checksums, then the
+ * replica of `bad_rank` diverges at step 1200. */
+static void suspect_run(struct gh_engine *e, int bad_rank)
+{
+    static const int loss_ranks[] = {0, 4, 9, 12};
+    checkpoint(e, 5, "ml/llm", 100, true);
+    for (int stp = 101; stp <= 130; stp++) {
+        double t = 10 + (stp - 101) * 2.0;
+        if (stp == 120)
+            checkpoint(e, t + 0.5, "ml/llm", 120, true);
+        for (int i = 0; i < 4; i++) {
+            int r = loss_ranks[i];
+            step(e, t + i * 0.01, r < 8 ? "gpu-01" : "gpu-02", r % 8, "ml/llm", r, stp, 2000,
+                 stp == 130 && r == 9 ? 40.0 : 2.0 + 0.01 * (stp % 3));
+        }
+    }
+    double t1 = 10 + 29 * 2.0 + 120;
+    for (int stp = 121; stp <= 1200; stp++) {
+        double t = t1 + (stp - 121) * 2.0;
+        for (int i = 0; i < 4; i++) {
+            int r = loss_ranks[i];
+            step(e, t + i * 0.01, r < 8 ? "gpu-01" : "gpu-02", r % 8, "ml/llm", r, stp, 2000,
+                 2.0 + 0.01 * (stp % 3));
+        }
+        if (stp % 100 == 0)
+            checkpoint(e, t + 0.5, "ml/llm", stp, true);
+        if (stp % 10 != 0)
+            continue;
+        for (int rep = 0; rep < 4; rep++) {
+            int rank = rep * 4;
+            char v[32];
+            snprintf(v, sizeof v, "%08x", stp * 7919);
+            if (rank == bad_rank && stp == 1200)
+                snprintf(v, sizeof v, "bad%05x", stp);
+            checksum(e, t + 1 + rep * 0.01, rank < 8 ? "gpu-01" : "gpu-02", rank % 8, rank, rep, stp,
+                     v);
+        }
+    }
+}
+
+/* The same node's replica diverges: the bad GPU computed wrong since its
+ * spike, so resume from 120 (before it), not from 1100. */
+static void test_corruption_of_kept_suspect_resumes_before_its_first_anomaly(void **st)
+{
+    (void)st;
+    struct sink sk;
+    struct gh_engine *e = engine(topo_2x8(), &sk);
+    suspect_run(e, 8);
+    gh_engine_finish(e, INT64_MAX);
+    assert_int_equal(sk.n, 2);
+    assert_string_equal(sk.v[0].node, "gpu-02");
+    assert_false(got_action(&sk.v[0], GH_ACT_ISOLATE_NODE));
+    assert_int_equal(sk.v[0].ckpt_step, 120);
+    assert_string_equal(sk.v[1].node, "gpu-02");
+    assert_true(got_action(&sk.v[1], GH_ACT_ISOLATE_NODE));
+    assert_true(sk.v[1].has_ckpt);
+    assert_int_equal(sk.v[1].ckpt_step, 120);
+    assert_non_null(strstr(sk.v[1].reason, "gpu-02 was already suspected of corruption"));
+    gh_engine_free(e);
+}
+
+/* Another node's replica diverges: a new fault, the checkpoint the
+ * agreement at 1190 verified (1100). */
+static void test_corruption_of_other_node_ignores_kept_suspect(void **st)
+{
+    (void)st;
+    struct sink sk;
+    struct gh_engine *e = engine(topo_2x8(), &sk);
+    suspect_run(e, 4);
+    gh_engine_finish(e, INT64_MAX);
+    assert_int_equal(sk.n, 2);
+    assert_string_equal(sk.v[1].node, "gpu-01");
+    assert_int_equal(sk.v[1].ckpt_step, 1100);
+    assert_null(strstr(sk.v[1].reason, "suspected of corruption then"));
+    gh_engine_free(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -356,6 +435,8 @@ int main(void)
         cmocka_unit_test(test_corruption_checkpoint_unverified_without_agreement),
         cmocka_unit_test(test_corruption_agreement_before_save_verifies_nothing),
         cmocka_unit_test(test_corruption_first_disagreement_held_back_bounds_checkpoint),
+        cmocka_unit_test(test_corruption_of_kept_suspect_resumes_before_its_first_anomaly),
+        cmocka_unit_test(test_corruption_of_other_node_ignores_kept_suspect),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,23 +22,23 @@ extern char **environ;
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: gpuheal simulate [--preset NAME] [--gpus N] [--gpus-per-node G] [--days D]\n"
-            "                        [--rate-scale X] [--only-class CLASS[,CLASS...]]\n"
-            "                        [--checkpoint-stall S] [--checkpoint-interval S|auto]\n"
-            "                        [--restart S] [--policy NAME|FILE] [--seed N] [--runs K] "
-            "[--json]\n"
-            "                        [--job-gpus N] [--job-days D] [--spare-fraction F] [--trace "
-            "FILE]\n"
-            "                        [--sdc-silent S] [--sdc-check S]\n"
-            "       gpuheal simulate --sweep checkpoint-interval [--out PREFIX] [--points N] "
-            "[options]\n"
-            "       gpuheal simulate --list-presets | --print-presets\n"
-            "\n"
-            "Simulates a GPU cluster with failures at published rates; the detection engine and\n"
-            "the policy decide; prints ETTR, goodput, interruptions, MTTR and wasted GPU-hours.\n"
-            "Policies: gpuheal (default), xid-only, k8s-default, or a policy file.\n"
-            "Classes: ");
+    fprintf(
+        f, "usage: gpuheal simulate [--preset NAME] [--gpus N] [--gpus-per-node G] [--days D]\n"
+           "                        [--rate-scale X] [--only-class CLASS[,CLASS...]]\n"
+           "                        [--checkpoint-stall S] [--checkpoint-interval S|auto]\n"
+           "                        [--restart S] [--policy NAME|FILE] [--seed N] [--runs K] "
+           "[--json]\n"
+           "                        [--job-gpus N] [--job-days D] [--spare-fraction F] [--trace "
+           "FILE]\n"
+           "                        [--sdc-silent S] [--sdc-check S] [--sdc-spike F] [--report S]\n"
+           "       gpuheal simulate --sweep checkpoint-interval [--out PREFIX] [--points N] "
+           "[options]\n"
+           "       gpuheal simulate --list-presets | --print-presets\n"
+           "\n"
+           "Simulates a GPU cluster with failures at published rates; the detection engine and\n"
+           "the policy decide; prints ETTR, goodput, interruptions, MTTR and wasted GPU-hours.\n"
+           "Policies: gpuheal (default), xid-only, k8s-default, or a policy file.\n"
+           "Classes: ");
     for (int i = 0; i < GH_SIM_CLASS__COUNT; i++)
         fprintf(f, "%s%s", i ? ", " : "", gh_sim_class_name((enum gh_sim_class)i));
     fprintf(f, ".\n--sweep writes PREFIX.svg (and PREFIX.png when rsvg-convert is installed);\n"
@@ -418,6 +418,10 @@ int gh_cmd_simulate(int argc, char **argv)
             ok = num(v, 0, 1e7, &d) && (c.sdc_silent_s = d, true);
         else if (strcmp(a, "--sdc-check") == 0)
             ok = num(v, 0, 1e7, &d) && (c.sdc_check_s = d, true);
+        else if (strcmp(a, "--sdc-spike") == 0)
+            ok = num(v, 0, 1, &d) && (c.sdc_spike = d, true);
+        else if (strcmp(a, "--report") == 0)
+            ok = num(v, 0, 1e7, &d) && (c.report_s = d, true);
         else if (strcmp(a, "--restart") == 0)
             ok = num(v, 0, 1e7, &d) && (c.restart_s = d, true);
         else if (strcmp(a, "--policy") == 0)
