@@ -268,6 +268,21 @@ static void test_sdc_detected(void **st)
     assert_true(gh.wasted_by_class_gpu_hours[GH_SIM_SDC] < xid.wasted_by_class_gpu_hours[GH_SIM_SDC]);
 }
 
+/* Corruption (20x the Llama 3 rate) and software faults only, 10 days of
+ * the default cluster, a 5 s stall and a 120 s restart; the bad replica
+ * diverges after silent_s on average, checksums compared every check_s. */
+static void sdc_config(struct gh_sim_config *c, double silent_s, double check_s)
+{
+    gh_sim_config_default(c);
+    c->class_mask = (1u << GH_SIM_SDC) | (1u << GH_SIM_SOFTWARE);
+    c->rate[GH_SIM_SDC] *= 20;
+    c->days = 10;
+    c->ckpt_stall_s = 5;
+    c->restart_s = 120;
+    c->sdc_silent_s = silent_s;
+    c->sdc_check_s = check_s;
+}
+
 /* The job ships every replica-checksum comparison (every 600 s, longer
  * than the 313 s checkpoint interval) and a bad replica diverges at once:
  * the engine resumes from a checkpoint the agreeing checksums verified, so
@@ -278,14 +293,7 @@ static void test_sdc_verified_checkpoint(void **st)
 {
     (void)st;
     struct gh_sim_config c;
-    gh_sim_config_default(&c);
-    c.class_mask = (1u << GH_SIM_SDC) | (1u << GH_SIM_SOFTWARE);
-    c.rate[GH_SIM_SDC] *= 20;
-    c.days = 10;
-    c.ckpt_stall_s = 5;
-    c.restart_s = 120;
-    c.sdc_silent_s = 0;
-    c.sdc_check_s = 600;
+    sdc_config(&c, 0, 600);
     struct gh_sim_result gh;
     run_policy(&c, "gpuheal", 2, &gh);
     assert_true(gh.interruptions[GH_SIM_SDC] >= 2);
@@ -308,14 +316,9 @@ static void test_sdc_loss_spike_kept_suspect(void **st)
 {
     (void)st;
     struct gh_sim_config c;
-    gh_sim_config_default(&c);
-    c.class_mask = (1u << GH_SIM_SDC) | (1u << GH_SIM_SOFTWARE);
-    c.rate[GH_SIM_SDC] *= 20;
-    c.days = 10;
-    c.ckpt_stall_s = 5;
-    c.restart_s = 120;
-    c.sdc_silent_s = 2400;
-    c.sdc_check_s = 300;
+    sdc_config(&c, 2400, 300);
+    c.gpus = 2048; /* a smaller job at 8x the rate: as many corruptions, an eighth of the cost */
+    c.rate[GH_SIM_SDC] *= 8;
     c.sdc_spike = 1;
     struct gh_sim_result spike, none;
     run_policy(&c, "gpuheal", 2, &spike);
