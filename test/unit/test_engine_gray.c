@@ -224,22 +224,31 @@ static void test_sdc_loss_spike_then_probe(void **st)
     gh_engine_free(e);
 }
 
+static const char *const six_names[] = {"gpu-01", "gpu-02", "gpu-03",
+                                        "gpu-04", "gpu-05", "gpu-06"};
+
+/* An engine over six nodes of no job, gpu-01 seen Ready at 0. */
+static struct gh_engine *six_nodes(struct sink *sk)
+{
+    struct gh_topology *t = gh_topology_new();
+    for (int i = 0; i < 6; i++)
+        gh_topology_add_node(t, six_names[i]);
+    struct gh_engine *e = engine(t, sk);
+    feed(e, sig(GH_KIND_NODE_READY, 0, "gpu-01", -1));
+    return e;
+}
+
 static void test_flapping_node(void **st)
 {
     (void)st;
-    struct gh_topology *t = gh_topology_new();
-    const char *names[] = {"gpu-01", "gpu-02", "gpu-03", "gpu-04", "gpu-05", "gpu-06"};
-    for (int i = 0; i < 6; i++)
-        gh_topology_add_node(t, names[i]);
     struct sink sk;
-    struct gh_engine *e = engine(t, &sk);
-    feed(e, sig(GH_KIND_NODE_READY, 0, "gpu-01", -1));
+    struct gh_engine *e = six_nodes(&sk);
     /* Three jobs, each failing first on gpu-05 (then on its peers), hours apart. */
     const char *jobs[] = {"a/one", "b/two", "c/three"};
     for (int k = 0; k < 3; k++) {
         double t0 = 3600.0 * (2 + 4 * k);
         podfail(e, t0, "gpu-05", jobs[k], "p-0", "Error", 1, "RuntimeError: CUDA error: unspecified launch failure");
-        podfail(e, t0 + 20, names[k], jobs[k], "p-1", "Error", 1, "RuntimeError: NCCL error");
+        podfail(e, t0 + 20, six_names[k], jobs[k], "p-1", "Error", 1, "RuntimeError: NCCL error");
     }
     /* An unrelated single failure elsewhere. */
     podfail(e, 3600.0 * 13, "gpu-02", "d/four", "p-0", "Error", 1, "KeyError");
@@ -268,19 +277,14 @@ static void test_flapping_node(void **st)
 static void test_flapping_collective_timeouts_blame_nobody(void **st)
 {
     (void)st;
-    struct gh_topology *t = gh_topology_new();
-    const char *names[] = {"gpu-01", "gpu-02", "gpu-03", "gpu-04", "gpu-05", "gpu-06"};
-    for (int i = 0; i < 6; i++)
-        gh_topology_add_node(t, names[i]);
     struct sink sk;
-    struct gh_engine *e = engine(t, &sk);
-    feed(e, sig(GH_KIND_NODE_READY, 0, "gpu-01", -1));
+    struct gh_engine *e = six_nodes(&sk);
     static const char wd[] = "[Rank 0] Watchdog caught collective operation timeout: "
                              "WorkNCCL(OpType=ALLREDUCE) ran for 600000 milliseconds before timing out";
     for (int k = 0; k < 3; k++) {
         double t0 = 3600.0 * (2 + 4 * k);
         podfail(e, t0, "gpu-01", "a/one", "p-0", "Error", 1, wd);
-        podfail(e, t0, names[2 + k % 2], "a/one", "p-1", "Error", 1, wd);
+        podfail(e, t0, six_names[2 + k % 2], "a/one", "p-1", "Error", 1, wd);
     }
     const char *jobs[] = {"b/two", "c/three", "d/four"};
     for (int k = 0; k < 3; k++) {
