@@ -701,11 +701,11 @@ static double healthy_loss(struct sim *s, long step)
 }
 
 /* One sample of job j's per-step telemetry at its current step: the step
- * time and loss of four fixed ranks (GPU 0 of four positions spread over
- * the job, as a reporter that ships the loss of one rank per group), as the
- * reporter ships every step. When spike_node >= 0 its bad GPU's rank comes
- * first, its loss a spike (the signature of a harmful wrong result), the
- * others normal. Healthy reports ask the engine for no decision and go in
+ * time and loss of two fixed ranks (GPU 0 of positions spread over the job,
+ * as a reporter that ships the loss of one rank per group), as the reporter
+ * ships every step. When spike_node >= 0 its bad GPU's rank comes first,
+ * its loss a spike (the signature of a harmful wrong result), with four
+ * fixed ranks normal. Healthy reports ask the engine for no decision and go in
  * without ticks. */
 static void report_steps(struct sim *s, struct job *j, int spike_node)
 {
@@ -719,8 +719,9 @@ static void report_steps(struct sim *s, struct job *j, int spike_node)
         gpu[0] = s->nodes[spike_node].gpu;
         m = 1;
     }
-    for (int k = 0; k < 4; k++) {
-        int p = (int)((long)k * j->n_nodes / 4);
+    int want = spike_node >= 0 ? 4 : 2; /* a spike is judged against the others of its step */
+    for (int k = 0; k < want; k++) {
+        int p = (int)((long)k * j->n_nodes / want);
         if (j->nodes[p] >= 0 && (m == 0 || pos[0] != p || gpu[0] != 0)) {
             pos[m] = p;
             gpu[m] = 0;
