@@ -295,6 +295,12 @@ static bool targets_node(enum gh_action a)
            a == GH_ACT_REBOOT_NODE || a == GH_ACT_REPLACE_NODE;
 }
 
+/* Whether a takes the node out of its jobs (a reset or reboot is in place). */
+static bool takes_out(enum gh_action a)
+{
+    return a == GH_ACT_ISOLATE_NODE || a == GH_ACT_DRAIN_NODE || a == GH_ACT_REPLACE_NODE;
+}
+
 /* The latest checkpoint of job saved before `before` (and below step `below`
  * when >= 0). Borrowed from the timeline. */
 static const struct gh_tl_entry *checkpoint_before(struct gh_decider *d, const char *job,
@@ -779,15 +785,16 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
                    now <= cep->suspect_until &&
                    gh_hash_str(GH_HASH_INIT, inc.node) == cep->suspect_hash &&
                    cep->suspect_ts < anomaly;
-    const struct gh_tl_entry *ck = NULL;
-    bool by_suspect = false;
+    bool restarts = false;
     for (int i = 0; i < inc.n_actions; i++)
-        if (inc.actions[i] == GH_ACT_RESTART_FROM_CHECKPOINT && inc.job) {
-            ck = suspect ? checkpoint_before(d, inc.job, cep->suspect_ts, cep->suspect_step) : NULL;
-            by_suspect = ck != NULL;
-            if (!ck)
-                ck = checkpoint_before(d, inc.job, anomaly, below);
-        }
+        restarts |= inc.actions[i] == GH_ACT_RESTART_FROM_CHECKPOINT && inc.job;
+    const struct gh_tl_entry *ck = restarts && suspect
+                                       ? checkpoint_before(d, inc.job, cep->suspect_ts,
+                                                           cep->suspect_step)
+                                       : NULL;
+    bool by_suspect = ck != NULL;
+    if (restarts && !ck)
+        ck = checkpoint_before(d, inc.job, anomaly, below);
     if (by_suspect) {
         anomaly = cep->suspect_ts;
         below = cep->suspect_step;
@@ -943,9 +950,7 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
             ce->expires = now + p->settings.episode_ns;
             bool removed = false;
             for (int i = 0; i < inc.n_actions; i++)
-                removed |= inc.actions[i] == GH_ACT_ISOLATE_NODE ||
-                           inc.actions[i] == GH_ACT_DRAIN_NODE ||
-                           inc.actions[i] == GH_ACT_REPLACE_NODE;
+                removed |= takes_out(inc.actions[i]);
             uint64_t nh = inc.node ? gh_hash_str(GH_HASH_INIT, inc.node) : 0;
             bool held = now <= ce->suspect_until && nh == ce->suspect_hash;
             if (inc.node && !removed) {

@@ -247,8 +247,10 @@ static void emit_pod_failed(struct sim *s, const struct job *j, int pos, const c
     ingest(s, &g);
 }
 
-static void emit_step(struct sim *s, const struct job *j, int pos, int gpu, long step, double step_ms,
-                      double compute_ms)
+/* One rank's step signal of job j: its step time and, when shorter, its
+ * compute time (the rest is communication). */
+static struct gh_signal step_signal(struct sim *s, const struct job *j, int pos, int gpu, long step,
+                                    double step_ms, double compute_ms)
 {
     struct gh_signal g = sig(s, GH_KIND_STEP, GH_SRC_TELEMETRY, j->nodes[pos], gpu);
     setstr(s, &g.job, j->name);
@@ -261,6 +263,13 @@ static void emit_step(struct sim *s, const struct job *j, int pos, int gpu, long
         g.has_comm_ms = true;
         g.comm_ms = step_ms - compute_ms;
     }
+    return g;
+}
+
+static void emit_step(struct sim *s, const struct job *j, int pos, int gpu, long step,
+                      double step_ms, double compute_ms)
+{
+    struct gh_signal g = step_signal(s, j, pos, gpu, step, step_ms, compute_ms);
     ingest(s, &g);
 }
 
@@ -729,18 +738,8 @@ static void report_steps(struct sim *s, struct job *j, int spike_node)
         }
     }
     for (int k = 0; k < m; k++) {
-        struct gh_signal g = sig(s, GH_KIND_STEP, GH_SRC_TELEMETRY, j->nodes[pos[k]], gpu[k]);
-        setstr(s, &g.job, j->name);
-        g.has_rank = true;
-        g.rank = pos[k] * s->G + gpu[k];
-        g.has_step = true;
-        g.step = step;
         double ms = base * s->nodes[j->nodes[pos[k]]].slow;
-        g.step_ms = job_ms > ms ? job_ms : ms;
-        if (ms < g.step_ms) {
-            g.has_comm_ms = true;
-            g.comm_ms = g.step_ms - ms;
-        }
+        struct gh_signal g = step_signal(s, j, pos[k], gpu[k], step, job_ms > ms ? job_ms : ms, ms);
         g.has_loss = true;
         g.loss = healthy_loss(s, step) * (k == 0 && spike_node >= 0 ? 20.0 : 1.0);
         if (spike_node >= 0)
