@@ -565,6 +565,12 @@ int gh_engine_declare_pod(struct gh_engine *e, const char *job, const char *node
     return gh_topology_add_job(e->topo, job, nodes, 1, 0) >= 0 ? GH_OK : GH_ELIMIT;
 }
 
+int gh_engine_set_node_labels(struct gh_engine *e, const char *node, const char *const *keys,
+                              const char *const *values, size_t n)
+{
+    return gh_topology_set_node_labels(e->topo, node, keys, values, n);
+}
+
 void gh_engine_set_job_costs(struct gh_engine *e, const char *job, double remaining_s,
                              double restart_cost_s)
 {

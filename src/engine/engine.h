@@ -112,6 +112,14 @@ void gh_engine_forget_job(struct gh_engine *e, const char *job);
  * table is full (or out of memory); GH_EINVAL for a NULL name. */
 int gh_engine_declare_pod(struct gh_engine *e, const char *job, const char *node);
 
+/* Replaces node's labels (all borrowed) with the n pairs keys[i] = values[i],
+ * as the Node object shows them: the engine names a cause that several
+ * nodes share by the labels they have in common (rack, NVLink domain,
+ * switch or rail, driver version; settings.fleet). GH_ENOMEM, GH_ELIMIT
+ * (the node table is full). */
+int gh_engine_set_node_labels(struct gh_engine *e, const char *node, const char *const *keys,
+                              const char *const *values, size_t n);
+
 /* The remaining run and restart cost (seconds; < 0: unknown, the policy's
  * assume_remaining / restart_cost then) of job (borrowed), as its
  * annotations state them (control/job_costs.h). A no-op for a job the

@@ -67,6 +67,15 @@ json_t *gh_incident_to_json(const struct gh_incident *inc)
         }
     }
     bad |= set_new(o, "impact", im);
+    if (inc->scope != GH_SCOPE_UNSAID) {
+        bad |= set_new(o, "scope", json_string(gh_scope_name(inc->scope)));
+        if (inc->component)
+            bad |= set_new(o, "component", json_string(inc->component));
+        json_t *an = json_array();
+        for (size_t i = 0; an && i < inc->n_affected; i++)
+            bad |= json_array_append_new(an, json_string(inc->affected_nodes[i]));
+        bad |= set_new(o, "affected_nodes", an);
+    }
     if (bad) {
         json_decref(o);
         return NULL;

@@ -44,6 +44,14 @@ struct gh_incident {
     bool urgent;              /* a fatal code or corruption: acted on now */
     int n_deferred;           /* actions that wait for a safe moment (the GPU idle, the */
     enum gh_action deferred[GH_INCIDENT_MAX_ACTIONS]; /* job ended): none of them is in actions */
+    /* A cause several nodes share (spec section 3, added 2026-12-07): its
+     * scope, the nodes that showed it (node is then NULL: none is blamed,
+     * none taken out of service for it) and, when their labels name it,
+     * the component ("LABEL=VALUE"). GH_SCOPE_UNSAID for a node's own. */
+    enum gh_scope scope;
+    const char *component;            /* NULL when no label names it */
+    size_t n_affected;
+    const char *const *affected_nodes; /* n_affected names */
 };
 
 /* Receives each incident as it is decided (ctx is the caller's). */

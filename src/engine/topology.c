@@ -67,6 +67,9 @@ void gh_topology_free(struct gh_topology *t)
         for (size_t i = 0; i < gh_strmap_count(t->jobs); i++)
             job_free(gh_strmap_value(t->jobs, i));
     gh_strmap_free(t->jobs);
+    if (t->nodes)
+        for (size_t i = 0; i < gh_strmap_count(t->nodes); i++)
+            free(gh_strmap_value(t->nodes, i));
     gh_strmap_free(t->nodes);
     free(t->scenario);
     free(t);
@@ -77,6 +80,67 @@ long gh_topology_add_node(struct gh_topology *t, const char *node)
     if (!node || !*node)
         return -1;
     return gh_strmap_intern(t->nodes, node, NULL, NULL);
+}
+
+/* A node's labels are one block "k1\0v1\0k2\0v2\0\0" (the node's value in
+ * t->nodes, NULL when it has none): one allocation per node, read in order. */
+static size_t labels_size(const char *b)
+{
+    const char *p = b;
+    while (*p)
+        p += strlen(p) + 1; /* a key, then its value */
+    return (size_t)(p - b) + 1;
+}
+
+int gh_topology_set_node_labels(struct gh_topology *t, const char *node, const char *const *keys,
+                                const char *const *values, size_t n)
+{
+    long i = gh_topology_add_node(t, node);
+    if (i < 0)
+        return gh_strmap_full(t->nodes) ? GH_ELIMIT : GH_ENOMEM;
+    size_t size = 1;
+    for (size_t k = 0; k < n; k++) {
+        if (!keys[k] || !*keys[k] || !values[k])
+            continue;
+        size += strlen(keys[k]) + strlen(values[k]) + 2;
+    }
+    char *b = NULL;
+    if (size > 1) {
+        b = malloc(size);
+        if (!b)
+            return GH_ENOMEM;
+        char *p = b;
+        for (size_t k = 0; k < n; k++) {
+            if (!keys[k] || !*keys[k] || !values[k])
+                continue;
+            size_t kl = strlen(keys[k]) + 1, vl = strlen(values[k]) + 1;
+            memcpy(p, keys[k], kl);
+            p += kl;
+            memcpy(p, values[k], vl);
+            p += vl;
+        }
+        *p = '\0';
+    }
+    free(gh_strmap_value(t->nodes, (size_t)i));
+    gh_strmap_set_value(t->nodes, (size_t)i, b);
+    return GH_OK;
+}
+
+const char *gh_topology_node_labels(const struct gh_topology *t, size_t node)
+{
+    return node < gh_strmap_count(t->nodes) ? gh_strmap_value(t->nodes, node) : NULL;
+}
+
+const char *gh_topology_node_label(const struct gh_topology *t, size_t node, const char *key)
+{
+    const char *p = gh_topology_node_labels(t, node);
+    for (; p && *p; p += strlen(p) + 1) {
+        const char *v = p + strlen(p) + 1;
+        if (strcmp(p, key) == 0)
+            return v;
+        p = v;
+    }
+    return NULL;
 }
 
 static struct job *job_get(struct gh_topology *t, const char *name, long *idx)
@@ -430,6 +494,11 @@ uint64_t gh_topology_nomem(const struct gh_topology *t) { return t->nomem; }
 size_t gh_topology_memory(const struct gh_topology *t)
 {
     size_t b = sizeof *t + gh_strmap_memory(t->nodes) + gh_strmap_memory(t->jobs);
+    for (size_t i = 0; i < gh_strmap_count(t->nodes); i++) {
+        const char *l = gh_strmap_value(t->nodes, i);
+        if (l)
+            b += labels_size(l);
+    }
     for (size_t j = 0; j < gh_strmap_count(t->jobs); j++) {
         const struct job *jb = job_at(t, j);
         if (jb)
@@ -448,9 +517,19 @@ struct gh_topology *gh_topology_clone(const struct gh_topology *t)
         goto fail;
     c->gpus_per_node = t->gpus_per_node;
     c->clock = t->clock;
-    for (size_t i = 0; i < gh_strmap_count(t->nodes); i++)
+    for (size_t i = 0; i < gh_strmap_count(t->nodes); i++) {
         if (gh_topology_add_node(c, gh_strmap_key(t->nodes, i)) != (long)i)
             goto fail;
+        const char *b = gh_strmap_value(t->nodes, i);
+        if (b) {
+            size_t size = labels_size(b);
+            char *copy = malloc(size);
+            if (!copy)
+                goto fail;
+            memcpy(copy, b, size);
+            gh_strmap_set_value(c->nodes, i, copy);
+        }
+    }
     for (size_t j = 0; j < gh_strmap_count(t->jobs); j++) {
         const struct job *jb = job_at(t, j);
         if (!gh_strmap_key(t->jobs, j))
@@ -540,6 +619,45 @@ static int add_error(const struct gh_topology *t, const char *const *names, size
     return gh_err_set(err, GH_ENOMEM, "header: out of memory");
 }
 
+/* "node_labels": {"NODE": {"KEY": "VALUE", ...}, ...} (spec section 2).
+ * Labels that are not strings are ignored, as unknown fields are. */
+static int header_labels(struct gh_topology *t, const json_t *nl, struct gh_err *err)
+{
+    if (!nl || json_is_null(nl))
+        return GH_OK;
+    if (!json_is_object(nl))
+        return gh_err_set(err, GH_EINVAL, "header: \"node_labels\" is not an object");
+    const char *node;
+    const json_t *labels;
+    json_object_foreach((json_t *)nl, node, labels)
+    {
+        if (!json_is_object(labels))
+            return gh_err_set(err, GH_EINVAL, "header: node_labels[\"%s\"] is not an object",
+                              node);
+        size_t n = json_object_size(labels), k = 0;
+        const char **keys = calloc(n ? n : 1, sizeof *keys);
+        const char **values = calloc(n ? n : 1, sizeof *values);
+        const char *key;
+        const json_t *v;
+        json_object_foreach((json_t *)labels, key, v)
+        {
+            if (keys && values && json_is_string(v)) {
+                keys[k] = key;
+                values[k++] = json_string_value(v);
+            }
+        }
+        int rc = keys && values ? gh_topology_set_node_labels(t, node, keys, values, k)
+                                : GH_ENOMEM;
+        free(keys);
+        free(values);
+        if (rc == GH_ELIMIT)
+            return gh_err_set(err, rc, "header: more than %d nodes", GH_TOPO_MAX_NODES);
+        if (rc)
+            return gh_err_set(err, rc, "header: out of memory");
+    }
+    return GH_OK;
+}
+
 int gh_topology_from_header(const json_t *hdr, struct gh_topology **out, struct gh_err *err)
 {
     int rc = GH_OK;
@@ -575,6 +693,8 @@ int gh_topology_from_header(const json_t *hdr, struct gh_topology **out, struct 
         }
     free(names);
     names = NULL;
+    if ((rc = header_labels(t, json_object_get(hdr, "node_labels"), err)))
+        goto out;
     const json_t *jobs = json_object_get(hdr, "jobs");
     if (jobs && !json_is_null(jobs) && !json_is_array(jobs)) {
         rc = gh_err_set(err, GH_EINVAL, "header: \"jobs\" is not an array");

@@ -39,6 +39,17 @@ int gh_topology_from_header(const json_t *hdr, struct gh_topology **out, struct 
 
 /* Index of node (added when absent), or -1 when full/OOM. */
 long gh_topology_add_node(struct gh_topology *t, const char *node);
+/* Replaces node's labels (added when absent) with the n pairs keys[i] =
+ * values[i] (borrowed; copied). A Node's labels as the API shows them; the
+ * engine reads the topology ones (rack, NVLink domain, switch, ...) to name
+ * a cause several nodes share. GH_ELIMIT when the node table is full. */
+int gh_topology_set_node_labels(struct gh_topology *t, const char *node, const char *const *keys,
+                                const char *const *values, size_t n);
+/* Node i's labels as one block "k1\0v1\0k2\0v2\0\0" (borrowed, valid until
+ * they are set again), NULL when it has none. */
+const char *gh_topology_node_labels(const struct gh_topology *t, size_t node);
+/* The value of label key on node i, NULL when it has none. */
+const char *gh_topology_node_label(const struct gh_topology *t, size_t node, const char *key);
 /* Declares a job (idempotent: nodes are merged). ranks_per_node 0 = unknown.
  * Returns its index, or -1 when full/OOM. */
 long gh_topology_add_job(struct gh_topology *t, const char *job, const char *const *nodes,

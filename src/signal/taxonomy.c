@@ -40,6 +40,20 @@ const char *gh_action_name(enum gh_action a)
 int gh_class_from_name(const char *name) { return find(class_names, GH_CLASS__COUNT, name); }
 int gh_severity_from_name(const char *name) { return find(severity_names, GH_SEV__COUNT, name); }
 int gh_action_from_name(const char *name) { return find(action_names, GH_ACT__COUNT, name); }
+static const char *const scope_names[GH_SCOPE__COUNT] = {
+    "", "gpu", "node", "rack", "switch", "nvlink_domain", "fleet",
+};
+
+const char *gh_scope_name(enum gh_scope s)
+{
+    return (unsigned)s < GH_SCOPE__COUNT ? scope_names[s] : "?";
+}
+int gh_scope_from_name(const char *name)
+{
+    int s = find(scope_names, GH_SCOPE__COUNT, name);
+    return s == GH_SCOPE_UNSAID ? -1 : s;
+}
+
 const char *gh_impact_name(enum gh_impact i)
 {
     return (unsigned)i < GH_IMPACT__COUNT ? impact_names[i] : "?";

@@ -51,6 +51,23 @@ enum gh_impact {
     GH_IMPACT__COUNT
 };
 
+/* Where a cause lies (spec section 3, `scope`): a GPU, a node, or a
+ * component several nodes share. GH_SCOPE_UNSAID: the incident says none
+ * (a node's or GPU's own fault, as before the field existed). */
+enum gh_scope {
+    GH_SCOPE_UNSAID,
+    GH_SCOPE_GPU,
+    GH_SCOPE_NODE,
+    GH_SCOPE_RACK,
+    GH_SCOPE_SWITCH,        /* an InfiniBand/Ethernet switch or rail */
+    GH_SCOPE_NVLINK_DOMAIN, /* an NVLink domain (nvidia.com/gpu.clique) */
+    GH_SCOPE_FLEET,         /* a rollout, another agent's check, shared storage */
+    GH_SCOPE__COUNT
+};
+
+const char *gh_scope_name(enum gh_scope s); /* "" for GH_SCOPE_UNSAID */
+int gh_scope_from_name(const char *name);
+
 const char *gh_class_name(enum gh_class c);
 const char *gh_impact_name(enum gh_impact i);
 int gh_impact_from_name(const char *name);

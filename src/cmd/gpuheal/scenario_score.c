@@ -18,6 +18,8 @@
  *                    "actions_include": [...], "actions_exclude": [...],
  *                    "checkpoint_step": 1000,      optional
  *                    "max_decide_s": 5,            optional
+ *                    "scope": "switch",            optional: the incident's scope
+ *                    "affected_nodes": [...],      optional: each among its affected_nodes
  *                    "count_min": 1, "count_max": 3 }   optional (default exactly 1)
  *                 ],
  *    "allow_extra": false}                         extra incidents fail the scenario */
@@ -40,6 +42,8 @@ struct got {
     bool has_ckpt, matched;
     int64_t ckpt_step, first_ts, decided_ts;
     const char *broken; /* a spec section 3 rule the incident breaks (static), or NULL */
+    enum gh_scope scope;
+    char *affected; /* "\nN1\nN2\n" (owned; NULL when none), for lookups */
 };
 
 struct gotlist {
@@ -65,6 +69,19 @@ static void collect(void *ctx, const struct gh_incident *inc)
     g->ckpt_step = inc->checkpoint_step;
     g->first_ts = inc->first_ts;
     g->decided_ts = inc->decided_ts;
+    g->scope = inc->scope;
+    if (inc->n_affected) {
+        size_t len = 2;
+        for (size_t i = 0; i < inc->n_affected; i++)
+            len += strlen(inc->affected_nodes[i]) + 1;
+        g->affected = malloc(len);
+        if (g->affected) {
+            size_t at = 0;
+            g->affected[at++] = '\n';
+            for (size_t i = 0; i < inc->n_affected; i++)
+                at += (size_t)sprintf(g->affected + at, "%s\n", inc->affected_nodes[i]);
+        }
+    }
     /* What spec section 3 says of every incident, whatever the scenario. */
     for (size_t i = 1; i < inc->n_evidence && !g->broken; i++)
         if (inc->evidence[i]->ts_ns < inc->evidence[i - 1]->ts_ns)
@@ -82,6 +99,25 @@ static void collect(void *ctx, const struct gh_incident *inc)
             (inc->actions[i] == GH_ACT_ISOLATE_NODE || inc->actions[i] == GH_ACT_DRAIN_NODE ||
              inc->actions[i] == GH_ACT_REPLACE_NODE))
             g->broken = "an application fault takes a node out of service";
+    /* a shared cause blames no single node and takes none out for it */
+    if (!g->broken && inc->n_affected && inc->node)
+        g->broken = "a shared cause blames a node";
+    for (int i = 0; i < inc->n_actions && !g->broken && inc->n_affected; i++)
+        if (inc->actions[i] == GH_ACT_ISOLATE_NODE || inc->actions[i] == GH_ACT_DRAIN_NODE ||
+            inc->actions[i] == GH_ACT_REPLACE_NODE || inc->actions[i] == GH_ACT_RESET_GPU ||
+            inc->actions[i] == GH_ACT_REBOOT_NODE)
+            g->broken = "a shared cause acts on its nodes";
+}
+
+static bool affected(const struct got *g, const char *node)
+{
+    if (!g->affected)
+        return false;
+    size_t len = strlen(node);
+    for (const char *p = g->affected; (p = strstr(p, node)); p++)
+        if (p[-1] == '\n' && p[len] == '\n')
+            return true;
+    return false;
 }
 
 static bool has_action(const struct got *g, enum gh_action a)
@@ -161,6 +197,20 @@ static const char *mismatch(const json_t *e, const struct got *g, char *buf, siz
                  (long long)g->ckpt_step, (long long)json_integer_value(ck));
         return buf;
     }
+    const char *scope = gh_json_str(e, "scope");
+    if (scope && strcmp(scope, gh_scope_name(g->scope)) != 0) {
+        snprintf(buf, cap, "scope %s, expected %s", g->scope ? gh_scope_name(g->scope) : "none",
+                 scope);
+        return buf;
+    }
+    json_array_foreach(json_object_get(e, "affected_nodes"), i, a)
+    {
+        if (!json_is_string(a) || !affected(g, json_string_value(a))) {
+            snprintf(buf, cap, "%s not among its affected nodes",
+                     json_is_string(a) ? json_string_value(a) : "?");
+            return buf;
+        }
+    }
     const json_t *md = json_object_get(e, "max_decide_s");
     if (json_is_number(md) && (double)(g->decided_ts - g->first_ts) / 1e9 > json_number_value(md)) {
         snprintf(buf, cap, "decided after %.1fs, expected within %.1fs",
@@ -174,6 +224,8 @@ struct totals {
     int scenarios, passed;
     int units, class_ok, node_ok;
     int false_isolations, missed_restarts, extras, broken;
+    int fan_out;             /* most nodes isolated or reset for one cause in a scenario */
+    char fan_out_where[128]; /* the scenario and rule */
     double decide_sum;
     int decide_n;
     double decide_max;
@@ -210,6 +262,8 @@ static bool score_one(const char *dir, const char *name, const struct gh_policy 
     struct gh_err err;
     if (gh_replay_file(&r, &err) != GH_OK) {
         printf("%-36s ERROR  %s\n", name, err.msg);
+        for (int k = 0; k < got->n; k++)
+            free(got->v[k].affected);
         json_decref(exp);
         t->scenarios++;
         return false;
@@ -329,6 +383,37 @@ static bool score_one(const char *dir, const char *name, const struct gh_policy 
     }
     t->false_isolations += false_iso;
     t->extras += extras;
+    /* Fan-out: the nodes one cause (a rule, within one class) took out of
+     * service or reset, however many incidents it took. */
+    for (int k = 0; k < got->n; k++) {
+        const struct got *g = &got->v[k];
+        bool first = g->node[0] && (isolates(g) || has_action(g, GH_ACT_RESET_GPU) ||
+                                    has_action(g, GH_ACT_REBOOT_NODE));
+        for (int j = 0; first && j < k; j++)
+            first = !(got->v[j].cls == g->cls && strcmp(got->v[j].rule, g->rule) == 0);
+        if (!first)
+            continue;
+        int nodes = 0;
+        for (int j = k; j < got->n; j++) {
+            const struct got *h = &got->v[j];
+            if (h->cls != g->cls || strcmp(h->rule, g->rule) != 0 || !h->node[0] ||
+                !(isolates(h) || has_action(h, GH_ACT_RESET_GPU) ||
+                  has_action(h, GH_ACT_REBOOT_NODE)))
+                continue;
+            bool seen = false;
+            for (int m = k; m < j && !seen; m++)
+                seen = got->v[m].cls == h->cls && strcmp(got->v[m].rule, h->rule) == 0 &&
+                       strcmp(got->v[m].node, h->node) == 0 &&
+                       (isolates(&got->v[m]) || has_action(&got->v[m], GH_ACT_RESET_GPU) ||
+                        has_action(&got->v[m], GH_ACT_REBOOT_NODE));
+            nodes += !seen;
+        }
+        if (nodes > t->fan_out) {
+            t->fan_out = nodes;
+            snprintf(t->fan_out_where, sizeof t->fan_out_where, "%.80s, rule %.40s", name,
+                     g->rule);
+        }
+    }
     for (int k = 0; k < got->n; k++)
         if (got->v[k].broken) {
             t->broken++;
@@ -360,6 +445,8 @@ static bool score_one(const char *dir, const char *name, const struct gh_policy 
                    gh_class_name(g->cls), g->node[0] ? g->node : "-", g->gpu, g->job[0] ? g->job : "-",
                    g->rule, r.bad_lines ? " (bad lines in input)" : "");
         }
+    for (int k = 0; k < got->n; k++)
+        free(got->v[k].affected);
     json_decref(exp);
     return ok;
 }
@@ -454,8 +541,14 @@ int gh_scenario_score(int argc, char **argv)
     printf("false isolations      %d\n", tp->false_isolations);
     printf("missed restarts       %d\n", tp->missed_restarts);
     printf("unexpected incidents  %d\n", tp->extras);
-    printf("spec violations       %d (evidence order, first_ts, decided_ts, application blame)\n",
+    printf("spec violations       %d (evidence order, first_ts, decided_ts, application and "
+           "shared-cause blame)\n",
            tp->broken);
+    if (tp->fan_out)
+        printf("largest fan-out       %d node%s isolated or reset for one cause (%s)\n",
+               tp->fan_out, tp->fan_out > 1 ? "s" : "", tp->fan_out_where);
+    else
+        printf("largest fan-out       0 nodes isolated or reset for one cause\n");
     int nd = tp->decide_n < MAX_GOT ? tp->decide_n : MAX_GOT;
     qsort(tp->decides, (size_t)nd, sizeof tp->decides[0], cmp_double);
     printf("time to decide        median %.1fs, mean %.1fs, max %.1fs over %d incidents "
