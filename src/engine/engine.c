@@ -8,6 +8,7 @@
 
 #include "engine/decide.h"
 #include "engine/detector.h"
+#include "engine/scope.h"
 #include "common/strmap.h"
 
 #define HW_ALERTS 8
@@ -570,6 +571,8 @@ int gh_engine_set_node_labels(struct gh_engine *e, const char *node, const char 
 {
     return gh_topology_set_node_labels(e->topo, node, keys, values, n);
 }
+
+bool gh_engine_label_wanted(const char *key) { return gh_scope_of_label(key) != GH_SCOPE_UNSAID; }
 
 void gh_engine_set_job_costs(struct gh_engine *e, const char *job, double remaining_s,
                              double restart_cost_s)

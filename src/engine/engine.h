@@ -22,6 +22,7 @@
 #ifndef GH_ENGINE_ENGINE_H
 #define GH_ENGINE_ENGINE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -119,6 +120,11 @@ int gh_engine_declare_pod(struct gh_engine *e, const char *job, const char *node
  * (the node table is full). */
 int gh_engine_set_node_labels(struct gh_engine *e, const char *node, const char *const *keys,
                               const char *const *values, size_t n);
+
+/* Whether the engine reads the label key (borrowed): one that names a
+ * component nodes share (engine/scope.h). A driver that mirrors Node
+ * labels passes only these. */
+bool gh_engine_label_wanted(const char *key);
 
 /* The remaining run and restart cost (seconds; < 0: unknown, the policy's
  * assume_remaining / restart_cost then) of job (borrowed), as its
