@@ -490,6 +490,11 @@ static int fit_actions(struct gh_decider *d, const struct gh_finding *f, int64_t
         n++;
         x->restart_added = true;
     }
+    if (x->iv.progressing && has_act(a, n, GH_ACT_RESTART_FROM_CHECKPOINT)) {
+        /* its steps kept coming: nothing of it to restart */
+        n = drop_act(a, n, GH_ACT_RESTART_FROM_CHECKPOINT);
+        x->restart_dropped_none = true;
+    }
     if (has_act(a, n, GH_ACT_RESTART_FROM_CHECKPOINT)) {
         struct episode *jep = x->job ? episode_find(d, 'j', x->job) : NULL;
         int64_t first = f->first_ts ? f->first_ts : now;
