@@ -11,43 +11,6 @@
 #define STEPS_PER_NODE 64
 #define PEER_STEPS (PEER_NODES * 16)
 #define POD_BEFORE_NS (60 * GH_NS_PER_S) /* a pod failure this close before the evidence is its */
-#define PROGRESS_AFTER_NS (10 * GH_NS_PER_S)  /* steps this soon after prove nothing */
-#define PROGRESS_LOOKBACK_NS (600 * GH_NS_PER_S) /* the step reached before the evidence */
-#define PROGRESS_STEPS 64
-
-bool gh_impact_progressing(struct gh_timeline *tl, const char *job, int64_t first, int64_t now,
-                           int64_t *step)
-{
-    if (!job || now - first < PROGRESS_AFTER_NS)
-        return false;
-    const struct gh_tl_entry *v[PROGRESS_STEPS];
-    size_t k = gh_timeline_query(tl, GH_TL_JOB, job, -1, GH_KIND_BIT(GH_KIND_STEP),
-                                 first - PROGRESS_LOOKBACK_NS, first, true, v, PROGRESS_STEPS);
-    int64_t before = INT64_MIN;
-    for (size_t i = 0; i < k; i++)
-        if (v[i]->sig.has_step && v[i]->sig.step > before)
-            before = v[i]->sig.step;
-    if (before == INT64_MIN)
-        return false;
-    k = gh_timeline_query(tl, GH_TL_JOB, job, -1, GH_KIND_BIT(GH_KIND_STEP),
-                          first + PROGRESS_AFTER_NS, now, true, v, PROGRESS_STEPS);
-    int64_t newer[2] = {INT64_MIN, INT64_MIN};
-    int n = 0;
-    for (size_t i = 0; i < k; i++) {
-        const struct gh_signal *s = &v[i]->sig;
-        if (!s->has_step || s->step <= before || (s->job && strcmp(s->job, job) != 0))
-            continue;
-        if (n < 2 && s->step != newer[0]) {
-            newer[n++] = s->step;
-        } else if (n == 2 && s->step > newer[1] && s->step != newer[0]) {
-            newer[1] = s->step;
-        }
-    }
-    if (n < 2)
-        return false;
-    *step = newer[0] > newer[1] ? newer[0] : newer[1];
-    return true;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -157,7 +120,7 @@ static bool kills(enum gh_kind k)
 
 void gh_impact_assess(const struct gh_finding *f, const char *job, struct gh_timeline *tl,
                       struct gh_topology *topo, const struct gh_policy_settings *st, int64_t now,
-                      struct gh_impact_view *out)
+                      gh_progress_fn progressing, void *pctx, struct gh_impact_view *out)
 {
     memset(out, 0, sizeof *out);
     out->urgent = f->severity >= GH_SEV_HIGH;
@@ -201,7 +164,7 @@ void gh_impact_assess(const struct gh_finding *f, const char *job, struct gh_tim
     int64_t step;
     if (f->kind == GH_KIND_NODE_NOT_READY) {
         const char *j = job ? job : f->job;
-        if (gh_impact_progressing(tl, j, first, now, &step)) {
+        if (j && progressing && progressing(pctx, j, first, now, &step)) {
             /* its management network, not its work: the kubelet stopped
              * reporting while the job trains on (NotReady is the API
              * server's view; training needs every rank) */
@@ -239,7 +202,7 @@ void gh_impact_assess(const struct gh_finding *f, const char *job, struct gh_tim
                 pf->sig.pod ? pf->sig.pod : "?", f->node, pf->sig.reason ? pf->sig.reason : "?");
         return;
     }
-    if (out->urgent && kills(f->kind) && gh_impact_progressing(tl, job, first, now, &step)) {
+    if (out->urgent && kills(f->kind) && progressing && progressing(pctx, job, first, now, &step)) {
         /* NCCL carried on over the other rails, or the device was not the
          * job's: a link's state is not harm, and it can wait */
         out->impact = GH_IMPACT_NONE;
