@@ -316,12 +316,27 @@ static bool takes_out(enum gh_action a)
 static const struct gh_tl_entry *checkpoint_before(struct gh_decider *d, const char *job,
                                                    int64_t before, int64_t below)
 {
+    /* Later reports win (spec section 1): a checkpoint reported failed
+     * after it was reported saved, even after the fault, is no restart
+     * point. Newest first, so such a report is seen before its save. */
     const struct gh_tl_entry *v[64];
+    int64_t failed[64];
+    size_t n_failed = 0;
     size_t n = gh_timeline_query(d->tl, GH_TL_JOB, job, -1, GH_KIND_BIT(GH_KIND_CHECKPOINT),
-                                 INT64_MIN, before - 1, true, v, 64);
+                                 INT64_MIN, INT64_MAX, true, v, 64);
     for (size_t i = n; i-- > 0;) {
         const struct gh_signal *s = &v[i]->sig;
-        if (s->ckpt_state == GH_CKPT_SAVED && (below < 0 || !s->has_step || s->step < below))
+        if (s->ckpt_state != GH_CKPT_SAVED) {
+            if (s->has_step && n_failed < 64)
+                failed[n_failed++] = s->step;
+            continue;
+        }
+        if (v[i]->ts_ns > before - 1 || (below >= 0 && s->has_step && s->step >= below))
+            continue;
+        bool bad = false;
+        for (size_t k = 0; k < n_failed && !bad; k++)
+            bad = s->has_step && failed[k] == s->step;
+        if (!bad)
             return v[i];
     }
     return NULL;
@@ -501,6 +516,12 @@ static int fit_actions(struct gh_decider *d, const struct gh_finding *f, int64_t
         n++;
         x->restart_added = true;
     }
+    if (x->job && !x->running && has_act(a, n, GH_ACT_RETRY_IN_PLACE)) {
+        /* its controller said it is over (a crash loop that spent its
+         * backoff limit): retrying would only fail again */
+        n = drop_act(a, n, GH_ACT_RETRY_IN_PLACE);
+        x->restart_dropped_gone = true;
+    }
     if (x->iv.progressing && has_act(a, n, GH_ACT_RESTART_FROM_CHECKPOINT)) {
         /* its steps kept coming: nothing of it to restart */
         n = drop_act(a, n, GH_ACT_RESTART_FROM_CHECKPOINT);
@@ -536,6 +557,19 @@ static bool covered(const struct episode *ep, const struct gh_finding *f, int st
     if ((deferred_f & (1u << GH_ACT_RESET_GPU)) && f->gpu != ep->gpu)
         return false; /* another GPU to reset */
     return true;
+}
+
+/* A second fault of the node's GPUs is not more of the first: another GPU's
+ * serious fault well after the open incident was decided (XID 79 on GPU 0,
+ * then XID 48 on GPU 3 a quarter of an hour later) is its own incident. */
+#define OTHER_FAULT_NS (300 * GH_NS_PER_S)
+static bool other_fault(const struct episode *ep, const struct gh_finding *f, int64_t now)
+{
+    int64_t first = f->first_ts ? f->first_ts : now;
+    return (f->cls == GH_CLASS_GPU_HARDWARE || f->cls == GH_CLASS_GPU_MEMORY) &&
+           (ep->cls == GH_CLASS_GPU_HARDWARE || ep->cls == GH_CLASS_GPU_MEMORY) &&
+           f->severity >= GH_SEV_HIGH && f->gpu >= 0 && ep->gpu >= 0 && f->gpu != ep->gpu &&
+           first - ep->decided >= OTHER_FAULT_NS;
 }
 
 static unsigned act_mask(const enum gh_action *a, int n)
@@ -700,7 +734,7 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
     for (int i = 0; i < f->n_requested; i++)
         asked |= 1u << f->requested[i];
     bool absorb = false;
-    if (episode_open(ep, now) && !other_condition(ep, f)) {
+    if (episode_open(ep, now) && !other_condition(ep, f) && !other_fault(ep, f, now)) {
         /* a Node condition's harm shown after its incident (a pod the host
          * failed) is weighed against what the incident did: its job's
          * restart is more, though the rule's actions are the same */
