@@ -754,7 +754,9 @@ def clique_fatal():
 
 
 # 1q. HGX H100 nodes joined by an NVLink Switch System into 32-node NVLink
-# cliques (DGX H100 SuperPOD's NVLink network): the external switch's
+# cliques (the DGX H100 SuperPOD's NVLink-network switches: 256 GPUs in one
+# domain, each node's NVSwitches keeping 72 links for them; naddod.com,
+# 2024): the external switch's
 # optics degrade and every node of one clique logs SXid 20009 "Non-fatal,
 # RX Short Error Rate" on its trunk links within two seconds (SXid format:
 # shared/data/gpu-signals.md 2.4). The job steps on.
