@@ -687,7 +687,8 @@ static bool breaker_open(struct gh_decider *d, const struct gh_incident *inc,
         .what = what,
     };
     uint64_t restarted = 0;
-    *out = gh_decider_shared(d, &sh, f, now, !b->emitted, b->jobs, b->n_jobs, &restarted);
+    *out = gh_decider_shared(d, &sh, f, now, !b->emitted, b->emitted, b->jobs, b->n_jobs,
+                             &restarted);
     b->emitted = true;
     if (restarted && b->n_jobs < BREAKER_JOBS)
         b->jobs[b->n_jobs++] = restarted;
@@ -1418,8 +1419,9 @@ static void note_job_restart(struct gh_decider *d, const struct gh_incident *inc
 static int cmp_ev(const void *a, const void *b) { return gh_tl_entry_cmp(a, b); }
 
 enum gh_outcome gh_decider_shared(struct gh_decider *d, const struct gh_shared *s,
-                                  const struct gh_finding *f, int64_t now, bool first,
-                                  const uint64_t *done, int n_done, uint64_t *restarted)
+                                  const struct gh_finding *f, int64_t now, bool record,
+                                  bool followup, const uint64_t *done, int n_done,
+                                  uint64_t *restarted)
 {
     *restarted = 0;
     struct fit fx;
@@ -1443,7 +1445,7 @@ enum gh_outcome gh_decider_shared(struct gh_decider *d, const struct gh_shared *
         if (harmed && fx.job && fx.running && !again)
             job = fx.job;
     }
-    if (!first && !job) {
+    if (!record && !job) {
         d->st.absorbed++;
         return GH_OUT_ABSORBED;
     }
@@ -1503,7 +1505,7 @@ enum gh_outcome gh_decider_shared(struct gh_decider *d, const struct gh_shared *
            s->what, s->n_nodes, (double)s->window_ns / GH_NS_PER_S, nodes,
            s->component ? ", " : "", s->component ? s->component : "",
            s->component ? " in common" : "", gh_scope_name(s->scope));
-    if (!first)
+    if (followup)
         append(inc.reason, sizeof inc.reason, &used, " (a follow-up for a harmed job)");
     if (job && ck)
         append(inc.reason, sizeof inc.reason, &used,

@@ -144,7 +144,7 @@ enum gh_outcome gh_ctx_report(struct gh_engine *e, const struct gh_finding *f);
  * gh_decider_shared, whose arguments these are). */
 struct gh_shared;
 enum gh_outcome gh_ctx_decide_shared(struct gh_engine *e, const struct gh_shared *s,
-                                     const struct gh_finding *f, bool first,
+                                     const struct gh_finding *f, bool record, bool followup,
                                      const uint64_t *done, int n_done, uint64_t *restarted);
 
 /* Shared facts between detectors, per node. */
