@@ -31,6 +31,8 @@ struct episode {
     unsigned deferred; /* ... and those it left for a safe moment */
     int gpu;
     int64_t assessed; /* when the impact was last assessed for a finding it absorbed */
+    bool cleared;     /* node_condition: went False; raised again within the episode it is
+                       * the same flapping flag, not a new incident */
     int64_t first_ts, expires, decided;
     int64_t anomaly_ts, anomaly_step;
     uint64_t node_hash; /* 'c' episodes: the node the corruption blamed (0: none) */
@@ -757,6 +759,23 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
                 ep->assessed = now;
         }
     }
+    if (absorb && ep->cleared && f->kind == GH_KIND_NODE_CONDITION) {
+        /* the flag raised again: what it deferred is due again on harm */
+        ep->cleared = false;
+        if (ep->deferred && record_only(ep) && f->node) {
+            const char *job = job_of(d, f);
+            ep->rec.held = true;
+            ep->rec.kind = f->kind;
+            ep->rec.code = f->code;
+            ep->rec.severity = f->severity;
+            ep->rec.has_metric = f->has_metric;
+            ep->rec.metric = f->metric;
+            gh_sfmt(ep->rec.job, sizeof ep->rec.job, "%s", job ? job : "");
+            gh_sfmt(ep->rec.what, sizeof ep->rec.what, "%s", f->what);
+            for (size_t i = 0; i < f->n_evidence && ep->rec.n_ev < EP_EV; i++)
+                ep->rec.ev[ep->rec.n_ev++] = gh_tl_ref(f->evidence[i]);
+        }
+    }
     if (absorb) {
         /* Evidence keeps a node's episode open, but for at most two
          * episodes after the decision: a node that still fails jobs after
@@ -1070,6 +1089,7 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
             if (!was_open)
                 ne->acts = 0;
             ne->active = true;
+            ne->cleared = false;
             ne->cls = inc.cls;
             ne->kind = f->kind;
             gh_sfmt(ne->cause, sizeof ne->cause, "%s",
@@ -1312,10 +1332,12 @@ void gh_decider_condition_cleared(struct gh_decider *d, const char *node, const 
     if (!episode_open(ep, ts) || ep->kind != GH_KIND_NODE_CONDITION || !record_only(ep) ||
         strcmp(ep->cause, condition ? condition : "") != 0)
         return;
-    /* a flag that went away: nothing it deferred is due; raised again
-     * later it is a new incident (and its rule's escalation counts it) */
+    /* a flag that went away: nothing it deferred is due. Raised again
+     * while the episode lasts, it is the same flag flapping: it joins this
+     * record (one per episode, not one per flip); later it is a new
+     * incident (and its rule's escalation counts it). */
     rec_clear(ep);
-    ep->active = false;
+    ep->cleared = true;
 }
 
 void gh_decider_job_gone(struct gh_decider *d, const char *node, const struct gh_tl_entry *ent,
