@@ -841,6 +841,12 @@ static bool fleet_hold(void *ctx, const struct gh_finding *f)
     return true;
 }
 
+bool gh_ctx_job_progressing(struct gh_engine *e, const char *job, int64_t first, int64_t now,
+                            int64_t *step)
+{
+    return job && job_progressing(e, job, first, now, step);
+}
+
 enum gh_outcome gh_ctx_decide_shared(struct gh_engine *e, const struct gh_shared *s,
                                      const struct gh_finding *f, bool record, bool followup,
                                      const uint64_t *done, int n_done, uint64_t *restarted)
