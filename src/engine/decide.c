@@ -31,6 +31,7 @@ struct episode {
     unsigned deferred; /* ... and those it left for a safe moment */
     int gpu;
     int64_t assessed; /* when the impact was last assessed for a finding it absorbed */
+    uint64_t dev;     /* the GPU it is about: index + 1, or its bus id's hash (0: none) */
     bool cleared;     /* node_condition: went False; raised again within the episode it is
                        * the same flapping flag, not a new incident */
     int64_t first_ts, expires, decided;
@@ -529,6 +530,20 @@ static int fit_actions(struct gh_decider *d, const struct gh_finding *f, int64_t
         n = drop_act(a, n, GH_ACT_RESTART_FROM_CHECKPOINT);
         x->restart_dropped_none = true;
     }
+    if (has_act(a, n, GH_ACT_RESTART_FROM_CHECKPOINT) && f->node && x->job) {
+        /* an open incident took this node out and restarted the job: it
+         * restarted away from the node, a later fault there is not its */
+        struct episode *nep = episode_find(d, 'n', f->node);
+        unsigned moved = (1u << GH_ACT_RESTART_FROM_CHECKPOINT) |
+                         (1u << GH_ACT_ISOLATE_NODE) | (1u << GH_ACT_DRAIN_NODE) |
+                         (1u << GH_ACT_REPLACE_NODE);
+        if (episode_open(nep, now) && (nep->acts & (1u << GH_ACT_RESTART_FROM_CHECKPOINT)) &&
+            (nep->acts & moved & ~(1u << GH_ACT_RESTART_FROM_CHECKPOINT)) &&
+            nep->decided < (f->first_ts ? f->first_ts : now)) {
+            n = drop_act(a, n, GH_ACT_RESTART_FROM_CHECKPOINT);
+            x->restart_dropped_done = true;
+        }
+    }
     if (has_act(a, n, GH_ACT_RESTART_FROM_CHECKPOINT)) {
         struct episode *jep = x->job ? episode_find(d, 'j', x->job) : NULL;
         int64_t first = f->first_ts ? f->first_ts : now;
@@ -565,12 +580,23 @@ static bool covered(const struct episode *ep, const struct gh_finding *f, int st
  * serious fault well after the open incident was decided (XID 79 on GPU 0,
  * then XID 48 on GPU 3 a quarter of an hour later) is its own incident. */
 #define OTHER_FAULT_NS (300 * GH_NS_PER_S)
+/* The GPU a finding is about: its index when known, else the bus id its
+ * first evidence names (kernel-log lines name only the bus). 0: none. */
+static uint64_t dev_of(const struct gh_finding *f)
+{
+    if (f->gpu >= 0)
+        return (uint64_t)f->gpu + 1;
+    for (size_t i = 0; i < f->n_evidence; i++)
+        if (f->evidence[i]->sig.pci)
+            return gh_hash_str(GH_HASH_INIT, f->evidence[i]->sig.pci) | (1ULL << 63);
+    return 0;
+}
 static bool other_fault(const struct episode *ep, const struct gh_finding *f, int64_t now)
 {
     int64_t first = f->first_ts ? f->first_ts : now;
     return (f->cls == GH_CLASS_GPU_HARDWARE || f->cls == GH_CLASS_GPU_MEMORY) &&
            (ep->cls == GH_CLASS_GPU_HARDWARE || ep->cls == GH_CLASS_GPU_MEMORY) &&
-           f->severity >= GH_SEV_HIGH && f->gpu >= 0 && ep->gpu >= 0 && f->gpu != ep->gpu &&
+           f->severity >= GH_SEV_HIGH && ep->dev && dev_of(f) && dev_of(f) != ep->dev &&
            first - ep->decided >= OTHER_FAULT_NS;
 }
 
@@ -1066,7 +1092,6 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
         d->last_hw = now;
     if (d->cb)
         d->cb(d->cb_ctx, &inc);
-
     /* Remember: the episode (one incident per root cause) and the history. */
     if (h) {
         if (h->n == HIST_MAX) {
@@ -1103,6 +1128,7 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
                 ne->deferred = 0;
             ne->deferred |= fx.deferred;
             ne->gpu = inc.gpu;
+            ne->dev = dev_of(f);
             ne->assessed = now;
             rec_clear(ne);
             if (ne->deferred && record_only(ne) && inc.node) {
