@@ -173,6 +173,21 @@ static bool signature(const struct gh_signal *s, const struct gh_policy_settings
                                                                                       : "");
         return true;
     }
+    case GH_KIND_SXID: {
+        /* an NVLink Switch System's switches serve many nodes; a node's
+         * own NVSwitch's fatal errors (HGX) stay the node's */
+        enum gh_stated said = gh_classify_stated(s->msg);
+        enum gh_severity sev = gh_classify_sxid(s->code, s->msg);
+        if (sev <= GH_SEV_INFO || sev >= GH_SEV_CRITICAL)
+            return false;
+        out->cls = GH_CLASS_INTERCONNECT;
+        out->severity = sev;
+        gh_sfmt(key, cap, "s%d%c", s->code, "-nf"[said]);
+        gh_sfmt(out->what, sizeof out->what, "NVSwitch SXid %d%s", s->code,
+                said == GH_STATED_NONFATAL ? " (non-fatal)" : said == GH_STATED_FATAL ? " (fatal)"
+                                                                                      : "");
+        return true;
+    }
     case GH_KIND_NIC:
         if (s->state != GH_LINK_DOWN || !s->device)
             return false;
@@ -613,7 +628,7 @@ static size_t fleet_memory(const void *state)
 
 const struct gh_detector_ops gh_det_fleet = {
     .name = "fleet",
-    .kinds = GH_KIND_BIT(GH_KIND_XID) | GH_KIND_BIT(GH_KIND_NIC) |
+    .kinds = GH_KIND_BIT(GH_KIND_XID) | GH_KIND_BIT(GH_KIND_SXID) | GH_KIND_BIT(GH_KIND_NIC) |
              GH_KIND_BIT(GH_KIND_NODE_CONDITION) | GH_KIND_BIT(GH_KIND_THERMAL) |
              GH_KIND_BIT(GH_KIND_POWER) | GH_KIND_BIT(GH_KIND_NODE_NOT_READY),
     .create = fleet_create,
