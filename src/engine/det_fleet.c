@@ -43,6 +43,7 @@
  * this long (a rollout reaches node after node), at most settings.fleet.
  * window after it became shared; a harmed job restarts at once. */
 #define SETTLE_NS (60 * GH_NS_PER_S)
+#define FIRST_HOLD_NS (GH_NS_PER_S)
 
 struct fnode {
     uint32_t node; /* topology index */
@@ -475,12 +476,18 @@ bool gh_fleet_hold(void *state, struct gh_engine *e, const struct gh_finding *f)
     /* Only once another node showed it too (a node alone decides at once,
      * as its own), and while more may follow: a node that showed it long
      * enough ago for the others to show it too decides now. */
-    if (!s || s->shared_at || fn->first + st->fleet_hold_ns <= gh_ctx_now(e))
+    if (!s || s->shared_at)
         return false;
     bool other = false;
     for (size_t i = 0; i < s->n && !other; i++)
         other = &s->nodes[i] != fn && s->nodes[i].first >= fn->first - s->window;
-    if (!other)
+    /* the first node waits FIRST_HOLD_NS only: a cause many nodes share at
+     * once (a switch, an NVLink domain) shows on the others within it */
+    int64_t hold = other ? st->fleet_hold_ns : FIRST_HOLD_NS;
+    if (hold > st->fleet_hold_ns)
+        hold = st->fleet_hold_ns;
+    if (fn->first + hold <= gh_ctx_now(e) ||
+        gh_topology_node_count(gh_ctx_topology(e)) < (size_t)st->fleet_min_nodes)
         return false;
     if (fl->n_held == fl->cap_held) {
         size_t ncap = fl->cap_held ? fl->cap_held * 2 : 8;
@@ -506,7 +513,7 @@ bool gh_fleet_hold(void *state, struct gh_engine *e, const struct gh_finding *f)
     }
     for (size_t i = 0; i < f->n_evidence; i++)
         gh_tl_ref(f->evidence[i]);
-    h->until = fn->first + st->fleet_hold_ns;
+    h->until = fn->first + hold;
     fl->held[fl->n_held++] = h;
     return true;
 }
