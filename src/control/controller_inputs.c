@@ -322,12 +322,38 @@ void gh_ctl_release_done(struct gh_controller *ctl, const char *node, const char
            node, incident && *incident ? incident : "-");
 }
 
+/* The Node's labels that name a component it shares with others (rack,
+ * switch or rail, NVLink domain, what a rollout shares), mirrored into the
+ * engine, which names a shared cause by them: on first sight, when they
+ * change (nothing to do when they did not) and, emptied, when the Node
+ * goes. obj NULL: the Node was deleted (old is its last state). */
+static void mirror_labels(struct gh_controller *ctl, const char *name, const json_t *old,
+                          const json_t *obj)
+{
+    if (!gh_kube_node_labels_changed(old, obj, gh_engine_label_wanted))
+        return;
+    const char *keys[GH_KUBE_NODE_LABELS_MAX], *values[GH_KUBE_NODE_LABELS_MAX];
+    size_t n = obj ? gh_kube_node_labels(obj, gh_engine_label_wanted, keys, values,
+                                         GH_KUBE_NODE_LABELS_MAX)
+                   : 0;
+    int rc = gh_engine_set_node_labels(ctl->engine, name, keys, values, n);
+    if (rc && !ctl->labels_failing)
+        GH_LOG(GH_LOG_WARN,
+               "event=node_labels_not_set node=%s error=\"%s\" (a shared cause on it may go "
+               "unnamed; logged once until it works again)",
+               name, rc == GH_ELIMIT ? "the engine's node table is full" : "out of memory");
+    else if (!rc)
+        GH_LOG(GH_LOG_DEBUG, "event=node_labels node=%s labels=%zu", name, n);
+    ctl->labels_failing = rc != GH_OK;
+}
+
 static void node_change(void *ud, const json_t *old, const json_t *obj)
 {
     struct gh_controller *ctl = ud;
     const char *name = gh_kube_meta_name(obj);
     if (!name)
         return;
+    mirror_labels(ctl, name, old, obj);
     bool held = gh_ctl_held_by_gpuheal(obj);
     if (held)
         gh_guard_set_isolated(ctl->guard, name, true);
@@ -365,8 +391,10 @@ static void node_delete(void *ud, const json_t *obj)
 {
     struct gh_controller *ctl = ud;
     const char *name = gh_kube_meta_name(obj);
-    if (name)
+    if (name) {
         gh_guard_set_isolated(ctl->guard, name, false);
+        mirror_labels(ctl, name, obj, NULL);
+    }
     count_nodes(ctl);
 }
 
