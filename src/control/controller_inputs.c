@@ -333,9 +333,16 @@ static void mirror_labels(struct gh_controller *ctl, const char *name, const jso
     if (!gh_kube_node_labels_changed(old, obj, gh_engine_label_wanted))
         return;
     const char *keys[GH_KUBE_NODE_LABELS_MAX], *values[GH_KUBE_NODE_LABELS_MAX];
+    size_t was = old ? gh_kube_node_labels(old, gh_engine_label_wanted, keys, values,
+                                           GH_KUBE_NODE_LABELS_MAX)
+                     : 0;
     size_t n = obj ? gh_kube_node_labels(obj, gh_engine_label_wanted, keys, values,
                                          GH_KUBE_NODE_LABELS_MAX)
                    : 0;
+    if (was && !n && ctl->nodes_labelled)
+        ctl->nodes_labelled--;
+    else if (!was && n)
+        ctl->nodes_labelled++;
     int rc = gh_engine_set_node_labels(ctl->engine, name, keys, values, n);
     if (rc && !ctl->labels_failing)
         GH_LOG(GH_LOG_WARN,
@@ -380,6 +387,15 @@ static void node_change(void *ud, const json_t *old, const json_t *obj)
 }
 
 static void node_add(void *ud, const json_t *obj) { node_change(ud, NULL, obj); }
+
+/* The first complete list of Nodes: how many, and how many name a
+ * component they share (what the engine can name a shared cause by). */
+static void nodes_synced(void *ud)
+{
+    struct gh_controller *ctl = ud;
+    GH_LOG(GH_LOG_INFO, "event=nodes_listed nodes=%zu with_component_labels=%zu",
+           gh_kube_store_count(gh_kube_informer_store(ctl->inf_nodes)), ctl->nodes_labelled);
+}
 
 static void node_update(void *ud, const json_t *old, const json_t *obj)
 {
@@ -800,7 +816,7 @@ static const char *const event_keep[] = {
 int gh_ctl_inputs_start(struct gh_controller *ctl, struct gh_err *err)
 {
     int rc;
-    struct gh_kube_handlers hn = {node_add, node_update, node_delete, NULL, inf_error};
+    struct gh_kube_handlers hn = {node_add, node_update, node_delete, nodes_synced, inf_error};
     struct gh_kube_handlers hp = {pod_add, pod_update, pod_delete, NULL, inf_error};
     struct gh_kube_handlers hg = {gnh_change, gnh_update, NULL, NULL, inf_error};
     struct gh_kube_handlers hi = {incident_change, incident_update, NULL, NULL, inf_error};
