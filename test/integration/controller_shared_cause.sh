@@ -16,7 +16,14 @@
 #   3. nothing else: a later XID 79 on a 41st node (outside the group) is
 #      the barrier - once it is decided, after the engine's hold for shared
 #      signatures has passed, every finding of the burst has been decided,
-#      and the controller counted 3 incidents in all (/metrics).
+#      and the controller counted 3 incidents in all (/metrics);
+#   4. node-problem-detector's KernelDeadlock (which alone isolates its
+#      node) True with the same reason on the 40 Nodes while the controller
+#      is down: its next start reads them in its first Node list and decides
+#      one more shared-cause Incident (kube node_condition evidence, one
+#      SharedCause Event); of the 40, at most the first one read is
+#      isolated as its own (the engine decides a signature's first node at
+#      once); a 42nd node's XID 79 is the barrier again.
 # Waits poll with deadlines (the machine may be loaded); the barrier
 # replaces any sleep.
 # Needs GH_BIN, GH_KUBECONFIG, GH_KUBE_ENV (CTest sets them).
@@ -44,7 +51,7 @@ cleanup() {
   "$K" delete ns "$NS" --wait=false >/dev/null 2>&1
   "$K" delete nodes -l "gpuheal.io/pool=$NS" --wait=false >/dev/null 2>&1
   "$K" delete gpunodehealths -l "gpuheal.io/pool=$NS" --wait=false >/dev/null 2>&1
-  for n in $(names) "$X"; do "$K" delete gpunodehealth "$n" --wait=false >/dev/null 2>&1; done
+  for n in $(names) "$X" "$NS-y"; do "$K" delete gpunodehealth "$n" --wait=false >/dev/null 2>&1; done
   delete_incidents
   delete_incidents '{.spec.affectedNodes}' "\"$NS-"
   rm_tmp
@@ -169,6 +176,10 @@ check "gpuheal_shared_cause_incidents_total{scope=\"switch\"} 1" is 1 \
   ctl_metric 'gpuheal_shared_cause_incidents_total{scope="switch"}'
 check "still one shared-cause Incident" is 1 shared_count
 cordoned_count() { for n in $(names); do cordoned "$n" && echo "$n"; done | grep -c .; }
+sum_shared() {
+  curl -s "http://127.0.0.1:$PORT/metrics" |
+    awk '/^gpuheal_shared_cause_incidents_total\{/ { s += $2 } END { print s + 0 }'
+}
 tainted_count() { for n in $(names); do tainted "$n" && echo "$n"; done | grep -c .; }
 check "of the $NODES, only $V cordoned" is 1 cordoned_count
 check "of the $NODES, only $V tainted" is 1 tainted_count
@@ -205,6 +216,60 @@ check "gpuheal explain: the shared cause, its component" \
   grep -q "Shared cause: scope switch, component $LEAF_KEY=$LEAF" "$TMP/explain.txt"
 check "gpuheal explain: the $NODES affected nodes" grep -q "Affected nodes ($NODES): $NS-g01, $NS-g02, " "$TMP/explain.txt"
 check "gpuheal explain: no node blamed" grep -q "no node blamed" "$TMP/explain.txt"
+
+check "controller stops cleanly (sanitizers: no leak)" stop_controller
+
+# ---- 4. another agent's check misfiring on all 40 (Node conditions) --------
+# node-problem-detector's KernelDeadlock, True with the same reason on the
+# 40 Nodes while the controller is down: its first list turns them into 40
+# node_condition signals at once (each alone would isolate its node)
+T1=$(date -u +%FT%TZ)
+for n in $(names); do
+  "$K" patch node "$n" --subresource=status --type=strategic -p \
+    '{"status":{"conditions":[{"type":"KernelDeadlock","status":"True","reason":"DockerHung","message":"kernel: INFO: task dockerd:1234 blocked for more than 120 seconds.","lastHeartbeatTime":"'"$T1"'","lastTransitionTime":"'"$T1"'"}]}}' \
+    >/dev/null || bad "KernelDeadlock on $n"
+done
+T1S=$(date -u -d "$T1" +%s)
+FIRST=$ID
+start_controller "sqlite:$TMP/audit2.db" || die_here "controller restart"
+check "a second shared-cause Incident, for the conditions" wait_for 120 is 2 shared_count
+ID=$(shared_ids | grep -vx "$FIRST" | head -1)
+[ -n "$ID" ] || die_here "no second shared-cause Incident"
+echo "  shared-cause incident: $ID ($(field .spec.scope), $(field .spec.component))"
+check "its scope is set ($(field .spec.scope))" sh -c "[ -n \"\$('$K' get incident '$ID' -o jsonpath='{.spec.scope}')\" ]"
+# the engine names the nodes that had shown it when it decided: a signal
+# already older than the hold when it arrives (a condition read in a
+# start's first list) decides at once, with the first two a label joins
+N_AFF=$(field .spec.affectedNodesCount)
+check "affectedNodesCount ${N_AFF:-?} (2 to $NODES: the nodes seen when it was decided)" \
+  sh -c "[ '${N_AFF:-0}' -ge 2 ] && [ '${N_AFF:-0}' -le $NODES ]"
+check "its evidence is the Nodes' KernelDeadlock" sh -c \
+  "'$K' get incident '$ID' -o jsonpath='{.spec.evidence[*].msg}' | grep -q 'KernelDeadlock=True (DockerHung)'"
+check "no node blamed" is "" field .spec.node
+Y="$NS-y"
+"$K" create -f - >/dev/null <<EOF || bad "node $Y"
+apiVersion: v1
+kind: List
+items:
+$(kwok_node "$Y" "")
+EOF
+until_s=$((T1S + 2 * HOLD_S + 5))
+check "the engine's hold has passed again" wait_for $((2 * HOLD_S + 120)) \
+  sh -c "[ \$(date -u +%s) -gt $until_s ]"
+check "$Y Ready" wait_for 120 sh -c "'$K' get node '$Y' -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
+xid79 "$Y" 1 | inject || bad "inject the barrier XID 79 on $Y"
+check "$Y cordoned (the barrier decided)" wait_for 60 cordoned "$Y"
+check "one shared cause decided by this start" is 1 sum_shared
+check "still two shared-cause Incidents in all" is 2 shared_count
+# the first node of a signature decides at once, as its own (docs/engine.md,
+# "Shared causes": a node's own fault is not slowed down): at most that one
+at_most() { local max=$1; shift; [ "$("$@")" -le "$max" ]; } # MAX CMD...: CMD prints <= MAX
+check "of the $NODES, besides $V at most one cordoned ($(($(cordoned_count) - 1)))" \
+  at_most 2 cordoned_count
+check "at most one other node of the $NODES has an Incident of its own ($(others_with_incidents))" \
+  at_most 1 others_with_incidents
+check "one SharedCause Event on it" wait_for 60 is 1 sh -c \
+  "'$K' get events --field-selector 'involvedObject.name=$ID,reason=SharedCause' -o name | grep -c ."
 
 check "controller stops cleanly (sanitizers: no leak)" stop_controller
 echo "controller_shared_cause: $pass passed, $fail failed"
