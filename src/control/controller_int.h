@@ -59,7 +59,7 @@ struct gh_controller {
     char identity[128];
     uint64_t engine_nomem;                /* gh_engine_stats.nomem as last logged */
     bool labels_failing;                  /* the engine refused a Node's labels (logged once) */
-    size_t nodes_labelled; /* Nodes with a label that names a shared component */
+    size_t nodes_labelled;                /* Nodes with a label that names a shared component */
     struct gh_node_conditions node_conds; /* watched for node_condition signals */
     const struct gh_clock *clock;
     struct gh_kube_client *c;
