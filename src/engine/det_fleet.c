@@ -39,6 +39,10 @@
 /* Without labels, throttling on more nodes than a rack holds (an NVL72
  * rack's 18 compute trays) is a site's cap or cooling, not one rack's. */
 #define RACK_NODES 18
+/* A shared cause's record is decided once no new node began to show it for
+ * this long (a rollout reaches node after node), at most settings.fleet.
+ * window after it became shared; a harmed job restarts at once. */
+#define SETTLE_NS (60 * GH_NS_PER_S)
 
 struct fnode {
     uint32_t node; /* topology index */
@@ -54,6 +58,7 @@ struct fsig {
     size_t n, cap;
     struct fnode *nodes; /* in the order they showed it */
     int64_t last;        /* its latest showing */
+    int64_t last_onset;  /* when the latest node began to show it */
     int64_t shared_at;   /* when it became a shared cause (0: not) */
     bool decided;        /* its incident was emitted */
     bool pending;        /* listed in fleet.due */
@@ -79,6 +84,7 @@ struct fleet {
     struct held **held;
     const struct gh_finding *again; /* a held finding being decided now */
     int64_t hold_ns;                /* settings.fleet.hold, as last read */
+    int64_t window_ns;              /* settings.fleet.window, as last read */
 };
 
 static void fsig_reset(struct fsig *s)
@@ -90,6 +96,7 @@ static void fsig_reset(struct fsig *s)
     s->shared_at = 0;
     s->decided = false;
     s->n_jobs = 0;
+    s->last_onset = 0;
 }
 
 static void fsig_free(struct fsig *s)
@@ -275,6 +282,7 @@ static void fleet_on_signal(void *state, struct gh_engine *e, const struct gh_tl
     if (!s)
         return;
     fl->hold_ns = st->fleet_hold_ns;
+    fl->window_ns = st->fleet_window_ns;
     int64_t ts = ent->ts_ns;
     /* the last episode is over (no node showed it for a while: a state
      * that lasts is read again and again): a new one */
@@ -304,13 +312,14 @@ static void fleet_on_signal(void *state, struct gh_engine *e, const struct gh_tl
             s->cap = ncap;
         }
         s->nodes[s->n++] = (struct fnode){(uint32_t)ni, ts, ts};
+        if (ts > s->last_onset)
+            s->last_onset = ts;
         if (s->n_ev < FLEET_EV)
             s->ev[s->n_ev++] = gh_tl_ref(ent);
     }
     if (!s->shared_at && shared_now(s, t, st, ts)) {
         s->shared_at = ts;
-        /* signals alone are the incident: decided once the other nodes
-         * had the hold to show it too */
+        /* signals alone are the incident: decided once it settled */
         if (s->events && !s->decided && !s->pending) {
             if (add_due(fl, key) == GH_OK)
                 s->pending = true;
@@ -358,10 +367,11 @@ static void describe(const struct fsig *s, struct gh_topology *t, const char *ke
 }
 
 /* Decides on shared cause s (key) for finding f (NULL: its signals). */
+static int add_due(struct fleet *fl, const char *key);
+
 static enum gh_outcome decide(struct fleet *fl, struct gh_engine *e, struct fsig *s,
                               const char *key, const struct gh_finding *f)
 {
-    (void)fl;
     struct gh_topology *t = gh_ctx_topology(e);
     const char **names = malloc((s->n ? s->n : 1) * sizeof *names);
     uint32_t *idx = malloc((s->n ? s->n : 1) * sizeof *idx);
@@ -375,11 +385,20 @@ static enum gh_outcome decide(struct fleet *fl, struct gh_engine *e, struct fsig
     struct gh_shared sh;
     describe(s, t, key, names, idx, component, sizeof component, &sh);
     uint64_t restarted = 0;
-    enum gh_outcome o = gh_ctx_decide_shared(e, &sh, f, !s->decided, s->jobs, s->n_jobs,
+    /* a finding restarts its job now when harmed (the first time, in the
+     * cause's record); the record itself waits for the cause to settle */
+    enum gh_outcome o = gh_ctx_decide_shared(e, &sh, f, !f, f && s->decided, s->jobs, s->n_jobs,
                                              &restarted);
-    s->decided = true;
+    if (o == GH_OUT_DECIDED)
+        s->decided = true;
     if (restarted && s->n_jobs < FLEET_JOBS)
         s->jobs[s->n_jobs++] = restarted;
+    if (!s->decided && !s->pending) {
+        if (add_due(fl, key) == GH_OK)
+            s->pending = true;
+        else
+            gh_ctx_nomem(e);
+    }
     free(names);
     free(idx);
     return o;
@@ -477,6 +496,13 @@ bool gh_fleet_hold(void *state, struct gh_engine *e, const struct gh_finding *f)
     return true;
 }
 
+/* When shared cause s's record is due. */
+static int64_t due_at(const struct fsig *s, int64_t window)
+{
+    int64_t settle = s->last_onset + SETTLE_NS, latest = s->shared_at + window;
+    return settle < latest ? settle : latest;
+}
+
 static int64_t fleet_next_deadline(void *state)
 {
     struct fleet *fl = state;
@@ -487,7 +513,7 @@ static int64_t fleet_next_deadline(void *state)
     for (size_t i = 0; i < fl->n_due; i++) {
         long at = gh_strmap_find(fl->sigs, fl->due[i]);
         const struct fsig *s = at >= 0 ? gh_strmap_value(fl->sigs, (size_t)at) : NULL;
-        int64_t due = s ? s->shared_at + fl->hold_ns : INT64_MIN + 1;
+        int64_t due = s ? due_at(s, fl->window_ns) : INT64_MIN + 1;
         if (due < t)
             t = due;
     }
@@ -531,7 +557,7 @@ static void flush_due(struct fleet *fl, struct gh_engine *e, int64_t now)
     for (size_t i = 0; i < fl->n_due;) {
         long at = gh_strmap_find(fl->sigs, fl->due[i]);
         struct fsig *s = at >= 0 ? gh_strmap_value(fl->sigs, (size_t)at) : NULL;
-        if (s && s->shared_at + fl->hold_ns > now) {
+        if (s && !s->decided && due_at(s, fl->window_ns) > now) {
             i++;
             continue;
         }
