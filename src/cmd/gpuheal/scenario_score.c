@@ -79,7 +79,8 @@ static void collect(void *ctx, const struct gh_incident *inc)
             size_t at = 0;
             g->affected[at++] = '\n';
             for (size_t i = 0; i < inc->n_affected; i++)
-                at += (size_t)sprintf(g->affected + at, "%s\n", inc->affected_nodes[i]);
+                at += (size_t)snprintf(g->affected + at, len - at, "%s\n",
+                                       inc->affected_nodes[i]);
         }
     }
     /* What spec section 3 says of every incident, whatever the scenario. */
