@@ -107,7 +107,7 @@ struct gh_decider {
     gh_job_live_fn live;       /* NULL: a job placed on a node runs there */
     gh_progress_fn progress;   /* with live's ctx: whether a job kept training */
     void *live_ctx;
-    gh_hold_fn hold;           /* NULL: nothing waits */
+    gh_hold_fn hold; /* NULL: nothing waits */
     void *hold_ctx;
 };
 
@@ -464,8 +464,7 @@ static void assess(struct gh_decider *d, const struct gh_finding *f, int64_t now
         !d->live(d->live_ctx, x->job, f->node, first, x->gone_why, sizeof x->gone_why))
         x->running = false;
     gh_impact_assess(f, x->running ? x->job : NULL, d->tl, d->topo, &d->policy->settings, now,
-                     d->live ? d->progress : NULL, d->live_ctx,
-                     &x->iv);
+                     d->live ? d->progress : NULL, d->live_ctx, &x->iv);
 }
 
 /* Fits actions a[0..n) to the harm x assessed (docs/engine.md, "Impact"):
@@ -534,9 +533,8 @@ static int fit_actions(struct gh_decider *d, const struct gh_finding *f, int64_t
         /* an open incident took this node out and restarted the job: it
          * restarted away from the node, a later fault there is not its */
         struct episode *nep = episode_find(d, 'n', f->node);
-        unsigned moved = (1u << GH_ACT_RESTART_FROM_CHECKPOINT) |
-                         (1u << GH_ACT_ISOLATE_NODE) | (1u << GH_ACT_DRAIN_NODE) |
-                         (1u << GH_ACT_REPLACE_NODE);
+        unsigned moved = (1u << GH_ACT_RESTART_FROM_CHECKPOINT) | (1u << GH_ACT_ISOLATE_NODE) |
+                         (1u << GH_ACT_DRAIN_NODE) | (1u << GH_ACT_REPLACE_NODE);
         if (episode_open(nep, now) && (nep->acts & (1u << GH_ACT_RESTART_FROM_CHECKPOINT)) &&
             (nep->acts & moved & ~(1u << GH_ACT_RESTART_FROM_CHECKPOINT)) &&
             nep->decided < (f->first_ts ? f->first_ts : now)) {
@@ -623,7 +621,7 @@ struct breaker {
     int n;
     uint32_t node[BREAKER_MAX]; /* topology indices, oldest first */
     int64_t ts[BREAKER_MAX];
-    bool emitted;               /* its shared incident was emitted */
+    bool emitted; /* its shared incident was emitted */
     int n_jobs;
     uint64_t jobs[BREAKER_JOBS]; /* jobs it restarted */
 };
@@ -696,9 +694,13 @@ static bool breaker_open(struct gh_decider *d, const struct gh_incident *inc,
         names[i] = gh_topology_node_name(d->topo, b->node[i]);
     char component[192], what[200];
     enum gh_scope sc = gh_scope_common(d->topo, b->node, (size_t)b->n, component, sizeof component);
-    gh_sfmt(what, sizeof what, "breaker: rule %s would take a %d%s node out of service or reset it "
+    gh_sfmt(what, sizeof what,
+            "breaker: rule %s would take a %d%s node out of service or reset it "
             "for %s within %llds (at most %d)",
-            inc->rule ? inc->rule : "?", b->n, b->n == 2 ? "nd" : b->n == 3 ? "rd" : "th",
+            inc->rule ? inc->rule : "?", b->n,
+            b->n == 2   ? "nd"
+            : b->n == 3 ? "rd"
+                        : "th",
             f->code >= 0 ? "the same code" : "the same cause",
             (long long)(st->fleet_window_ns / GH_NS_PER_S), limit);
     struct gh_shared sh = {
@@ -1194,7 +1196,6 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
 
 /* ---- expiry ----------------------------------------------------------- */
 
-
 static const struct gh_rule *rule_at(const struct gh_policy *p, int r)
 {
     return r >= 0 && r < p->n_rules ? &p->rules[r] : NULL;
@@ -1550,9 +1551,9 @@ enum gh_outcome gh_decider_shared(struct gh_decider *d, const struct gh_shared *
     append(inc.reason, sizeof inc.reason, &used,
            "%s on %zu nodes within %.1fs (%s): one cause they share%s%s%s (scope %s), not each "
            "node's own, so no node is blamed or taken out of service for it",
-           s->what, s->n_nodes, (double)s->window_ns / GH_NS_PER_S, nodes,
-           s->component ? ", " : "", s->component ? s->component : "",
-           s->component ? " in common" : "", gh_scope_name(s->scope));
+           s->what, s->n_nodes, (double)s->window_ns / GH_NS_PER_S, nodes, s->component ? ", " : "",
+           s->component ? s->component : "", s->component ? " in common" : "",
+           gh_scope_name(s->scope));
     if (followup)
         append(inc.reason, sizeof inc.reason, &used, " (a follow-up for a harmed job)");
     if (job && ck)

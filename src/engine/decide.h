@@ -35,9 +35,9 @@ struct gh_shared {
     const char *const *nodes; /* the nodes that showed it, in the order they did */
     size_t n_evidence;
     const struct gh_tl_entry *const *evidence; /* their first signals, oldest first */
-    int64_t window_ns;   /* they began to show it within this */
-    uint64_t key_hash;   /* the signature, for the incident's id */
-    const char *what;    /* the signature in words ("NIC mlx5_2 port 1 down") */
+    int64_t window_ns;                         /* they began to show it within this */
+    uint64_t key_hash;                         /* the signature, for the incident's id */
+    const char *what; /* the signature in words ("NIC mlx5_2 port 1 down") */
 };
 
 /* Decides on a shared cause s at stream time now, for finding f (NULL: the

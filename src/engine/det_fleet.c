@@ -32,8 +32,8 @@
 #include "engine/scope.h"
 #include "signal/xid_catalog.h"
 
-#define FLEET_EV 64    /* evidence kept per shared cause: its first nodes' first signals */
-#define FLEET_JOBS 16  /* jobs one shared cause restarted */
+#define FLEET_EV 64   /* evidence kept per shared cause: its first nodes' first signals */
+#define FLEET_JOBS 16 /* jobs one shared cause restarted */
 #define FLEET_NODES 65536
 #define NOT_READY_WINDOW_NS (60 * GH_NS_PER_S) /* nodes NotReady together */
 /* Without labels, throttling on more nodes than a rack holds (an NVL72
@@ -170,8 +170,9 @@ static bool signature(const struct gh_signal *s, const struct gh_policy_settings
         out->severity = sev;
         gh_sfmt(key, cap, "x%d%c", s->code, "-nf"[said]);
         gh_sfmt(out->what, sizeof out->what, "XID %d%s", s->code,
-                said == GH_STATED_NONFATAL ? " (non-fatal)" : said == GH_STATED_FATAL ? " (fatal)"
-                                                                                      : "");
+                said == GH_STATED_NONFATAL ? " (non-fatal)"
+                : said == GH_STATED_FATAL  ? " (fatal)"
+                                           : "");
         return true;
     }
     case GH_KIND_SXID: {
@@ -185,8 +186,9 @@ static bool signature(const struct gh_signal *s, const struct gh_policy_settings
         out->severity = sev;
         gh_sfmt(key, cap, "s%d%c", s->code, "-nf"[said]);
         gh_sfmt(out->what, sizeof out->what, "NVSwitch SXid %d%s", s->code,
-                said == GH_STATED_NONFATAL ? " (non-fatal)" : said == GH_STATED_FATAL ? " (fatal)"
-                                                                                      : "");
+                said == GH_STATED_NONFATAL ? " (non-fatal)"
+                : said == GH_STATED_FATAL  ? " (fatal)"
+                                           : "");
         return true;
     }
     case GH_KIND_NIC:
@@ -229,8 +231,7 @@ static bool signature(const struct gh_signal *s, const struct gh_policy_settings
         gh_sfmt(key, cap, "r");
         gh_sfmt(out->what, sizeof out->what, "NotReady");
         return true;
-    default:
-        return false;
+    default: return false;
     }
 }
 
@@ -362,8 +363,8 @@ static void describe(const struct fsig *s, struct gh_topology *t, const char *ke
     if (sc == GH_SCOPE_UNSAID) {
         /* no label names it: what such a signature shares most often */
         component[0] = '\0';
-        sc = s->cls == GH_CLASS_NETWORK        ? GH_SCOPE_SWITCH
-             : s->cls == GH_CLASS_INTERCONNECT ? GH_SCOPE_NVLINK_DOMAIN
+        sc = s->cls == GH_CLASS_NETWORK                               ? GH_SCOPE_SWITCH
+             : s->cls == GH_CLASS_INTERCONNECT                        ? GH_SCOPE_NVLINK_DOMAIN
              : s->cls == GH_CLASS_THERMAL_POWER && s->n <= RACK_NODES ? GH_SCOPE_RACK
                                                                       : GH_SCOPE_FLEET;
     }

@@ -633,8 +633,8 @@ static void decide_loss(struct sdc *s, struct gh_engine *e, struct sdcjob *j)
                  "diverged (its own doing, not silent data corruption)",
                  j->name, val, (long long)j->anom_step, j->n_loss, j->n_loss == 1 ? "" : "s");
     } else if (!(one_node && node && j->n_norm >= 2 && j->n_anom <= j->n_norm) &&
-               (j->n_agree > 0 || j->expected > 0) && !j->ck_disagree &&
-               j->dis_ts == INT64_MAX && !pending_disagree(j) && pre == INT64_MAX) {
+               (j->n_agree > 0 || j->expected > 0) && !j->ck_disagree && j->dis_ts == INT64_MAX &&
+               !pending_disagree(j) && pre == INT64_MAX) {
         /* The whole job's loss went wrong and it reports replica checksums:
          * corruption on one GPU makes its replica diverge, so the verdict
          * waits for a comparison of this step or a later one. Every replica
@@ -656,10 +656,10 @@ static void decide_loss(struct sdc *s, struct gh_engine *e, struct sdcjob *j)
         }
         f.cls = GH_CLASS_APPLICATION;
         gh_sfmt(f.what, sizeof f.what,
-                 "loss of %s is %s at step %lld on its ranks while every replica's checksum "
-                 "agrees at step %lld and no hardware evidence is on its nodes: the job "
-                 "diverged (its data or optimisation, not silent data corruption)",
-                 j->name, val, (long long)j->anom_step, (long long)at);
+                "loss of %s is %s at step %lld on its ranks while every replica's checksum "
+                "agrees at step %lld and no hardware evidence is on its nodes: the job "
+                "diverged (its data or optimisation, not silent data corruption)",
+                j->name, val, (long long)j->anom_step, (long long)at);
     } else if (one_node && node && j->n_norm >= 2 && j->n_anom <= j->n_norm) {
         /* One rank (or one node's ranks) anomalous while the rest of the
          * step was normal points at that node; otherwise the whole job is

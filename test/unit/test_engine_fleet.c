@@ -32,7 +32,8 @@ static struct gh_topology *fleet(bool labels)
         nodes[i] = name(i);
     gh_topology_add_job(t, "ml/llm", nodes, NODES, 8);
     for (int i = 0; labels && i < NODES; i++) {
-        const char *keys[] = {"example.com/ib-leaf-rail2", "example.com/rack", "kubernetes.io/hostname"};
+        const char *keys[] = {"example.com/ib-leaf-rail2", "example.com/rack",
+                              "kubernetes.io/hostname"};
         const char *values[] = {i < 6 ? "leaf-a" : "leaf-b", i < 6 ? "r1" : "r2", name(i)};
         assert_int_equal(gh_topology_set_node_labels(t, name(i), keys, values, 3), GH_OK);
     }
