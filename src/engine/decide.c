@@ -1078,7 +1078,7 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
     bool hits = false;
     for (int i = 0; i < inc.n_actions; i++)
         hits |= inc.node && hits_node(inc.actions[i]);
-    if (hits && d->hold && d->hold(d->hold_ctx, f)) {
+    if (inc.node && d->hold && d->hold(d->hold_ctx, f)) {
         d->st.pending++; /* other nodes may show the same: it waits for them */
         return GH_OUT_PENDING;
     }

@@ -465,6 +465,15 @@ bool gh_fleet_take(void *state, struct gh_engine *e, const struct gh_finding *f,
     return true;
 }
 
+/* Another node began to show s within its window before fn did, or since. */
+static bool others(const struct fsig *s, const struct fnode *fn)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (&s->nodes[i] != fn && s->nodes[i].first >= fn->first - s->window)
+            return true;
+    return false;
+}
+
 bool gh_fleet_hold(void *state, struct gh_engine *e, const struct gh_finding *f)
 {
     struct fleet *fl = state;
@@ -479,9 +488,7 @@ bool gh_fleet_hold(void *state, struct gh_engine *e, const struct gh_finding *f)
      * enough ago for the others to show it too decides now. */
     if (!s || s->shared_at)
         return false;
-    bool other = false;
-    for (size_t i = 0; i < s->n && !other; i++)
-        other = &s->nodes[i] != fn && s->nodes[i].first >= fn->first - s->window;
+    bool other = others(s, fn);
     /* the first node waits FIRST_HOLD_NS only: a cause many nodes share at
      * once (a switch, an NVLink domain) shows on the others within it */
     int64_t hold = other ? st->fleet_hold_ns : FIRST_HOLD_NS;
@@ -564,6 +571,12 @@ static void fleet_on_deadline(void *state, struct gh_engine *e, int64_t now)
         struct fsig *s = finding_sig(fl, e, &h->f, key, sizeof key, &fn);
         if (s && s->shared_at) {
             decide(fl, e, s, key, &h->f);
+        } else if (s && fn && h->until < fn->first + fl->hold_ns && others(s, fn) &&
+                   fl->n_held < fl->cap_held) {
+            /* others began to show it meanwhile: wait the whole hold */
+            h->until = fn->first + fl->hold_ns;
+            fl->held[fl->n_held++] = h;
+            continue;
         } else {
             fl->again = &h->f;
             gh_ctx_report(e, &h->f);
