@@ -182,9 +182,13 @@ static void on_app_xid(struct app *a, struct gh_engine *e, const struct gh_tl_en
     }
     /* The same code on this GPU in other jobs: the GPU, not the code. */
     char gkey[300];
-    gh_sfmt(gkey, sizeof gkey, "%s/%d", s->node ? s->node : "", gpu);
-    struct xhist *h = s->node && gpu >= 0 ? gh_ctx_value(e, a->gpus, gkey, sizeof *h, NULL, NULL)
-                                          : NULL;
+    if (gpu >= 0)
+        gh_sfmt(gkey, sizeof gkey, "%s/%d", s->node ? s->node : "", gpu);
+    else /* a kernel-log line names only the bus: the GPU by its bus id */
+        gh_sfmt(gkey, sizeof gkey, "%s/pci:%s", s->node ? s->node : "", s->pci ? s->pci : "");
+    struct xhist *h = s->node && (gpu >= 0 || s->pci)
+                          ? gh_ctx_value(e, a->gpus, gkey, sizeof *h, NULL, NULL)
+                          : NULL;
     if (h && !x->secondary) {
         uint64_t jid = job ? gh_hash_str(GH_HASH_INIT, job) | 1 : 0;
         if (h->n == XHIST) {
