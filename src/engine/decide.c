@@ -1467,6 +1467,40 @@ static void note_job_restart(struct gh_decider *d, const struct gh_incident *inc
 
 static int cmp_ev(const void *a, const void *b) { return gh_tl_entry_cmp(a, b); }
 
+/* The job f shows harmed (died or wrong), still running, not among done and
+ * not restarted by an open incident since the fault began: the one a shared
+ * cause restarts for f, NULL when none. fx gets the assessment. */
+static const char *shared_job(struct gh_decider *d, const struct gh_finding *f, int64_t now,
+                              const uint64_t *done, int n_done, struct fit *fx)
+{
+    assess(d, f, now, fx);
+    bool harmed = fx->iv.impact == GH_IMPACT_DIED || fx->iv.impact == GH_IMPACT_WRONG;
+    if (!harmed || !fx->job || !fx->running)
+        return NULL;
+    uint64_t jh = gh_hash_str(GH_HASH_INIT, fx->job);
+    for (int i = 0; i < n_done; i++)
+        if (done[i] == jh)
+            return NULL;
+    /* its pods fail as the fault goes on: not restarted twice */
+    struct episode *jep = episode_find(d, 'j', fx->job);
+    int64_t first_ts = f->first_ts ? f->first_ts : now;
+    if (episode_open(jep, now) && (jep->acts & (1u << GH_ACT_RESTART_FROM_CHECKPOINT)) &&
+        jep->decided >= first_ts - d->policy->settings.fleet_window_ns)
+        return NULL;
+    return fx->job;
+}
+
+bool gh_decider_shared_restarts(struct gh_decider *d, const struct gh_finding *f, int64_t now,
+                                const uint64_t *done, int n_done)
+{
+    struct fit fx;
+    fx.assessed = false;
+    if (shared_job(d, f, now, done, n_done, &fx))
+        return true;
+    d->st.findings++; /* it ends here, absorbed by the caller */
+    return false;
+}
+
 enum gh_outcome gh_decider_shared(struct gh_decider *d, const struct gh_shared *s,
                                   const struct gh_finding *f, int64_t now, bool record,
                                   bool followup, const uint64_t *done, int n_done,
@@ -1478,21 +1512,7 @@ enum gh_outcome gh_decider_shared(struct gh_decider *d, const struct gh_shared *
     const char *job = NULL;
     if (f) {
         d->st.findings++;
-        assess(d, f, now, &fx);
-        bool harmed = fx.iv.impact == GH_IMPACT_DIED || fx.iv.impact == GH_IMPACT_WRONG;
-        uint64_t jh = fx.job ? gh_hash_str(GH_HASH_INIT, fx.job) : 0;
-        bool again = false;
-        for (int i = 0; i < n_done; i++)
-            again |= done[i] == jh;
-        /* a job an open incident already restarted since this began is not
-         * restarted twice (its pods fail as the fault goes on) */
-        struct episode *jep = fx.job ? episode_find(d, 'j', fx.job) : NULL;
-        int64_t first_ts = f->first_ts ? f->first_ts : now;
-        if (episode_open(jep, now) && (jep->acts & (1u << GH_ACT_RESTART_FROM_CHECKPOINT)) &&
-            jep->decided >= first_ts - d->policy->settings.fleet_window_ns)
-            again = true;
-        if (harmed && fx.job && fx.running && !again)
-            job = fx.job;
+        job = shared_job(d, f, now, done, n_done, &fx);
     }
     if (!record && !job) {
         d->st.absorbed++;

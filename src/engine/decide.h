@@ -54,6 +54,12 @@ enum gh_outcome gh_decider_shared(struct gh_decider *d, const struct gh_shared *
                                   bool followup, const uint64_t *done, int n_done,
                                   uint64_t *restarted);
 
+/* Whether gh_decider_shared would restart a job for f (without deciding):
+ * asked before describing a shared cause, which costs its nodes. false:
+ * f is counted as a finding, and the caller absorbs it. */
+bool gh_decider_shared_restarts(struct gh_decider *d, const struct gh_finding *f, int64_t now,
+                                const uint64_t *done, int n_done);
+
 bool gh_decider_node_episode(struct gh_decider *d, const char *node, int64_t t, enum gh_class *cls);
 bool gh_decider_job_episode(struct gh_decider *d, const char *job, int64_t t, enum gh_class *cls);
 /* The node episode open at t was decided from a node_condition finding. */

@@ -389,6 +389,18 @@ static int add_due(struct fleet *fl, const char *key);
 static enum gh_outcome decide(struct fleet *fl, struct gh_engine *e, struct fsig *s,
                               const char *key, const struct gh_finding *f)
 {
+    if (f && !gh_ctx_shared_restarts(e, f, s->jobs, s->n_jobs)) {
+        /* nothing to restart: it joins the cause, whose record is decided
+         * once it settled (describing it costs its nodes: not per finding) */
+        if (!s->decided && !s->pending) {
+            if (add_due(fl, key) == GH_OK)
+                s->pending = true;
+            else
+                gh_ctx_nomem(e);
+        }
+        gh_ctx_absorbed(e, NULL);
+        return GH_OUT_ABSORBED;
+    }
     struct gh_topology *t = gh_ctx_topology(e);
     const char **names = malloc((s->n ? s->n : 1) * sizeof *names);
     uint32_t *idx = malloc((s->n ? s->n : 1) * sizeof *idx);

@@ -189,6 +189,10 @@ int gh_ctx_gpu_of(struct gh_engine *e, const struct gh_signal *s);
  * job's state when this is older than settings.job_idle. */
 int64_t gh_ctx_job_seen(struct gh_engine *e, const char *job);
 
+/* gh_decider_shared_restarts (decide.h) at stream time. */
+bool gh_ctx_shared_restarts(struct gh_engine *e, const struct gh_finding *f, const uint64_t *done,
+                            int n_done);
+
 /* Whether job kept training after first (impact.h, gh_progress_fn): its
  * highest step rose twice from 10 s after first on. *step: the newest. */
 bool gh_ctx_job_progressing(struct gh_engine *e, const char *job, int64_t first, int64_t now,

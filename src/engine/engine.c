@@ -841,6 +841,12 @@ static bool fleet_hold(void *ctx, const struct gh_finding *f)
     return true;
 }
 
+bool gh_ctx_shared_restarts(struct gh_engine *e, const struct gh_finding *f, const uint64_t *done,
+                            int n_done)
+{
+    return gh_decider_shared_restarts(e->decider, f, e->now, done, n_done);
+}
+
 bool gh_ctx_job_progressing(struct gh_engine *e, const char *job, int64_t first, int64_t now,
                             int64_t *step)
 {
