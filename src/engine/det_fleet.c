@@ -58,6 +58,8 @@ struct fsig {
     int64_t window; /* nodes within this of each other are one cause */
     size_t n, cap;
     struct fnode *nodes; /* in the order they showed it */
+    uint32_t *slots;     /* node -> its position + 1 (0: empty), open addressing */
+    size_t n_slots;      /* a power of two, at least 2 x cap; 0 when none */
     int64_t last;        /* its latest showing */
     int64_t last_onset;  /* when the latest node began to show it */
     int64_t shared_at;   /* when it became a shared cause (0: not) */
@@ -94,6 +96,8 @@ static void fsig_reset(struct fsig *s)
         gh_tl_unref(s->ev[i]);
     s->n_ev = 0;
     s->n = 0;
+    if (s->slots)
+        memset(s->slots, 0, s->n_slots * sizeof *s->slots);
     s->shared_at = 0;
     s->decided = false;
     s->n_jobs = 0;
@@ -106,6 +110,7 @@ static void fsig_free(struct fsig *s)
         return;
     fsig_reset(s);
     free(s->nodes);
+    free(s->slots);
     free(s);
 }
 
@@ -235,12 +240,54 @@ static bool signature(const struct gh_signal *s, const struct gh_policy_settings
     }
 }
 
+static size_t slot_of(uint32_t node, size_t n_slots)
+{
+    return (size_t)(gh_hash_u64(GH_HASH_INIT, node) & (n_slots - 1));
+}
+
+/* A rollout reaches thousands of nodes: each signal finds its node in O(1). */
 static struct fnode *fsig_node(struct fsig *s, uint32_t node)
 {
+    if (!s->n_slots)
+        return NULL;
+    for (size_t i = slot_of(node, s->n_slots);; i = (i + 1) & (s->n_slots - 1)) {
+        uint32_t v = s->slots[i];
+        if (!v)
+            return NULL;
+        if (s->nodes[v - 1].node == node)
+            return &s->nodes[v - 1];
+    }
+}
+
+/* Indexes s->nodes[at] (room made by the caller: n_slots >= 2 x cap). */
+static void index_node(struct fsig *s, size_t at)
+{
+    size_t i = slot_of(s->nodes[at].node, s->n_slots);
+    while (s->slots[i])
+        i = (i + 1) & (s->n_slots - 1);
+    s->slots[i] = (uint32_t)at + 1;
+}
+
+/* Grows s to hold one more node. */
+static int fsig_grow(struct fsig *s)
+{
+    if (s->n < s->cap)
+        return GH_OK;
+    size_t ncap = s->cap ? s->cap * 2 : 8;
+    struct fnode *nn = realloc(s->nodes, ncap * sizeof *nn);
+    if (!nn)
+        return GH_ENOMEM;
+    s->nodes = nn;
+    uint32_t *ns = calloc(ncap * 2, sizeof *ns);
+    if (!ns)
+        return GH_ENOMEM;
+    free(s->slots);
+    s->slots = ns;
+    s->n_slots = ncap * 2;
+    s->cap = ncap;
     for (size_t i = 0; i < s->n; i++)
-        if (s->nodes[i].node == node)
-            return &s->nodes[i];
-    return NULL;
+        index_node(s, i);
+    return GH_OK;
 }
 
 /* Whether s is a cause its nodes share at now: min_nodes of them began to
@@ -318,17 +365,12 @@ static void fleet_on_signal(void *state, struct gh_engine *e, const struct gh_tl
         if (ts > fn->last)
             fn->last = ts;
     } else if (s->n < FLEET_NODES) {
-        if (s->n == s->cap) {
-            size_t ncap = s->cap ? s->cap * 2 : 8;
-            struct fnode *nn = realloc(s->nodes, ncap * sizeof *nn);
-            if (!nn) {
-                gh_ctx_nomem(e);
-                return;
-            }
-            s->nodes = nn;
-            s->cap = ncap;
+        if (fsig_grow(s) != GH_OK) {
+            gh_ctx_nomem(e);
+            return;
         }
-        s->nodes[s->n++] = (struct fnode){(uint32_t)ni, ts, ts};
+        s->nodes[s->n] = (struct fnode){(uint32_t)ni, ts, ts};
+        index_node(s, s->n++);
         if (ts > s->last_onset)
             s->last_onset = ts;
         if (s->n_ev < FLEET_EV)
@@ -654,7 +696,7 @@ static size_t fleet_memory(const void *state)
     for (size_t i = 0; i < gh_strmap_count(fl->sigs); i++) {
         const struct fsig *s = gh_strmap_value(fl->sigs, i);
         if (s)
-            b += sizeof *s + s->cap * sizeof *s->nodes;
+            b += sizeof *s + s->cap * sizeof *s->nodes + s->n_slots * sizeof *s->slots;
     }
     return b;
 }
