@@ -1263,8 +1263,12 @@ static void on_corr(struct sim *s, const struct gh_ev *e)
              e->gen, n, e->sub, b);
     setstr(s, &g.id, id);
     if (s->trace) {
-        char detail[32];
-        snprintf(detail, sizeof detail, e->sub <= CE_LEAF_UP ? "mlx5_%d/1" : "%d", b % 64);
+        /* the device (leaf) or GPU (rollout), and the event's number */
+        char detail[48];
+        if (e->sub <= CE_LEAF_UP)
+            snprintf(detail, sizeof detail, "mlx5_%d/1 #%u", b, e->gen);
+        else
+            snprintf(detail, sizeof detail, "%d #%u", b % 64, e->gen);
         trace(s, what, n, nd->state == N_BUSY ? nd->job : -1, detail);
     }
     ingest(s, &g);
@@ -1279,14 +1283,14 @@ static void corr_arrival(struct sim *s, int cls)
     struct gh_rng *r = &s->corr_rng;
     push(s, s->now + gh_rng_exp(r, s->rate_h[cls]), EV_ARRIVAL, (uint8_t)cls, 0, 0, 0);
     uint32_t ev = ++s->corr_events;
-    char detail[48];
+    char detail[GH_SIM_NAME_MAX + 16], ver[24];
     if (cls == GH_SIM_LEAF_REBOOT) {
         /* One rail of one scalable unit: every node's NIC on it goes down
          * within a second, and up again when the switch is back. */
         int su = (int)gh_rng_below(r, (uint64_t)s->n_leaf_groups);
         int rail = (int)gh_rng_below(r, (uint64_t)s->rails);
         double up = s->now + gh_rng_loguniform(r, c->leaf_down_min_s, c->leaf_down_max_s);
-        snprintf(detail, sizeof detail, "su%03d-rail%d", su, rail);
+        snprintf(detail, sizeof detail, "su%03d-rail%d #%u", su, rail, ev);
         trace(s, "leaf_reboot", -1, -1, detail);
         int first = su * c->nodes_per_leaf;
         for (int n = first; n < first + c->nodes_per_leaf && n < s->n_nodes; n++) {
@@ -1296,7 +1300,8 @@ static void corr_arrival(struct sim *s, int cls)
     } else if (cls == GH_SIM_ROLLOUT) {
         /* The next driver reaches every node in random order. */
         int drv = ++s->drivers;
-        gh_sim_driver_version(drv, detail, sizeof detail);
+        gh_sim_driver_version(drv, ver, sizeof ver);
+        snprintf(detail, sizeof detail, "%s #%u", ver, ev);
         trace(s, "rollout", -1, -1, detail);
         for (int n = 0; n < s->n_nodes; n++) {
             int gpu = (int)gh_rng_below(r, (uint64_t)s->G);
@@ -1307,7 +1312,8 @@ static void corr_arrival(struct sim *s, int cls)
         /* A check goes wrong on a share of the nodes within minutes; it is
          * fixed, and its condition cleared, hours later. */
         double fix = s->now + gh_rng_loguniform(r, c->misfire_fix_min_s, c->misfire_fix_max_s);
-        trace(s, "check_misfire", -1, -1, c->misfire_condition);
+        snprintf(detail, sizeof detail, "%s #%u", c->misfire_condition, ev);
+        trace(s, "check_misfire", -1, -1, detail);
         for (int n = 0; n < s->n_nodes; n++) {
             if (!(gh_rng_unit(r) < c->misfire_fraction))
                 continue;
