@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "signal/signal.h"
+#include "signal/taxonomy.h"
 
 enum gh_podfail {
     GH_PF_IGNORE,     /* not a fault: evicted, preempted, completed */
@@ -32,6 +33,22 @@ bool gh_classify_host_failure(const struct gh_signal *s);
 
 /* True when text mentions a collective timeout or hang. */
 bool gh_classify_collective_text(const char *text);
+
+/* What a driver line says of its own severity (spec section 1, "The
+ * source's own words are evidence"): the NVSwitch SXid lines and the
+ * NVLink5 XIDs (144-150) say "Fatal", "Non-fatal" or "Nonfatal". */
+enum gh_stated { GH_STATED_NONE, GH_STATED_NONFATAL, GH_STATED_FATAL };
+enum gh_stated gh_classify_stated(const char *msg);
+/* An XID's or SXid's severity once the line's own word is heard: a stated
+ * "Non-fatal" lowers it to low (never below info: an ignored code stays
+ * ignored), a stated "Fatal" raises it to at least high. It takes
+ * precedence over the catalog's default for the code, both ways. */
+enum gh_severity gh_classify_stated_severity(enum gh_severity code_sev, enum gh_stated st);
+/* An SXid's weight from its code (the Fabric Manager guide's classes as
+ * NVSentinel and gpud map them, shared/data/gpu-signals.md 1.5) and the
+ * line's own "Fatal"/"Non-fatal". INFO: ignore; LOW: only when it keeps
+ * coming; HIGH: may take the fabric down; CRITICAL: always fatal. */
+enum gh_severity gh_classify_sxid(int code, const char *msg);
 
 /* snprintf for sentences and keys that are capped on purpose: truncation is
  * the intended behaviour, so the compiler's truncation warning is not wanted. */

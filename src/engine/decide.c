@@ -9,6 +9,7 @@
 #include "common/timeutil.h"
 #include "engine/classify.h"
 #include "engine/impact.h"
+#include "engine/scope.h"
 #include "common/strmap.h"
 #include "signal/xid_catalog.h"
 
@@ -95,12 +96,16 @@ struct gh_decider {
     struct gh_strmap *episodes; /* "n:NODE" / "j:JOB" -> struct episode * */
     struct gh_strmap *occs;     /* "RULE#SUBJECT" -> struct occ * */
     struct gh_strmap *hists;    /* "RULE#SUBJECT" -> struct hist * */
+    struct gh_strmap *breakers; /* "RULE#CODE" -> struct breaker * */
     struct gh_decider_stats st;
     int64_t last_hw;
     gh_rule_filter_fn governs; /* NULL: every rule governs every node */
     void *governs_ctx;
     gh_job_live_fn live;       /* NULL: a job placed on a node runs there */
+    gh_progress_fn progress;   /* with live's ctx: whether a job kept training */
     void *live_ctx;
+    gh_hold_fn hold;           /* NULL: nothing waits */
+    void *hold_ctx;
 };
 
 /* A record-only episode re-assesses the impact of more of its evidence at
@@ -141,7 +146,8 @@ struct gh_decider *gh_decider_new(const struct gh_policy *policy, struct gh_topo
     d->episodes = gh_strmap_new(MAX_KEYS);
     d->occs = gh_strmap_new(MAX_KEYS);
     d->hists = gh_strmap_new(MAX_KEYS);
-    if (!d->episodes || !d->occs || !d->hists) {
+    d->breakers = gh_strmap_new(MAX_KEYS);
+    if (!d->episodes || !d->occs || !d->hists || !d->breakers) {
         gh_decider_free(d);
         return NULL;
     }
@@ -176,6 +182,10 @@ void gh_decider_free(struct gh_decider *d)
     gh_strmap_free(d->episodes);
     gh_strmap_free(d->occs);
     gh_strmap_free(d->hists);
+    if (d->breakers)
+        for (size_t i = 0; i < gh_strmap_count(d->breakers); i++)
+            free(gh_strmap_value(d->breakers, i));
+    gh_strmap_free(d->breakers);
     free(d);
 }
 
@@ -306,12 +316,27 @@ static bool takes_out(enum gh_action a)
 static const struct gh_tl_entry *checkpoint_before(struct gh_decider *d, const char *job,
                                                    int64_t before, int64_t below)
 {
+    /* Later reports win (spec section 1): a checkpoint reported failed
+     * after it was reported saved, even after the fault, is no restart
+     * point. Newest first, so such a report is seen before its save. */
     const struct gh_tl_entry *v[64];
+    int64_t failed[64];
+    size_t n_failed = 0;
     size_t n = gh_timeline_query(d->tl, GH_TL_JOB, job, -1, GH_KIND_BIT(GH_KIND_CHECKPOINT),
-                                 INT64_MIN, before - 1, true, v, 64);
+                                 INT64_MIN, INT64_MAX, true, v, 64);
     for (size_t i = n; i-- > 0;) {
         const struct gh_signal *s = &v[i]->sig;
-        if (s->ckpt_state == GH_CKPT_SAVED && (below < 0 || !s->has_step || s->step < below))
+        if (s->ckpt_state != GH_CKPT_SAVED) {
+            if (s->has_step && n_failed < 64)
+                failed[n_failed++] = s->step;
+            continue;
+        }
+        if (v[i]->ts_ns > before - 1 || (below >= 0 && s->has_step && s->step >= below))
+            continue;
+        bool bad = false;
+        for (size_t k = 0; k < n_failed && !bad; k++)
+            bad = s->has_step && failed[k] == s->step;
+        if (!bad)
             return v[i];
     }
     return NULL;
@@ -436,6 +461,7 @@ static void assess(struct gh_decider *d, const struct gh_finding *f, int64_t now
         !d->live(d->live_ctx, x->job, f->node, first, x->gone_why, sizeof x->gone_why))
         x->running = false;
     gh_impact_assess(f, x->running ? x->job : NULL, d->tl, d->topo, &d->policy->settings, now,
+                     d->live ? d->progress : NULL, d->live_ctx,
                      &x->iv);
 }
 
@@ -490,6 +516,17 @@ static int fit_actions(struct gh_decider *d, const struct gh_finding *f, int64_t
         n++;
         x->restart_added = true;
     }
+    if (x->job && !x->running && has_act(a, n, GH_ACT_RETRY_IN_PLACE)) {
+        /* its controller said it is over (a crash loop that spent its
+         * backoff limit): retrying would only fail again */
+        n = drop_act(a, n, GH_ACT_RETRY_IN_PLACE);
+        x->restart_dropped_gone = true;
+    }
+    if (x->iv.progressing && has_act(a, n, GH_ACT_RESTART_FROM_CHECKPOINT)) {
+        /* its steps kept coming: nothing of it to restart */
+        n = drop_act(a, n, GH_ACT_RESTART_FROM_CHECKPOINT);
+        x->restart_dropped_none = true;
+    }
     if (has_act(a, n, GH_ACT_RESTART_FROM_CHECKPOINT)) {
         struct episode *jep = x->job ? episode_find(d, 'j', x->job) : NULL;
         int64_t first = f->first_ts ? f->first_ts : now;
@@ -522,12 +559,139 @@ static bool covered(const struct episode *ep, const struct gh_finding *f, int st
     return true;
 }
 
+/* A second fault of the node's GPUs is not more of the first: another GPU's
+ * serious fault well after the open incident was decided (XID 79 on GPU 0,
+ * then XID 48 on GPU 3 a quarter of an hour later) is its own incident. */
+#define OTHER_FAULT_NS (300 * GH_NS_PER_S)
+static bool other_fault(const struct episode *ep, const struct gh_finding *f, int64_t now)
+{
+    int64_t first = f->first_ts ? f->first_ts : now;
+    return (f->cls == GH_CLASS_GPU_HARDWARE || f->cls == GH_CLASS_GPU_MEMORY) &&
+           (ep->cls == GH_CLASS_GPU_HARDWARE || ep->cls == GH_CLASS_GPU_MEMORY) &&
+           f->severity >= GH_SEV_HIGH && f->gpu >= 0 && ep->gpu >= 0 && f->gpu != ep->gpu &&
+           first - ep->decided >= OTHER_FAULT_NS;
+}
+
 static unsigned act_mask(const enum gh_action *a, int n)
 {
     unsigned m = 0;
     for (int i = 0; i < n; i++)
         m |= 1u << a[i];
     return m;
+}
+
+struct expire_ctx {
+    const struct gh_policy *p;
+    int64_t now;
+};
+
+/* The breaker (docs/engine.md, "Shared causes"): the nodes one rule took
+ * out of service or reset for one code within settings.fleet.window. More
+ * than settings.fleet.breaker of them is one cause beyond them (a driver,
+ * a switch, power): the next wait for a person, as one incident. */
+#define BREAKER_MAX 64
+#define BREAKER_JOBS 16
+struct breaker {
+    int n;
+    uint32_t node[BREAKER_MAX]; /* topology indices, oldest first */
+    int64_t ts[BREAKER_MAX];
+    bool emitted;               /* its shared incident was emitted */
+    int n_jobs;
+    uint64_t jobs[BREAKER_JOBS]; /* jobs it restarted */
+};
+
+static bool drop_breaker(const char *key, void *value, void *ctx)
+{
+    const struct expire_ctx *x = ctx;
+    struct breaker *b = value;
+    (void)key;
+    if (b && b->n && b->ts[b->n - 1] >= x->now - x->p->settings.fleet_window_ns)
+        return false;
+    free(b);
+    return true;
+}
+
+static bool hits_node(enum gh_action a)
+{
+    return takes_out(a) || a == GH_ACT_RESET_GPU || a == GH_ACT_REBOOT_NODE;
+}
+
+/* Counts inc's node against its rule's breaker; true when the breaker is
+ * open (more nodes than allowed): the incident must not act on its node,
+ * and *out then holds what became of it (one shared incident). */
+static bool breaker_open(struct gh_decider *d, const struct gh_incident *inc,
+                         const struct gh_finding *f, int64_t now, enum gh_outcome *out)
+{
+    bool hits = false;
+    for (int i = 0; i < inc->n_actions; i++)
+        hits |= hits_node(inc->actions[i]);
+    long ni = inc->node ? gh_topology_find_node(d->topo, inc->node) : -1;
+    if (!hits || ni < 0)
+        return false;
+    const struct gh_policy_settings *st = &d->policy->settings;
+    char key[160];
+    gh_sfmt(key, sizeof key, "%s#%d#%s", inc->rule ? inc->rule : "", f->code,
+            f->condition ? f->condition : "");
+    struct breaker *b = slot(d, d->breakers, key, sizeof *b);
+    if (!b)
+        return false;
+    int drop = 0;
+    while (drop < b->n && b->ts[drop] < now - st->fleet_window_ns)
+        drop++;
+    if (drop) {
+        memmove(b->node, b->node + drop, (size_t)(b->n - drop) * sizeof b->node[0]);
+        memmove(b->ts, b->ts + drop, (size_t)(b->n - drop) * sizeof b->ts[0]);
+        b->n -= drop;
+        if (b->n == 0) {
+            b->emitted = false;
+            b->n_jobs = 0;
+        }
+    }
+    for (int i = 0; i < b->n; i++)
+        if (b->node[i] == (uint32_t)ni) {
+            b->ts[i] = now;
+            return b->emitted; /* the same node again */
+        }
+    int limit = st->fleet_breaker < BREAKER_MAX - 1 ? st->fleet_breaker : BREAKER_MAX - 1;
+    if (b->n == BREAKER_MAX) {
+        memmove(b->node, b->node + 1, (BREAKER_MAX - 1) * sizeof b->node[0]);
+        memmove(b->ts, b->ts + 1, (BREAKER_MAX - 1) * sizeof b->ts[0]);
+        b->n--;
+    }
+    b->node[b->n] = (uint32_t)ni;
+    b->ts[b->n++] = now;
+    if (b->n <= limit)
+        return false;
+    /* Open: one incident for all of them, acting on none. */
+    const char *names[BREAKER_MAX];
+    for (int i = 0; i < b->n; i++)
+        names[i] = gh_topology_node_name(d->topo, b->node[i]);
+    char component[192], what[200];
+    enum gh_scope sc = gh_scope_common(d->topo, b->node, (size_t)b->n, component, sizeof component);
+    gh_sfmt(what, sizeof what, "breaker: rule %s would take a %d%s node out of service or reset it "
+            "for %s within %llds (at most %d)",
+            inc->rule ? inc->rule : "?", b->n, b->n == 2 ? "nd" : b->n == 3 ? "rd" : "th",
+            f->code >= 0 ? "the same code" : "the same cause",
+            (long long)(st->fleet_window_ns / GH_NS_PER_S), limit);
+    struct gh_shared sh = {
+        .cls = inc->cls,
+        .severity = inc->severity,
+        .scope = sc == GH_SCOPE_UNSAID ? GH_SCOPE_FLEET : sc,
+        .component = component[0] ? component : NULL,
+        .n_nodes = (size_t)b->n,
+        .nodes = names,
+        .n_evidence = inc->n_evidence,
+        .evidence = inc->evidence,
+        .window_ns = st->fleet_window_ns,
+        .key_hash = gh_hash_str(GH_HASH_INIT, key),
+        .what = what,
+    };
+    uint64_t restarted = 0;
+    *out = gh_decider_shared(d, &sh, f, now, !b->emitted, b->jobs, b->n_jobs, &restarted);
+    b->emitted = true;
+    if (restarted && b->n_jobs < BREAKER_JOBS)
+        b->jobs[b->n_jobs++] = restarted;
+    return true;
 }
 
 enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding *f, int64_t now,
@@ -570,7 +734,7 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
     for (int i = 0; i < f->n_requested; i++)
         asked |= 1u << f->requested[i];
     bool absorb = false;
-    if (episode_open(ep, now) && !other_condition(ep, f)) {
+    if (episode_open(ep, now) && !other_condition(ep, f) && !other_fault(ep, f, now)) {
         /* a Node condition's harm shown after its incident (a pod the host
          * failed) is weighed against what the incident did: its job's
          * restart is more, though the rule's actions are the same */
@@ -863,6 +1027,19 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
     append(inc.reason, sizeof inc.reason, &used, ".");
     gh_sfmt(inc.id, sizeof inc.id, "inc-%016llx", (unsigned long long)incident_hash(&inc));
 
+    bool hits = false;
+    for (int i = 0; i < inc.n_actions; i++)
+        hits |= inc.node && hits_node(inc.actions[i]);
+    if (hits && d->hold && d->hold(d->hold_ctx, f)) {
+        d->st.pending++; /* other nodes may show the same: it waits for them */
+        return GH_OUT_PENDING;
+    }
+    enum gh_outcome tripped = GH_OUT_DECIDED;
+    if (breaker_open(d, &inc, f, now, &tripped)) {
+        if (o)
+            occ_clear(o);
+        return tripped;
+    }
     d->st.decided++;
     if (inc.node && (inc.cls == GH_CLASS_GPU_HARDWARE || inc.cls == GH_CLASS_GPU_MEMORY ||
                      inc.cls == GH_CLASS_INTERCONNECT))
@@ -970,10 +1147,6 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
 
 /* ---- expiry ----------------------------------------------------------- */
 
-struct expire_ctx {
-    const struct gh_policy *p;
-    int64_t now;
-};
 
 static const struct gh_rule *rule_at(const struct gh_policy *p, int r)
 {
@@ -1040,6 +1213,7 @@ void gh_decider_expire(struct gh_decider *d, int64_t now)
     gh_strmap_remove_if(d->episodes, drop_episode, &x);
     gh_strmap_remove_if(d->occs, drop_occ, &x);
     gh_strmap_remove_if(d->hists, drop_hist, &x);
+    gh_strmap_remove_if(d->breakers, drop_breaker, &x);
 }
 
 static bool drop_any_occ(const char *key, void *value, void *ctx)
@@ -1065,6 +1239,7 @@ void gh_decider_set_policy(struct gh_decider *d, const struct gh_policy *policy)
     d->policy = policy;
     gh_strmap_remove_if(d->occs, drop_any_occ, NULL);
     gh_strmap_remove_if(d->hists, drop_any, NULL);
+    gh_strmap_remove_if(d->breakers, drop_any, NULL);
 }
 
 /* Decides node's record again with ent (borrowed) as more evidence and the
@@ -1175,10 +1350,18 @@ void gh_decider_job_finished(struct gh_decider *d, const struct gh_tl_entry *ent
     }
 }
 
-void gh_decider_set_job_live(struct gh_decider *d, gh_job_live_fn fn, void *ctx)
+void gh_decider_set_job_live(struct gh_decider *d, gh_job_live_fn fn, gh_progress_fn progress,
+                             void *ctx)
 {
     d->live = fn;
+    d->progress = progress;
     d->live_ctx = ctx;
+}
+
+void gh_decider_set_hold(struct gh_decider *d, gh_hold_fn fn, void *ctx)
+{
+    d->hold = fn;
+    d->hold_ctx = ctx;
 }
 
 void gh_decider_set_rule_filter(struct gh_decider *d, gh_rule_filter_fn fn, void *ctx)
@@ -1195,4 +1378,156 @@ size_t gh_decider_memory(const struct gh_decider *d)
            gh_strmap_memory(d->hists) + gh_strmap_live(d->episodes) * sizeof(struct episode) +
            gh_strmap_live(d->occs) * sizeof(struct occ) +
            gh_strmap_live(d->hists) * sizeof(struct hist);
+}
+
+/* ---- shared causes ---------------------------------------------------- */
+
+/* A job restarted by an incident with no node: its episode, so that what
+ * the fault does next (its pods failing, a collective timing out) does not
+ * restart it again (fit_actions). */
+static void note_job_restart(struct gh_decider *d, const struct gh_incident *inc, int64_t now)
+{
+    char key[320];
+    gh_sfmt(key, sizeof key, "j:%s", inc->job);
+    struct episode *ep = slot(d, d->episodes, key, sizeof *ep);
+    if (!ep)
+        return;
+    bool was_open = episode_open(ep, now);
+    if (!was_open) {
+        ep->acts = 0;
+        ep->deferred = 0;
+        ep->strength = 0;
+        ep->first_ts = inc->first_ts;
+        ep->anomaly_ts = inc->first_ts;
+        ep->anomaly_step = -1;
+    }
+    ep->active = true;
+    ep->cls = inc->cls;
+    ep->kind = GH_KIND__COUNT;
+    ep->cause[0] = '\0';
+    ep->gpu = -1;
+    ep->acts |= 1u << GH_ACT_RESTART_FROM_CHECKPOINT;
+    int st = strength(inc->actions, inc->n_actions);
+    if (st > ep->strength)
+        ep->strength = st;
+    ep->decided = now;
+    ep->assessed = now;
+    ep->expires = now + d->policy->settings.episode_ns;
+}
+
+static int cmp_ev(const void *a, const void *b) { return gh_tl_entry_cmp(a, b); }
+
+enum gh_outcome gh_decider_shared(struct gh_decider *d, const struct gh_shared *s,
+                                  const struct gh_finding *f, int64_t now, bool first,
+                                  const uint64_t *done, int n_done, uint64_t *restarted)
+{
+    *restarted = 0;
+    struct fit fx;
+    fx.assessed = false;
+    const char *job = NULL;
+    if (f) {
+        d->st.findings++;
+        assess(d, f, now, &fx);
+        bool harmed = fx.iv.impact == GH_IMPACT_DIED || fx.iv.impact == GH_IMPACT_WRONG;
+        uint64_t jh = fx.job ? gh_hash_str(GH_HASH_INIT, fx.job) : 0;
+        bool again = false;
+        for (int i = 0; i < n_done; i++)
+            again |= done[i] == jh;
+        /* a job an open incident already restarted since this began is not
+         * restarted twice (its pods fail as the fault goes on) */
+        struct episode *jep = fx.job ? episode_find(d, 'j', fx.job) : NULL;
+        int64_t first_ts = f->first_ts ? f->first_ts : now;
+        if (episode_open(jep, now) && (jep->acts & (1u << GH_ACT_RESTART_FROM_CHECKPOINT)) &&
+            jep->decided >= first_ts - d->policy->settings.fleet_window_ns)
+            again = true;
+        if (harmed && fx.job && fx.running && !again)
+            job = fx.job;
+    }
+    if (!first && !job) {
+        d->st.absorbed++;
+        return GH_OUT_ABSORBED;
+    }
+    struct gh_incident inc;
+    memset(&inc, 0, sizeof inc);
+    inc.cls = f ? f->cls : s->cls;
+    inc.node = NULL;
+    inc.gpu = -1;
+    inc.job = job;
+    inc.rule = "shared-cause";
+    inc.severity = f ? f->severity : s->severity;
+    inc.impact = f ? fx.iv.impact : GH_IMPACT_NONE;
+    inc.decided_ts = now;
+    inc.scope = s->scope;
+    inc.component = s->component;
+    inc.n_affected = s->n_nodes;
+    inc.affected_nodes = s->nodes;
+    /* Evidence: each node's first showing, then the finding's. */
+    const struct gh_tl_entry *ev[GH_INCIDENT_MAX_EVIDENCE + GH_FINDING_MAX_EVIDENCE];
+    size_t n_ev = 0;
+    for (size_t i = 0; i < s->n_evidence && n_ev < GH_INCIDENT_MAX_EVIDENCE; i++)
+        ev[n_ev++] = s->evidence[i];
+    for (size_t i = 0; f && i < f->n_evidence; i++)
+        ev[n_ev++] = f->evidence[i];
+    qsort(ev, n_ev, sizeof ev[0], cmp_ev);
+    for (size_t i = 0; i < n_ev; i++)
+        if ((!i || ev[i] != ev[i - 1]) && inc.n_evidence < GH_INCIDENT_MAX_EVIDENCE)
+            inc.evidence[inc.n_evidence++] = ev[i];
+    inc.first_ts = inc.n_evidence ? inc.evidence[0]->ts_ns : now;
+    const struct gh_tl_entry *ck = NULL;
+    if (job) {
+        inc.actions[inc.n_actions++] = GH_ACT_RESTART_FROM_CHECKPOINT;
+        int64_t at = f->anomaly_ts ? f->anomaly_ts : f->first_ts ? f->first_ts : inc.first_ts;
+        if (inc.first_ts < at)
+            at = inc.first_ts;
+        ck = checkpoint_before(d, job, at, f->anomaly_step);
+        if (ck) {
+            inc.has_checkpoint = true;
+            inc.checkpoint_step = ck->sig.step;
+            inc.checkpoint_path = ck->sig.path;
+        }
+        *restarted = gh_hash_str(GH_HASH_INIT, job);
+    } else {
+        inc.actions[inc.n_actions++] = GH_ACT_NONE;
+    }
+    size_t used = 0;
+    char nodes[160];
+    size_t nu = 0;
+    nodes[0] = '\0';
+    for (size_t i = 0; i < s->n_nodes && i < 4; i++)
+        append(nodes, sizeof nodes, &nu, "%s%s", i ? ", " : "", s->nodes[i]);
+    if (s->n_nodes > 4)
+        append(nodes, sizeof nodes, &nu, " and %zu more", s->n_nodes - 4);
+    append(inc.reason, sizeof inc.reason, &used,
+           "%s on %zu nodes within %.1fs (%s): one cause they share%s%s%s (scope %s), not each "
+           "node's own, so no node is blamed or taken out of service for it",
+           s->what, s->n_nodes, (double)s->window_ns / GH_NS_PER_S, nodes,
+           s->component ? ", " : "", s->component ? s->component : "",
+           s->component ? " in common" : "", gh_scope_name(s->scope));
+    if (!first)
+        append(inc.reason, sizeof inc.reason, &used, " (a follow-up for a harmed job)");
+    if (job && ck)
+        append(inc.reason, sizeof inc.reason, &used,
+               "; impact on %s: %s (%s), so it restarts from its checkpoint at step %lld", job,
+               gh_impact_name(fx.iv.impact), fx.iv.why, (long long)ck->sig.step);
+    else if (job)
+        append(inc.reason, sizeof inc.reason, &used,
+               "; impact on %s: %s (%s), so it restarts (none saved before the evidence)", job,
+               gh_impact_name(fx.iv.impact), fx.iv.why);
+    else if (f && fx.job && fx.running)
+        append(inc.reason, sizeof inc.reason, &used, "; impact on %s: %s (%s), so nothing restarts",
+               fx.job, gh_impact_name(fx.iv.impact), fx.iv.why);
+    append(inc.reason, sizeof inc.reason, &used, "; a person should look at the %s.",
+           s->scope == GH_SCOPE_SWITCH          ? "switch or rail"
+           : s->scope == GH_SCOPE_RACK          ? "rack (power, cooling)"
+           : s->scope == GH_SCOPE_NVLINK_DOMAIN ? "NVLink domain"
+                                                : "change these nodes share (a rollout, a check)");
+    uint64_t h = incident_hash(&inc);
+    h = gh_hash_u64(h, s->key_hash);
+    gh_sfmt(inc.id, sizeof inc.id, "inc-%016llx", (unsigned long long)h);
+    d->st.decided++;
+    if (d->cb)
+        d->cb(d->cb_ctx, &inc);
+    if (job)
+        note_job_restart(d, &inc, now);
+    return GH_OUT_DECIDED;
 }

@@ -6,6 +6,7 @@
 #define GH_ENGINE_DECIDE_H
 
 #include "engine/detector.h"
+#include "engine/impact.h"
 #include "engine/incident.h"
 #include "engine/policy.h"
 #include "engine/timeline.h"
@@ -22,6 +23,33 @@ void gh_decider_free(struct gh_decider *d);
  * (INT64_MIN when unknown). */
 enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding *f, int64_t now,
                                   int64_t boot_ts);
+
+/* A cause several nodes share (engine/fleet.c found it): what its incident
+ * names. Everything borrowed for the call. */
+struct gh_shared {
+    enum gh_class cls;
+    enum gh_severity severity;
+    enum gh_scope scope;
+    const char *component; /* "LABEL=VALUE" when the nodes' labels name it, else NULL */
+    size_t n_nodes;
+    const char *const *nodes; /* the nodes that showed it, in the order they did */
+    size_t n_evidence;
+    const struct gh_tl_entry *const *evidence; /* their first signals, oldest first */
+    int64_t window_ns;   /* they began to show it within this */
+    uint64_t key_hash;   /* the signature, for the incident's id */
+    const char *what;    /* the signature in words ("NIC mlx5_2 port 1 down") */
+};
+
+/* Decides on a shared cause s at stream time now, for finding f (NULL: the
+ * signals alone): the first time (first), one incident that names the
+ * component and its nodes, blames none and takes none out of service; a
+ * job that f shows harmed (died or wrong) and still running, whose name's
+ * hash is not among done[0..n_done), is restarted from its checkpoint by
+ * it (later: by a follow-up of it). *restarted gets that job's hash (0:
+ * none). GH_OUT_DECIDED when an incident was emitted, else GH_OUT_ABSORBED. */
+enum gh_outcome gh_decider_shared(struct gh_decider *d, const struct gh_shared *s,
+                                  const struct gh_finding *f, int64_t now, bool first,
+                                  const uint64_t *done, int n_done, uint64_t *restarted);
 
 bool gh_decider_node_episode(struct gh_decider *d, const char *node, int64_t t, enum gh_class *cls);
 bool gh_decider_job_episode(struct gh_decider *d, const char *job, int64_t t, enum gh_class *cls);
@@ -50,6 +78,12 @@ void gh_decider_expire(struct gh_decider *d, int64_t now);
  * so they are dropped; episodes (what was decided) are kept. */
 void gh_decider_set_policy(struct gh_decider *d, const struct gh_policy *policy);
 
+/* Asked before an incident takes its node out of service or resets it:
+ * true when f waits (engine/fleet.h, gh_fleet_hold); it is submitted
+ * again later. */
+typedef bool (*gh_hold_fn)(void *ctx, const struct gh_finding *f);
+void gh_decider_set_hold(struct gh_decider *d, gh_hold_fn fn, void *ctx);
+
 /* Which rules govern which nodes (engine.h, gh_engine_set_rule_filter). */
 typedef bool (*gh_rule_filter_fn)(void *ctx, int rule, const char *node);
 void gh_decider_set_rule_filter(struct gh_decider *d, gh_rule_filter_fn fn, void *ctx);
@@ -58,7 +92,8 @@ void gh_decider_set_rule_filter(struct gh_decider *d, gh_rule_filter_fn fn, void
  * first_ts: false when it ended or left (why: in words, for the reason). */
 typedef bool (*gh_job_live_fn)(void *ctx, const char *job, const char *node, int64_t first_ts,
                                char *why, size_t cap);
-void gh_decider_set_job_live(struct gh_decider *d, gh_job_live_fn fn, void *ctx);
+void gh_decider_set_job_live(struct gh_decider *d, gh_job_live_fn fn, gh_progress_fn progress,
+                             void *ctx);
 
 /* What runs changed under a record whose actions wait (docs/engine.md,
  * "Impact"): job_harmed: ent, a pod_failed of the record's job on its node,

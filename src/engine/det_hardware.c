@@ -244,6 +244,9 @@ static void on_xid(struct hw *h, struct gh_engine *e, const struct gh_tl_entry *
     }
     if (x->severity <= GH_SEV_INFO && x->code >= 0)
         return;
+    /* the line's own "Fatal"/"Non-fatal" over the catalog's default */
+    enum gh_stated st = gh_classify_stated(s->msg);
+    enum gh_severity sev = gh_classify_stated_severity(x->severity, st);
     if (s->code == 74 && s->node) {
         /* A fatal NVSwitch error reaches the GPUs as XID 74: the SXid's
          * incident is the root cause; this joins it. */
@@ -258,55 +261,24 @@ static void on_xid(struct hw *h, struct gh_engine *e, const struct gh_tl_entry *
     int n_req = s->code == 154 ? recovery_actions(s->msg, req) : -1;
     if (n_req == 0)
         return; /* XID 154 saying no recovery is needed any more */
-    gh_sfmt(what, sizeof what, "XID %d (%s) on %s: %s %s fault", s->code,
-             x->code >= 0 ? x->summary : "not in the catalog", where,
-             gh_severity_name(x->severity), gh_class_name(x->cls));
+    gh_sfmt(what, sizeof what, "XID %d (%s) on %s: %s %s fault%s", s->code,
+             x->code >= 0 ? x->summary : "not in the catalog", where, gh_severity_name(sev),
+             gh_class_name(x->cls),
+             sev == x->severity                 ? ""
+             : st == GH_STATED_NONFATAL         ? " (the driver's line says non-fatal)"
+                                                : " (the driver's line says fatal)");
     if (n_req > 0) {
         const char *m = strstr(s->msg, " to 0x");
         gh_sfmt(what, sizeof what, "XID 154 on %s: the driver changed the GPU's recovery action%.60s",
                  where, m);
     }
-    report_req(e, ent, x->cls, x->severity, s->code, what, req, n_req > 0 ? n_req : 0);
-}
-
-/* An SXid's weight from its code (the Fabric Manager guide's classes as
- * NVSentinel and gpud map them, shared/data/gpu-signals.md 1.5), else from
- * the line's own "Fatal"/"Non-fatal". INFO: ignore; LOW: only when it keeps
- * coming; HIGH: may take the fabric down; CRITICAL: always fatal. */
-static enum gh_severity sxid_severity(int code, const char *msg)
-{
-    static const int ignore[] = {10001, 10002, 10005, 11012, 11021, 11022, 11023, 12021, 12023,
-                                 15008, 15011, 19049, 20001, 22013, 26008};
-    static const int minor[] = {10004, 11004, 20009, 20010, 20012, 25010,
-                                28001, 28003, 28005};
-    static const int fatal[] = {10003, 12020, 12028, 14017, 19084, 22003, 22011, 28006};
-    for (size_t i = 0; i < sizeof ignore / sizeof ignore[0]; i++)
-        if (code == ignore[i])
-            return GH_SEV_INFO;
-    for (size_t i = 0; i < sizeof minor / sizeof minor[0]; i++)
-        if (code == minor[i])
-            return GH_SEV_LOW;
-    if (code >= 27001 && code <= 27007)
-        return GH_SEV_LOW;
-    for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
-        if (code == fatal[i])
-            return GH_SEV_CRITICAL;
-    if ((code >= 23001 && code <= 23017 && code != 23009 && code != 23017) ||
-        (code >= 26001 && code <= 26007))
-        return GH_SEV_CRITICAL;
-    if (code == 20034 || (code >= 24007 && code <= 24010))
-        return GH_SEV_HIGH;
-    if (msg && strcasestr(msg, "non-fatal"))
-        return GH_SEV_LOW;
-    if (msg && strcasestr(msg, "fatal"))
-        return GH_SEV_HIGH;
-    return GH_SEV_MEDIUM;
+    report_req(e, ent, x->cls, sev, s->code, what, req, n_req > 0 ? n_req : 0);
 }
 
 static void on_sxid(struct hw *h, struct gh_engine *e, const struct gh_tl_entry *ent)
 {
     const struct gh_signal *s = &ent->sig;
-    enum gh_severity sev = sxid_severity(s->code, s->msg);
+    enum gh_severity sev = gh_classify_sxid(s->code, s->msg);
     struct gstate *n = node_state(h, s->node);
     if (n)
         n->seen = ent->ts_ns;

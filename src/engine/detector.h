@@ -97,6 +97,7 @@ extern const struct gh_detector_ops gh_det_straggler;
 extern const struct gh_detector_ops gh_det_sdc;
 extern const struct gh_detector_ops gh_det_node;
 extern const struct gh_detector_ops gh_det_condition;
+extern const struct gh_detector_ops gh_det_fleet;
 
 /* ---- what the engine offers detectors (implemented in engine.c) ------- */
 
@@ -139,6 +140,12 @@ void gh_ctx_nomem(struct gh_engine *e);
 
 /* Hands a finding to the decision stage. */
 enum gh_outcome gh_ctx_report(struct gh_engine *e, const struct gh_finding *f);
+/* Hands a cause several nodes share to the decision stage (decide.h,
+ * gh_decider_shared, whose arguments these are). */
+struct gh_shared;
+enum gh_outcome gh_ctx_decide_shared(struct gh_engine *e, const struct gh_shared *s,
+                                     const struct gh_finding *f, bool first,
+                                     const uint64_t *done, int n_done, uint64_t *restarted);
 
 /* Shared facts between detectors, per node. */
 void gh_ctx_note_boot(struct gh_engine *e, const char *node, int64_t ts);

@@ -8,6 +8,7 @@
 
 #include "engine/decide.h"
 #include "engine/detector.h"
+#include "engine/fleet.h"
 #include "engine/scope.h"
 #include "common/strmap.h"
 
@@ -20,7 +21,11 @@ static const struct gh_detector_ops *const detectors[] = {
      * then finds it explained */
     &gh_det_hardware,    &gh_det_network,   &gh_det_flapping, &gh_det_condition,
     &gh_det_application, &gh_det_straggler, &gh_det_sdc,      &gh_det_node,
+    &gh_det_fleet,
 };
+static bool fleet_hold(void *ctx, const struct gh_finding *f);
+#define FLEET_DET 8 /* its index: dispatched first (its counts must include the
+                     * signal the other detectors report on) */
 #define N_DET (sizeof detectors / sizeof detectors[0])
 
 /* What detectors tell each other about a node. */
@@ -33,6 +38,9 @@ struct facts {
 
 /* When a signal last named a job, and whether that signal was a saved
  * checkpoint (a job whose telemetry ends with one has finished). */
+#define RISES 8
+#define PROGRESS_AFTER_NS (10 * GH_NS_PER_S) /* steps this soon after a fault prove nothing */
+
 struct seen {
     int64_t last;
     bool ckpt_last;
@@ -40,6 +48,10 @@ struct seen {
     int64_t first_step_ts, last_step_ts, ckpt_ts; /* when steps began, the highest came, the
                                                      checkpoint was saved */
     uint32_t n_steps;              /* how many times the highest step rose */
+    /* the latest rises of the highest step and when they came (a ring):
+     * whether the job kept training after a fault (gh_impact_assess) */
+    uint8_t rise_head, rise_n;
+    int64_t rise_ts[RISES];
 };
 
 /* For a job's telemetry to be read as a stream that ended, it must have
@@ -82,6 +94,25 @@ struct gh_engine {
     uint64_t dispatched;
     uint64_t nomem; /* allocation failures here and in the detectors */
 };
+
+/* gh_progress_fn (impact.h): the job reported steps before first, and its
+ * highest step rose at least twice from PROGRESS_AFTER_NS after first on
+ * (every rise is a step newer than any before it). */
+static bool job_progressing(void *ctx, const char *job, int64_t first, int64_t now, int64_t *step)
+{
+    struct gh_engine *e = ctx;
+    long i = gh_strmap_find(e->jobs_seen, job);
+    const struct seen *sn = i >= 0 ? gh_strmap_value(e->jobs_seen, (size_t)i) : NULL;
+    if (!sn || sn->n_steps == 0 || sn->first_step_ts > first || now - first < PROGRESS_AFTER_NS)
+        return false;
+    int after = 0;
+    for (int k = 0; k < sn->rise_n; k++)
+        after += sn->rise_ts[k] >= first + PROGRESS_AFTER_NS;
+    if (after < 2)
+        return false;
+    *step = sn->last_step;
+    return true;
+}
 
 static bool job_live(void *ctx, const char *job, const char *node, int64_t first_ts, char *why,
                      size_t cap);
@@ -140,7 +171,9 @@ struct gh_engine *gh_engine_new(const struct gh_policy *policy, const struct gh_
     e->decider = gh_decider_new(policy, e->topo, e->tl, cb, cb_ctx);
     if (!e->decider)
         goto oom;
-    gh_decider_set_job_live(e->decider, job_live, e);
+    gh_decider_set_job_live(e->decider, job_live, job_progressing, e);
+    if (cfg->detectors & GH_DET_FLEET)
+        gh_decider_set_hold(e->decider, fleet_hold, e);
     for (size_t i = 0; i < N_DET; i++) {
         e->deadline[i] = INT64_MAX;
         if (!(cfg->detectors & (1u << i)))
@@ -149,8 +182,15 @@ struct gh_engine *gh_engine_new(const struct gh_policy *policy, const struct gh_
         if (detectors[i]->create(e, &e->state[i]) != GH_OK)
             goto oom;
         for (int k = 0; k < GH_KIND__COUNT; k++)
-            if (e->kinds[i] & GH_KIND_BIT(k))
-                e->by_kind[k][e->n_by_kind[k]++] = (uint8_t)i;
+            if (e->kinds[i] & GH_KIND_BIT(k)) {
+                if (i == FLEET_DET) {
+                    memmove(e->by_kind[k] + 1, e->by_kind[k], e->n_by_kind[k]);
+                    e->by_kind[k][0] = (uint8_t)i;
+                    e->n_by_kind[k]++;
+                } else {
+                    e->by_kind[k][e->n_by_kind[k]++] = (uint8_t)i;
+                }
+            }
     }
     e->min_deadline = INT64_MAX;
     return e;
@@ -289,6 +329,10 @@ static void note_job(struct gh_engine *e, const struct gh_signal *sg, int64_t ts
             sn->last_step = sg->step;
             sn->last_step_ts = ts;
             sn->n_steps++;
+            sn->rise_ts[sn->rise_head] = ts;
+            sn->rise_head = (uint8_t)((sn->rise_head + 1) % RISES);
+            if (sn->rise_n < RISES)
+                sn->rise_n++;
         }
     } else if (ckpt && sg->has_step) {
         sn->ckpt_step = sg->step;
@@ -777,8 +821,31 @@ static struct facts *facts_get(struct gh_engine *e, const char *node, bool creat
 
 enum gh_outcome gh_ctx_report(struct gh_engine *e, const struct gh_finding *f)
 {
+    enum gh_outcome taken;
+    if (e->state[FLEET_DET] && gh_fleet_take(e->state[FLEET_DET], e, f, &taken))
+        return taken;
     struct facts *fa = facts_get(e, f->node, false);
     return gh_decider_submit(e->decider, f, e->now, fa ? fa->boot_ts : INT64_MIN);
+}
+
+/* The decider's hold (decide.h): the fleet detector keeps f until a
+ * deadline of its own. */
+static bool fleet_hold(void *ctx, const struct gh_finding *f)
+{
+    struct gh_engine *e = ctx;
+    if (!gh_fleet_hold(e->state[FLEET_DET], e, f))
+        return false;
+    e->deadline[FLEET_DET] = detectors[FLEET_DET]->next_deadline(e->state[FLEET_DET]);
+    if (e->deadline[FLEET_DET] < e->min_deadline)
+        e->min_deadline = e->deadline[FLEET_DET];
+    return true;
+}
+
+enum gh_outcome gh_ctx_decide_shared(struct gh_engine *e, const struct gh_shared *s,
+                                     const struct gh_finding *f, bool first,
+                                     const uint64_t *done, int n_done, uint64_t *restarted)
+{
+    return gh_decider_shared(e->decider, s, f, e->now, first, done, n_done, restarted);
 }
 
 void gh_ctx_note_boot(struct gh_engine *e, const char *node, int64_t ts)

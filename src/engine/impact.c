@@ -120,7 +120,7 @@ static bool kills(enum gh_kind k)
 
 void gh_impact_assess(const struct gh_finding *f, const char *job, struct gh_timeline *tl,
                       struct gh_topology *topo, const struct gh_policy_settings *st, int64_t now,
-                      struct gh_impact_view *out)
+                      gh_progress_fn progressing, void *pctx, struct gh_impact_view *out)
 {
     memset(out, 0, sizeof *out);
     out->urgent = f->severity >= GH_SEV_HIGH;
@@ -161,7 +161,22 @@ void gh_impact_assess(const struct gh_finding *f, const char *job, struct gh_tim
     default:
         break;
     }
+    int64_t step;
     if (f->kind == GH_KIND_NODE_NOT_READY) {
+        const char *j = job ? job : f->job;
+        if (j && progressing && progressing(pctx, j, first, now, &step)) {
+            /* its management network, not its work: the kubelet stopped
+             * reporting while the job trains on (NotReady is the API
+             * server's view; training needs every rank) */
+            out->impact = GH_IMPACT_NONE;
+            out->urgent = false;
+            out->progressing = true;
+            gh_sfmt(out->why, sizeof out->why,
+                    "its steps kept coming while %s was NotReady (step %lld): its pods there "
+                    "still run",
+                    f->node ? f->node : "the node", (long long)step);
+            return;
+        }
         out->impact = GH_IMPACT_DIED;
         gh_sfmt(out->why, sizeof out->why, "its pods on %s are lost with the node",
                 f->node ? f->node : "the node");
@@ -185,6 +200,17 @@ void gh_impact_assess(const struct gh_finding *f, const char *job, struct gh_tim
         out->impact = GH_IMPACT_DIED;
         gh_sfmt(out->why, sizeof out->why, "its pod %s failed on %s (%s)",
                 pf->sig.pod ? pf->sig.pod : "?", f->node, pf->sig.reason ? pf->sig.reason : "?");
+        return;
+    }
+    if (out->urgent && kills(f->kind) && progressing && progressing(pctx, job, first, now, &step)) {
+        /* NCCL carried on over the other rails, or the device was not the
+         * job's: a link's state is not harm, and it can wait */
+        out->impact = GH_IMPACT_NONE;
+        out->progressing = true;
+        if (f->kind == GH_KIND_NIC)
+            out->urgent = false;
+        gh_sfmt(out->why, sizeof out->why, "its steps kept coming after the fault (step %lld)",
+                (long long)step);
         return;
     }
     if (out->urgent && kills(f->kind)) {

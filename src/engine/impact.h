@@ -22,16 +22,28 @@ struct gh_impact_view {
     bool has_slowdown;
     double slowdown; /* the node's ranks against their peers: 0.12 = 12% slower */
     bool urgent;     /* a fatal code or corruption: it cannot wait */
+    bool progressing; /* the job's steps kept coming after the evidence: it did not die */
     char why[200];   /* the evidence for impact, in words ("pod p failed (Error)") */
 };
 
+/* Whether job kept training after first (stream time now): synchronous
+ * training advances only when every rank does, so steps newer than any it
+ * reported up to first, reported from 10 s after first on (a step already
+ * in flight may still complete; node clocks differ by seconds), show all
+ * of its processes alive, whatever a link or node state suggests. Two such
+ * steps are needed; *step gets the newest. (The engine keeps the job's
+ * steps: gh_ctx_job_progressing.) */
+typedef bool (*gh_progress_fn)(void *ctx, const char *job, int64_t first, int64_t now,
+                               int64_t *step);
+
 /* Assesses f (borrowed) for job (the job running on f's node, NULL when
- * none) at stream time now. Reads the timeline, the topology (the job's
+ * none) at stream time now, progressing (NULL: unknown) telling whether a
+ * job kept training. Reads the timeline, the topology (the job's
  * other nodes) and the settings (the straggler threshold that makes a
  * slowdown harm); keeps nothing. */
 void gh_impact_assess(const struct gh_finding *f, const char *job, struct gh_timeline *tl,
                       struct gh_topology *topo, const struct gh_policy_settings *st, int64_t now,
-                      struct gh_impact_view *out);
+                      gh_progress_fn progressing, void *pctx, struct gh_impact_view *out);
 
 /* Measures how much slower job's ranks on node are than its ranks elsewhere
  * over their latest steps in [since, now]. false when there is nothing to

@@ -65,6 +65,11 @@ void gh_policy_settings_default(struct gh_policy_settings *s)
     s->node_down_ns = 60 * GH_NS_PER_S;
     s->not_ready_toleration_ns = 300 * GH_NS_PER_S;
     s->job_idle_ns = 3600 * GH_NS_PER_S;
+    s->fleet_window_ns = 600 * GH_NS_PER_S;
+    s->fleet_link_window_ns = 10 * GH_NS_PER_S;
+    s->fleet_min_nodes = 3;
+    s->fleet_hold_ns = 15 * GH_NS_PER_S;
+    s->fleet_breaker = 3;
 }
 
 void gh_policy_free(struct gh_policy *p) { free(p); }

@@ -236,6 +236,11 @@ static const struct setting settings_table[] = {
     {"network", "error_burst", T_INT, OFF(nic_error_burst), 1, 1e15},
     {"application", "same_gpu_lookback", T_DUR, OFF(same_gpu_lookback_ns), 0, 0},
     {"application", "same_gpu_jobs", T_INT, OFF(same_gpu_jobs), 2, 1000},
+    {"fleet", "window", T_DUR, OFF(fleet_window_ns), 0, 0},
+    {"fleet", "link_window", T_DUR, OFF(fleet_link_window_ns), 0, 0},
+    {"fleet", "min_nodes", T_INT, OFF(fleet_min_nodes), 2, 100000},
+    {"fleet", "hold", T_DUR, OFF(fleet_hold_ns), 0, 0},
+    {"fleet", "breaker", T_INT, OFF(fleet_breaker), 1, 100000},
 };
 #undef OFF
 

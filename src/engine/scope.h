@@ -5,6 +5,10 @@
 #ifndef GH_ENGINE_SCOPE_H
 #define GH_ENGINE_SCOPE_H
 
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/topology.h"
 #include "signal/taxonomy.h"
 
 /* The scope of the component a label key names: GH_SCOPE_NVLINK_DOMAIN for
@@ -14,5 +18,13 @@
  * zone, image); GH_SCOPE_UNSAID for a key that names no shared component
  * (hostname, roles, a GPU count). */
 enum gh_scope gh_scope_of_label(const char *key);
+
+/* The component the nodes (topology indices nodes[0..n)) share by their
+ * labels: the most specific scope (NVLink domain, rack, switch, fleet) of
+ * a label key whose value is the same on all of them, written as
+ * "KEY=VALUE" to component (cap bytes). GH_SCOPE_UNSAID (component "")
+ * when no such label joins them all. */
+enum gh_scope gh_scope_common(const struct gh_topology *t, const uint32_t *nodes, size_t n,
+                              char *component, size_t cap);
 
 #endif

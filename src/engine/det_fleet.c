@@ -1,0 +1,600 @@
+/* det_fleet.c - one cause, many nodes: the same signature on several nodes
+ * within a short window (the same XID or SXid and its stated severity, the
+ * same NIC device and port going down, the same Node condition and reason,
+ * the same throttling, NotReady together) is a component they share (a
+ * switch, a rollout, a rack's power, another agent's check), not a fault of
+ * each node. Such a cause is one incident that names the component and its
+ * nodes, blames none and takes none out of service; only a job the evidence
+ * shows harmed restarts (docs/engine.md, "Shared causes").
+ *
+ * It sees every signal first (the engine dispatches it before the other
+ * detectors), counting per signature the nodes that showed it. The engine
+ * hands it each finding before the decision stage (gh_fleet_take): a
+ * finding whose evidence carries a signature shared now joins the shared
+ * cause. The decision stage hands it a finding about to take its node out
+ * of service or reset it (gh_fleet_hold): when another node showed the
+ * same signature too and it may still become shared (its node showed it
+ * less than settings.fleet.hold ago), it waits that long for more nodes.
+ * The first node of a signature, and a record (nothing acted on), decide
+ * at once: a node's own fault is not slowed down, and what other detectors
+ * conclude from its open incident (a pod failure the host explains) holds.
+ * Evidence of a node's own (a GPU that fell off the bus, double-bit ECC,
+ * a memory fault) has no signature here: it stays the node's incident, and
+ * only the decision stage's breaker stops a rule that takes too many nodes
+ * out at once. */
+#include "engine/fleet.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/classify.h"
+#include "engine/decide.h"
+#include "engine/scope.h"
+#include "signal/xid_catalog.h"
+
+#define FLEET_EV 64    /* evidence kept per shared cause: its first nodes' first signals */
+#define FLEET_JOBS 16  /* jobs one shared cause restarted */
+#define FLEET_NODES 65536
+#define NOT_READY_WINDOW_NS (60 * GH_NS_PER_S) /* nodes NotReady together */
+/* Without labels, throttling on more nodes than a rack holds (an NVL72
+ * rack's 18 compute trays) is a site's cap or cooling, not one rack's. */
+#define RACK_NODES 18
+
+struct fnode {
+    uint32_t node; /* topology index */
+    int64_t first, last;
+};
+
+/* One signature's episode: the nodes that showed it. */
+struct fsig {
+    enum gh_class cls;
+    enum gh_severity severity;
+    bool events;    /* its signals alone make the incident (not only its findings) */
+    int64_t window; /* nodes within this of each other are one cause */
+    size_t n, cap;
+    struct fnode *nodes; /* in the order they showed it */
+    int64_t last;        /* its latest showing */
+    int64_t shared_at;   /* when it became a shared cause (0: not) */
+    bool decided;        /* its incident was emitted */
+    bool pending;        /* listed in fleet.due */
+    size_t n_ev;
+    const struct gh_tl_entry *ev[FLEET_EV];
+    int n_jobs;
+    uint64_t jobs[FLEET_JOBS];
+    char what[160];
+};
+
+/* A finding waiting for the other nodes, with copies of what it borrowed. */
+struct held {
+    struct gh_finding f;
+    int64_t until;
+    char node[256], job[256], condition[GH_POLICY_CONDITION_MAX];
+};
+
+struct fleet {
+    struct gh_strmap *sigs; /* signature -> struct fsig * */
+    size_t n_due, cap_due;
+    char **due; /* signatures shared but not decided yet (their keys) */
+    size_t n_held, cap_held;
+    struct held **held;
+    const struct gh_finding *again; /* a held finding being decided now */
+    int64_t hold_ns;                /* settings.fleet.hold, as last read */
+};
+
+static void fsig_reset(struct fsig *s)
+{
+    for (size_t i = 0; i < s->n_ev; i++)
+        gh_tl_unref(s->ev[i]);
+    s->n_ev = 0;
+    s->n = 0;
+    s->shared_at = 0;
+    s->decided = false;
+    s->n_jobs = 0;
+}
+
+static void fsig_free(struct fsig *s)
+{
+    if (!s)
+        return;
+    fsig_reset(s);
+    free(s->nodes);
+    free(s);
+}
+
+static void held_free(struct held *h)
+{
+    if (!h)
+        return;
+    for (size_t i = 0; i < h->f.n_evidence; i++)
+        gh_tl_unref(h->f.evidence[i]);
+    free(h);
+}
+
+static int fleet_create(struct gh_engine *e, void **state)
+{
+    (void)e;
+    struct fleet *fl = calloc(1, sizeof *fl);
+    if (!fl || !(fl->sigs = gh_strmap_new(1 << 16))) {
+        free(fl);
+        return GH_ENOMEM;
+    }
+    *state = fl;
+    return GH_OK;
+}
+
+static void fleet_destroy(void *state)
+{
+    struct fleet *fl = state;
+    if (!fl)
+        return;
+    for (size_t i = 0; i < gh_strmap_count(fl->sigs); i++)
+        fsig_free(gh_strmap_value(fl->sigs, i));
+    gh_strmap_free(fl->sigs);
+    for (size_t i = 0; i < fl->n_due; i++)
+        free(fl->due[i]);
+    free(fl->due);
+    for (size_t i = 0; i < fl->n_held; i++)
+        held_free(fl->held[i]);
+    free(fl->held);
+    free(fl);
+}
+
+/* The signature of s, when it is one several nodes can share: writes its
+ * key, class, severity, window and words. Evidence of a node's own (GPU
+ * memory, a GPU's fatal fault, an application's error) has none. */
+static bool signature(const struct gh_signal *s, const struct gh_policy_settings *st, char *key,
+                      size_t cap, struct fsig *out)
+{
+    if (!s->node)
+        return false;
+    out->window = st->fleet_window_ns;
+    out->events = true;
+    switch (s->kind) {
+    case GH_KIND_XID: {
+        const struct gh_xid_info *x = gh_xid_lookup(s->code);
+        if (x->application || x->secondary)
+            return false;
+        enum gh_stated said = gh_classify_stated(s->msg);
+        enum gh_severity sev = gh_classify_stated_severity(x->severity, said);
+        if (sev <= GH_SEV_INFO || sev >= GH_SEV_CRITICAL || x->cls == GH_CLASS_GPU_MEMORY)
+            return false;
+        out->cls = x->cls;
+        out->severity = sev;
+        gh_sfmt(key, cap, "x%d%c", s->code, "-nf"[said]);
+        gh_sfmt(out->what, sizeof out->what, "XID %d%s", s->code,
+                said == GH_STATED_NONFATAL ? " (non-fatal)" : said == GH_STATED_FATAL ? " (fatal)"
+                                                                                      : "");
+        return true;
+    }
+    case GH_KIND_NIC:
+        if (s->state != GH_LINK_DOWN || !s->device)
+            return false;
+        out->cls = GH_CLASS_NETWORK;
+        out->severity = GH_SEV_HIGH;
+        out->window = st->fleet_link_window_ns;
+        gh_sfmt(key, cap, "n%s/%d", s->device, s->has_port ? s->port : -1);
+        gh_sfmt(out->what, sizeof out->what, "NIC %s port %d down", s->device,
+                s->has_port ? s->port : 1);
+        return true;
+    case GH_KIND_NODE_CONDITION:
+        if (s->cond_status != GH_COND_TRUE || !s->condition)
+            return false;
+        out->cls = strstr(s->condition, "Fabric") ? GH_CLASS_INTERCONNECT : GH_CLASS_UNKNOWN;
+        out->severity = GH_SEV_MEDIUM;
+        gh_sfmt(key, cap, "c%s|%s", s->condition, s->reason ? s->reason : "");
+        gh_sfmt(out->what, sizeof out->what, "Node condition %s True%s%s", s->condition,
+                s->reason ? " (reason " : "", s->reason ? s->reason : "");
+        if (s->reason)
+            gh_sfmt(out->what + strlen(out->what), sizeof out->what - strlen(out->what), ")");
+        return true;
+    case GH_KIND_THERMAL:
+    case GH_KIND_POWER:
+        if (!s->throttled)
+            return false;
+        out->cls = GH_CLASS_THERMAL_POWER;
+        out->severity = GH_SEV_LOW;
+        out->events = false; /* a reading: only its findings (sustained) count */
+        gh_sfmt(key, cap, "t%d", (int)s->kind);
+        gh_sfmt(out->what, sizeof out->what, "%s throttling",
+                s->kind == GH_KIND_POWER ? "power" : "thermal");
+        return true;
+    case GH_KIND_NODE_NOT_READY:
+        out->cls = GH_CLASS_UNKNOWN;
+        out->severity = GH_SEV_HIGH;
+        out->events = false; /* a blip alone is no incident: the nodes' findings are */
+        out->window = NOT_READY_WINDOW_NS;
+        gh_sfmt(key, cap, "r");
+        gh_sfmt(out->what, sizeof out->what, "NotReady");
+        return true;
+    default:
+        return false;
+    }
+}
+
+static struct fnode *fsig_node(struct fsig *s, uint32_t node)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (s->nodes[i].node == node)
+            return &s->nodes[i];
+    return NULL;
+}
+
+/* Whether s is a cause its nodes share at now: min_nodes of them began to
+ * show it within its window, or two that a rack, switch or NVLink-domain
+ * label joins. */
+static bool shared_now(const struct fsig *s, struct gh_topology *t,
+                       const struct gh_policy_settings *st, int64_t now)
+{
+    uint32_t recent[FLEET_EV];
+    size_t k = 0;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->nodes[i].first >= now - s->window && k < FLEET_EV)
+            recent[k++] = s->nodes[i].node;
+    if (k >= (size_t)st->fleet_min_nodes)
+        return true;
+    if (k < 2)
+        return false;
+    char component[192];
+    enum gh_scope sc = gh_scope_common(t, recent, k, component, sizeof component);
+    return sc != GH_SCOPE_UNSAID && sc != GH_SCOPE_FLEET;
+}
+
+static int add_due(struct fleet *fl, const char *key)
+{
+    if (fl->n_due == fl->cap_due) {
+        size_t ncap = fl->cap_due ? fl->cap_due * 2 : 8;
+        char **nd = realloc(fl->due, ncap * sizeof *nd);
+        if (!nd)
+            return GH_ENOMEM;
+        fl->due = nd;
+        fl->cap_due = ncap;
+    }
+    if (!(fl->due[fl->n_due] = strdup(key)))
+        return GH_ENOMEM;
+    fl->n_due++;
+    return GH_OK;
+}
+
+static void fleet_on_signal(void *state, struct gh_engine *e, const struct gh_tl_entry *ent)
+{
+    struct fleet *fl = state;
+    const struct gh_policy_settings *st = gh_ctx_settings(e);
+    struct gh_topology *t = gh_ctx_topology(e);
+    char key[160];
+    struct fsig proto;
+    if (!signature(&ent->sig, st, key, sizeof key, &proto))
+        return;
+    long ni = gh_topology_find_node(t, ent->sig.node);
+    if (ni < 0)
+        ni = gh_topology_add_node(t, ent->sig.node);
+    if (ni < 0)
+        return;
+    bool created;
+    long idx;
+    struct fsig *s = gh_ctx_value(e, fl->sigs, key, sizeof *s, &idx, &created);
+    if (!s)
+        return;
+    fl->hold_ns = st->fleet_hold_ns;
+    int64_t ts = ent->ts_ns;
+    /* the last episode is over (no node showed it for a while: a state
+     * that lasts is read again and again): a new one */
+    if (s->n && ts - s->last > st->fleet_window_ns && !s->pending)
+        fsig_reset(s);
+    s->cls = proto.cls;
+    if (proto.severity > s->severity || s->n == 0)
+        s->severity = proto.severity;
+    s->events = proto.events;
+    s->window = proto.window;
+    memcpy(s->what, proto.what, sizeof s->what);
+    if (ts > s->last)
+        s->last = ts;
+    struct fnode *fn = fsig_node(s, (uint32_t)ni);
+    if (fn) {
+        if (ts > fn->last)
+            fn->last = ts;
+    } else if (s->n < FLEET_NODES) {
+        if (s->n == s->cap) {
+            size_t ncap = s->cap ? s->cap * 2 : 8;
+            struct fnode *nn = realloc(s->nodes, ncap * sizeof *nn);
+            if (!nn) {
+                gh_ctx_nomem(e);
+                return;
+            }
+            s->nodes = nn;
+            s->cap = ncap;
+        }
+        s->nodes[s->n++] = (struct fnode){(uint32_t)ni, ts, ts};
+        if (s->n_ev < FLEET_EV)
+            s->ev[s->n_ev++] = gh_tl_ref(ent);
+    }
+    if (!s->shared_at && shared_now(s, t, st, ts)) {
+        s->shared_at = ts;
+        /* signals alone are the incident: decided once the other nodes
+         * had the hold to show it too */
+        if (s->events && !s->decided && !s->pending) {
+            if (add_due(fl, key) == GH_OK)
+                s->pending = true;
+            else
+                gh_ctx_nomem(e);
+        }
+    }
+}
+
+/* The shared cause s as the decision stage takes it. names: room for its
+ * nodes' names (s->n). */
+static void describe(const struct fsig *s, struct gh_topology *t, const char *key,
+                     const char **names, uint32_t *idx, char *component, size_t cap,
+                     struct gh_shared *out)
+{
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (size_t i = 0; i < s->n; i++) {
+        names[i] = gh_topology_node_name(t, s->nodes[i].node);
+        idx[i] = s->nodes[i].node;
+        lo = s->nodes[i].first < lo ? s->nodes[i].first : lo;
+        hi = s->nodes[i].first > hi ? s->nodes[i].first : hi;
+    }
+    enum gh_scope sc = gh_scope_common(t, idx, s->n, component, cap);
+    if (sc == GH_SCOPE_UNSAID) {
+        /* no label names it: what such a signature shares most often */
+        component[0] = '\0';
+        sc = s->cls == GH_CLASS_NETWORK        ? GH_SCOPE_SWITCH
+             : s->cls == GH_CLASS_INTERCONNECT ? GH_SCOPE_NVLINK_DOMAIN
+             : s->cls == GH_CLASS_THERMAL_POWER && s->n <= RACK_NODES ? GH_SCOPE_RACK
+                                                                      : GH_SCOPE_FLEET;
+    }
+    *out = (struct gh_shared){
+        .cls = s->cls,
+        .severity = s->severity,
+        .scope = sc,
+        .component = component[0] ? component : NULL,
+        .n_nodes = s->n,
+        .nodes = names,
+        .n_evidence = s->n_ev,
+        .evidence = s->ev,
+        .window_ns = hi > lo ? hi - lo : 0,
+        .key_hash = gh_hash_str(GH_HASH_INIT, key),
+        .what = s->what,
+    };
+}
+
+/* Decides on shared cause s (key) for finding f (NULL: its signals). */
+static enum gh_outcome decide(struct fleet *fl, struct gh_engine *e, struct fsig *s,
+                              const char *key, const struct gh_finding *f)
+{
+    (void)fl;
+    struct gh_topology *t = gh_ctx_topology(e);
+    const char **names = malloc((s->n ? s->n : 1) * sizeof *names);
+    uint32_t *idx = malloc((s->n ? s->n : 1) * sizeof *idx);
+    if (!names || !idx) {
+        free(names);
+        free(idx);
+        gh_ctx_nomem(e);
+        return GH_OUT_ERROR;
+    }
+    char component[192];
+    struct gh_shared sh;
+    describe(s, t, key, names, idx, component, sizeof component, &sh);
+    uint64_t restarted = 0;
+    enum gh_outcome o = gh_ctx_decide_shared(e, &sh, f, !s->decided, s->jobs, s->n_jobs,
+                                             &restarted);
+    s->decided = true;
+    if (restarted && s->n_jobs < FLEET_JOBS)
+        s->jobs[s->n_jobs++] = restarted;
+    free(names);
+    free(idx);
+    return o;
+}
+
+/* The signature among f's evidence that f's node showed, its fsig and key. */
+static struct fsig *finding_sig(struct fleet *fl, struct gh_engine *e, const struct gh_finding *f,
+                                char *key, size_t cap, struct fnode **fn)
+{
+    const struct gh_policy_settings *st = gh_ctx_settings(e);
+    long ni = gh_topology_find_node(gh_ctx_topology(e), f->node);
+    if (ni < 0)
+        return NULL;
+    struct fsig *best = NULL;
+    for (size_t i = 0; i < f->n_evidence; i++) {
+        struct fsig proto;
+        char k[160];
+        if (!signature(&f->evidence[i]->sig, st, k, sizeof k, &proto))
+            continue;
+        long at = gh_strmap_find(fl->sigs, k);
+        struct fsig *s = at >= 0 ? gh_strmap_value(fl->sigs, (size_t)at) : NULL;
+        struct fnode *n = s ? fsig_node(s, (uint32_t)ni) : NULL;
+        if (!n)
+            continue;
+        /* a shared one wins: the finding is part of it */
+        if (!best || (s->shared_at && !best->shared_at)) {
+            best = s;
+            *fn = n;
+            gh_sfmt(key, cap, "%s", k);
+        }
+    }
+    return best;
+}
+
+bool gh_fleet_take(void *state, struct gh_engine *e, const struct gh_finding *f,
+                   enum gh_outcome *out)
+{
+    struct fleet *fl = state;
+    if (!fl || !f->node)
+        return false;
+    char key[160];
+    struct fnode *fn = NULL;
+    struct fsig *s = finding_sig(fl, e, f, key, sizeof key, &fn);
+    if (!s || !s->shared_at)
+        return false;
+    *out = decide(fl, e, s, key, f);
+    return true;
+}
+
+bool gh_fleet_hold(void *state, struct gh_engine *e, const struct gh_finding *f)
+{
+    struct fleet *fl = state;
+    if (!fl || !f->node || f == fl->again)
+        return false;
+    char key[160];
+    struct fnode *fn = NULL;
+    struct fsig *s = finding_sig(fl, e, f, key, sizeof key, &fn);
+    const struct gh_policy_settings *st = gh_ctx_settings(e);
+    /* Only once another node showed it too (a node alone decides at once,
+     * as its own), and while more may follow: a node that showed it long
+     * enough ago for the others to show it too decides now. */
+    if (!s || s->shared_at || fn->first + st->fleet_hold_ns <= gh_ctx_now(e))
+        return false;
+    bool other = false;
+    for (size_t i = 0; i < s->n && !other; i++)
+        other = &s->nodes[i] != fn && s->nodes[i].first >= fn->first - s->window;
+    if (!other)
+        return false;
+    if (fl->n_held == fl->cap_held) {
+        size_t ncap = fl->cap_held ? fl->cap_held * 2 : 8;
+        struct held **nh = realloc(fl->held, ncap * sizeof *nh);
+        if (!nh)
+            return false;
+        fl->held = nh;
+        fl->cap_held = ncap;
+    }
+    struct held *h = calloc(1, sizeof *h);
+    if (!h)
+        return false;
+    h->f = *f;
+    gh_sfmt(h->node, sizeof h->node, "%s", f->node);
+    h->f.node = h->node;
+    if (f->job) {
+        gh_sfmt(h->job, sizeof h->job, "%s", f->job);
+        h->f.job = h->job;
+    }
+    if (f->condition) {
+        gh_sfmt(h->condition, sizeof h->condition, "%s", f->condition);
+        h->f.condition = h->condition;
+    }
+    for (size_t i = 0; i < f->n_evidence; i++)
+        gh_tl_ref(f->evidence[i]);
+    h->until = fn->first + st->fleet_hold_ns;
+    fl->held[fl->n_held++] = h;
+    return true;
+}
+
+static int64_t fleet_next_deadline(void *state)
+{
+    struct fleet *fl = state;
+    int64_t t = INT64_MAX;
+    for (size_t i = 0; i < fl->n_held; i++)
+        if (fl->held[i]->until < t)
+            t = fl->held[i]->until;
+    for (size_t i = 0; i < fl->n_due; i++) {
+        long at = gh_strmap_find(fl->sigs, fl->due[i]);
+        const struct fsig *s = at >= 0 ? gh_strmap_value(fl->sigs, (size_t)at) : NULL;
+        int64_t due = s ? s->shared_at + fl->hold_ns : INT64_MIN + 1;
+        if (due < t)
+            t = due;
+    }
+    return t;
+}
+
+static void flush_due(struct fleet *fl, struct gh_engine *e, int64_t now);
+
+static void fleet_on_deadline(void *state, struct gh_engine *e, int64_t now)
+{
+    struct fleet *fl = state;
+    flush_due(fl, e, now);
+    /* held findings whose hold is over, oldest first: shared now, or their
+     * node's own after all */
+    for (size_t i = 0; i < fl->n_held;) {
+        struct held *h = fl->held[i];
+        if (h->until > now) {
+            i++;
+            continue;
+        }
+        memmove(fl->held + i, fl->held + i + 1, (fl->n_held - i - 1) * sizeof *fl->held);
+        fl->n_held--;
+        char key[160];
+        struct fnode *fn = NULL;
+        struct fsig *s = finding_sig(fl, e, &h->f, key, sizeof key, &fn);
+        if (s && s->shared_at) {
+            decide(fl, e, s, key, &h->f);
+        } else {
+            fl->again = &h->f;
+            gh_ctx_report(e, &h->f);
+            fl->again = NULL;
+        }
+        held_free(h);
+    }
+}
+
+/* Signatures whose signals alone are the incident, due once their hold is
+ * over: the other nodes had the time to show it too. */
+static void flush_due(struct fleet *fl, struct gh_engine *e, int64_t now)
+{
+    for (size_t i = 0; i < fl->n_due;) {
+        long at = gh_strmap_find(fl->sigs, fl->due[i]);
+        struct fsig *s = at >= 0 ? gh_strmap_value(fl->sigs, (size_t)at) : NULL;
+        if (s && s->shared_at + fl->hold_ns > now) {
+            i++;
+            continue;
+        }
+        char *key = fl->due[i];
+        memmove(fl->due + i, fl->due + i + 1, (fl->n_due - i - 1) * sizeof *fl->due);
+        fl->n_due--;
+        if (s) {
+            s->pending = false;
+            if (!s->decided)
+                decide(fl, e, s, key, NULL);
+        }
+        free(key);
+    }
+}
+
+struct expire_arg {
+    int64_t now;
+};
+
+static bool drop_sig(const char *key, void *value, void *ctx)
+{
+    const struct expire_arg *x = ctx;
+    struct fsig *s = value;
+    (void)key;
+    /* an episode over for a window past its latest showing (and for as
+     * long as an incident's follow-ups may still come) is forgotten */
+    if (s && (s->pending || x->now - s->last <= 2 * s->window + 3600 * GH_NS_PER_S))
+        return false;
+    fsig_free(s);
+    return true;
+}
+
+static void fleet_expire(void *state, struct gh_engine *e, int64_t now)
+{
+    struct fleet *fl = state;
+    (void)e;
+    struct expire_arg x = {now};
+    gh_strmap_remove_if(fl->sigs, drop_sig, &x);
+}
+
+static size_t fleet_memory(const void *state)
+{
+    const struct fleet *fl = state;
+    size_t b = sizeof *fl + gh_strmap_memory(fl->sigs) + fl->cap_held * sizeof *fl->held +
+               fl->n_held * sizeof(struct held) + fl->cap_due * sizeof *fl->due;
+    for (size_t i = 0; i < gh_strmap_count(fl->sigs); i++) {
+        const struct fsig *s = gh_strmap_value(fl->sigs, i);
+        if (s)
+            b += sizeof *s + s->cap * sizeof *s->nodes;
+    }
+    return b;
+}
+
+const struct gh_detector_ops gh_det_fleet = {
+    .name = "fleet",
+    .kinds = GH_KIND_BIT(GH_KIND_XID) | GH_KIND_BIT(GH_KIND_NIC) |
+             GH_KIND_BIT(GH_KIND_NODE_CONDITION) | GH_KIND_BIT(GH_KIND_THERMAL) |
+             GH_KIND_BIT(GH_KIND_POWER) | GH_KIND_BIT(GH_KIND_NODE_NOT_READY),
+    .create = fleet_create,
+    .destroy = fleet_destroy,
+    .on_signal = fleet_on_signal,
+    .on_deadline = fleet_on_deadline,
+    .next_deadline = fleet_next_deadline,
+    .expire = fleet_expire,
+    .memory = fleet_memory,
+};

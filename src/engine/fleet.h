@@ -1,0 +1,23 @@
+/* fleet.h - the shared-cause detector's hand in the decision stage
+ * (det_fleet.c): a finding whose signature several nodes show is decided
+ * as one cause of theirs, not as its node's own. */
+#ifndef GH_ENGINE_FLEET_H
+#define GH_ENGINE_FLEET_H
+
+#include <stdbool.h>
+
+#include "engine/detector.h"
+
+/* The fleet detector's state (NULL when it does not run) takes finding f
+ * (borrowed) before the decision stage: true when f is part of a shared
+ * cause, decided so, with what became of it in *out; false: decide f as
+ * usual. */
+bool gh_fleet_take(void *state, struct gh_engine *e, const struct gh_finding *f,
+                   enum gh_outcome *out);
+/* The decision stage is about to take f's node out of service or reset
+ * it: true when f waits instead (a copy is kept) until its node showed its
+ * signature settings.fleet.hold ago, then is decided again (shared by then,
+ * or its node's own). */
+bool gh_fleet_hold(void *state, struct gh_engine *e, const struct gh_finding *f);
+
+#endif

@@ -1,0 +1,257 @@
+/* test_engine_fleet.c - one cause, many nodes (issue 23): a signature that
+ * several nodes show at once is one shared incident that blames and acts on
+ * none of them (with labels, it names the component); the breaker stops a
+ * rule that would take too many nodes out; the line's own "Non-fatal"
+ * outweighs the catalog; a job whose steps keep coming is not harmed; a
+ * second fault on another GPU is its own incident; a checkpoint reported
+ * failed after it was saved is no restart point. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "test_engine_helpers.h"
+
+#define NODES 12
+
+static const char *name(int i)
+{
+    static char names[NODES][16];
+    snprintf(names[i], sizeof names[i], "node-%02d", i);
+    return names[i];
+}
+
+/* NODES nodes running job ml/llm (8 ranks each); with labels, nodes 0-5
+ * under leaf leaf-a and 6-11 under leaf-b, two racks of 6. */
+static struct gh_topology *fleet(bool labels)
+{
+    struct gh_topology *t = gh_topology_new();
+    const char *nodes[NODES];
+    for (int i = 0; i < NODES; i++)
+        nodes[i] = name(i);
+    gh_topology_add_job(t, "ml/llm", nodes, NODES, 8);
+    for (int i = 0; labels && i < NODES; i++) {
+        const char *keys[] = {"example.com/ib-leaf-rail2", "example.com/rack", "kubernetes.io/hostname"};
+        const char *values[] = {i < 6 ? "leaf-a" : "leaf-b", i < 6 ? "r1" : "r2", name(i)};
+        assert_int_equal(gh_topology_set_node_labels(t, name(i), keys, values, 3), GH_OK);
+    }
+    return t;
+}
+
+/* One step of the job (rank 0 of each node reports) at time t. */
+static void steps_at(struct gh_engine *e, double t, int64_t stepno)
+{
+    for (int i = 0; i < NODES; i++)
+        step(e, t + i * 1e-3, name(i), 0, "ml/llm", i * 8, stepno, 1000, NOLOSS);
+}
+
+static void nic(struct gh_engine *e, double t, const char *node, const char *dev, bool down)
+{
+    struct gh_signal s = sig(GH_KIND_NIC, t, node, -1);
+    sset(&s.device, dev);
+    s.has_port = true;
+    s.port = 1;
+    s.state = down ? GH_LINK_DOWN : GH_LINK_UP;
+    sset(&s.counter, "link_downed");
+    s.has_count = true;
+    s.count = 1;
+    feed(e, s);
+}
+
+static int shared(const struct sink *sk)
+{
+    int n = 0;
+    for (int i = 0; i < sk->n; i++)
+        n += strcmp(sk->v[i].rule, "shared-cause") == 0;
+    return n;
+}
+
+static bool acts_on_node(const struct got *g)
+{
+    return got_action(g, GH_ACT_ISOLATE_NODE) || got_action(g, GH_ACT_DRAIN_NODE) ||
+           got_action(g, GH_ACT_RESET_GPU) || got_action(g, GH_ACT_REBOOT_NODE) ||
+           got_action(g, GH_ACT_REPLACE_NODE);
+}
+
+/* A leaf switch reboots: one rail down on 6 nodes within a second, up 3
+ * minutes later, while NCCL trains on over the other rails. */
+static void leaf_switch(bool labels, struct sink *sk)
+{
+    struct gh_engine *e = engine(fleet(labels), sk);
+    checkpoint(e, 1, "ml/llm", 90, true);
+    int64_t st = 100;
+    for (double t = 0; t < 400; t += 2)
+        steps_at(e, t, st++);
+    for (int i = 0; i < 6; i++)
+        nic(e, 200 + 0.1 * i, name(i), "mlx5_2", true);
+    for (int i = 0; i < 6; i++)
+        nic(e, 380 + 0.1 * i, name(i), "mlx5_2", false);
+    gh_engine_finish(e, INT64_MAX);
+    gh_engine_free(e);
+}
+
+static void test_leaf_switch_is_one_shared_cause(void **state)
+{
+    (void)state;
+    struct sink sk;
+    leaf_switch(false, &sk);
+    assert_int_equal(sk.n, 1);
+    assert_int_equal(shared(&sk), 1);
+    assert_int_equal(sk.v[0].cls, GH_CLASS_NETWORK);
+    assert_string_equal(sk.v[0].node, "");
+    assert_false(acts_on_node(&sk.v[0]));
+    /* the job kept stepping: nothing restarts */
+    assert_false(got_action(&sk.v[0], GH_ACT_RESTART_FROM_CHECKPOINT));
+    assert_non_null(strstr(sk.v[0].reason, "on 6 nodes"));
+    assert_non_null(strstr(sk.v[0].reason, "scope switch"));
+}
+
+static void test_leaf_switch_named_by_labels(void **state)
+{
+    (void)state;
+    struct sink sk;
+    leaf_switch(true, &sk);
+    assert_int_equal(sk.n, 1);
+    /* the rack and the leaf both join the six: the rack is more specific
+     * than the switch, but the rail's label says switch and the rack's
+     * nodes are the same six, so either names it; the reason says which */
+    assert_non_null(strstr(sk.v[0].reason, "example.com/"));
+}
+
+/* The first node to show a condition decides alone (its own, as far as
+ * anyone can tell); once a second shows it the next wait, and the third
+ * makes it shared: no more isolations. */
+static void test_condition_rollout_isolates_at_most_the_first(void **state)
+{
+    (void)state;
+    struct sink sk;
+    struct gh_engine *e = engine(fleet(false), &sk);
+    int64_t st = 100;
+    for (double t = 0; t < 60; t += 2)
+        steps_at(e, t, st++);
+    for (int i = 0; i < NODES; i++) {
+        struct gh_signal s = sig(GH_KIND_NODE_CONDITION, 60 + 0.5 * i, name(i), -1);
+        s.source = GH_SRC_KUBE;
+        sset(&s.condition, "KernelDeadlock");
+        sset(&s.reason, "DockerHung");
+        s.cond_status = GH_COND_TRUE;
+        feed(e, s);
+    }
+    gh_engine_finish(e, INT64_MAX);
+    int isolated = 0;
+    for (int i = 0; i < sk.n; i++)
+        isolated += sk.v[i].node[0] && got_action(&sk.v[i], GH_ACT_ISOLATE_NODE);
+    assert_int_equal(isolated, 1);
+    assert_int_equal(shared(&sk), 1);
+    assert_int_equal(sk.n, 2);
+    gh_engine_free(e);
+}
+
+/* XID 79 (a GPU's own fatal fault) on five nodes within minutes: the
+ * first three are isolated, then the breaker stops the rule. */
+static void test_breaker_stops_a_rule_taking_many_nodes(void **state)
+{
+    (void)state;
+    struct sink sk;
+    struct gh_engine *e = engine(fleet(false), &sk);
+    checkpoint(e, 1, "ml/llm", 90, true);
+    for (int i = 0; i < 5; i++)
+        xid(e, 100 + 20 * i, name(i), i, 79);
+    gh_engine_finish(e, INT64_MAX);
+    int isolated = 0;
+    for (int i = 0; i < sk.n; i++)
+        isolated += sk.v[i].node[0] && acts_on_node(&sk.v[i]);
+    assert_int_equal(isolated, 3);
+    assert_int_equal(shared(&sk), 1);
+    assert_int_equal(sk.n, 4);
+    assert_non_null(strstr(sk.v[3].reason, "breaker"));
+    assert_false(acts_on_node(&sk.v[3]));
+    gh_engine_free(e);
+}
+
+/* An NVLink5 XID whose line says Nonfatal under a healthy job: low, only
+ * when it repeats; no reset. The same code said Fatal acts. */
+static void test_stated_nonfatal_nvlink_xid_does_not_reset(void **state)
+{
+    (void)state;
+    struct sink sk;
+    struct gh_engine *e = engine(fleet(false), &sk);
+    struct gh_signal s = sig(GH_KIND_XID, 100, name(3), 2);
+    s.code = 149;
+    sset(&s.msg, "NVRM: Xid (PCI:0000:1b:00): 149, Nonfatal error detected on link 7");
+    feed(e, s);
+    gh_engine_finish(e, INT64_MAX);
+    assert_int_equal(sk.n, 0);
+    gh_engine_free(e);
+
+    e = engine(fleet(false), &sk);
+    s = sig(GH_KIND_XID, 100, name(3), 2);
+    s.code = 149;
+    sset(&s.msg, "NVRM: Xid (PCI:0000:1b:00): 149, Fatal error detected on link 7");
+    feed(e, s);
+    gh_engine_finish(e, INT64_MAX);
+    assert_int_equal(sk.n, 1);
+    assert_true(got_action(&sk.v[0], GH_ACT_RESET_GPU));
+    gh_engine_free(e);
+}
+
+/* One node's rail dies while NCCL trains on over the others: its steps
+ * keep coming, so the job is not restarted and the node waits. */
+static void test_dead_link_with_progress_restarts_nothing(void **state)
+{
+    (void)state;
+    struct sink sk;
+    struct gh_engine *e = engine(fleet(false), &sk);
+    checkpoint(e, 1, "ml/llm", 90, true);
+    int64_t st = 100;
+    for (double t = 0; t < 400; t += 2) {
+        steps_at(e, t, st++);
+        if (t == 200)
+            nic(e, 200.5, name(4), "mlx5_1", true);
+    }
+    gh_engine_finish(e, INT64_MAX);
+    assert_int_equal(sk.n, 1);
+    assert_string_equal(sk.v[0].node, name(4));
+    assert_false(got_action(&sk.v[0], GH_ACT_RESTART_FROM_CHECKPOINT));
+    assert_false(got_action(&sk.v[0], GH_ACT_ISOLATE_NODE));
+    assert_int_equal(sk.v[0].impact, GH_IMPACT_NONE);
+    assert_non_null(strstr(sk.v[0].reason, "steps kept coming"));
+    gh_engine_free(e);
+}
+
+/* XID 79 on GPU 0, then a double-bit ECC error on GPU 3 a quarter of an
+ * hour later: two incidents; and the checkpoint reported failed after it
+ * was saved is not the second's restart point. */
+static void test_second_fault_own_incident_and_failed_checkpoint(void **state)
+{
+    (void)state;
+    struct sink sk;
+    struct gh_engine *e = engine(fleet(false), &sk);
+    checkpoint(e, 1, "ml/llm", 90, true);
+    checkpoint(e, 50, "ml/llm", 95, true);
+    xid(e, 70, name(1), 0, 79);
+    checkpoint(e, 80, "ml/llm", 95, false);
+    xid(e, 70 + 900, name(1), 3, 48);
+    gh_engine_finish(e, INT64_MAX);
+    assert_int_equal(sk.n, 2);
+    assert_int_equal(sk.v[1].gpu, 3);
+    assert_true(got_action(&sk.v[1], GH_ACT_ISOLATE_NODE));
+    assert_true(sk.v[1].has_ckpt);
+    assert_int_equal(sk.v[1].ckpt_step, 90);
+    gh_engine_free(e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_leaf_switch_is_one_shared_cause),
+        cmocka_unit_test(test_leaf_switch_named_by_labels),
+        cmocka_unit_test(test_condition_rollout_isolates_at_most_the_first),
+        cmocka_unit_test(test_breaker_stops_a_rule_taking_many_nodes),
+        cmocka_unit_test(test_stated_nonfatal_nvlink_xid_does_not_reset),
+        cmocka_unit_test(test_dead_link_with_progress_restarts_nothing),
+        cmocka_unit_test(test_second_fault_own_incident_and_failed_checkpoint),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
