@@ -31,6 +31,7 @@
 #define FINE_S 10.0                  /* after signals, tick every second this long ... */
 #define COARSE_S 5.0                 /* ... then every 5 s ... */
 #define HORIZON_S 300.0              /* ... until this long after the latest signal */
+#define PROGRESS_S 300.0             /* every-step telemetry after a correlated signal [A] */
 
 /* ---- model ------------------------------------------------------------ */
 
@@ -92,6 +93,9 @@ struct job {
     double corrupt_work;/* < 0: clean; else the work from which results are wrong */
     int corrupt_id;     /* names the current corruption, for the person who finds it */
     int32_t diverged;   /* the node whose replica diverged (its checksums differ); -1 none */
+    /* every-step telemetry around a correlated process's signals */
+    double prog_until;  /* reports every step until then ... */
+    uint32_t prog_gen;  /* ... in the run of this generation */
     /* straggler telemetry window */
     bool win;
     int win_steps, n_sample;
@@ -121,7 +125,8 @@ enum {
     JE_SDC_CHECK,
     JE_HUMAN_SDC,
     JE_CK_COMPARE,
-    JE_REPORT
+    JE_REPORT,
+    JE_PROGRESS
 };
 enum { NE_REPAIR_DONE, NE_SLOW_END, NE_HUMAN, NE_HOST_BACK };
 enum { EM_XID, EM_GPU_LOST, EM_ECC, EM_REMAP, EM_NIC_DOWN, EM_NIC_UP, EM_NOTREADY, EM_READY, EM_XID13 };
@@ -726,10 +731,10 @@ static long current_step(const struct sim *s, const struct job *j)
 
 /* The training loss a healthy rank reports at step: a falling curve with 2%
  * noise between ranks and steps [A]. */
-static double healthy_loss(struct sim *s, long step)
+static double healthy_loss(struct gh_rng *r, long step)
 {
     double l = 1.7 + 2.3 / sqrt(1.0 + (double)step / 2000.0);
-    return l * (1.0 + 0.02 * gh_rng_normal(&s->loss_rng));
+    return l * (1.0 + 0.02 * gh_rng_normal(r));
 }
 
 /* One sample of job j's per-step telemetry at its current step: the step
@@ -739,7 +744,7 @@ static double healthy_loss(struct sim *s, long step)
  * its loss a spike (the signature of a harmful wrong result), with four
  * fixed ranks normal. Healthy reports ask the engine for no decision and go in
  * without ticks. */
-static void report_steps(struct sim *s, struct job *j, int spike_node)
+static void report_steps(struct sim *s, struct job *j, int spike_node, struct gh_rng *r)
 {
     if (j->n_nodes < 1 || s->G < 1)
         return;
@@ -764,7 +769,7 @@ static void report_steps(struct sim *s, struct job *j, int spike_node)
         double ms = base * s->nodes[j->nodes[pos[k]]].slow;
         struct gh_signal g = step_signal(s, j, pos[k], gpu[k], step, job_ms > ms ? job_ms : ms, ms);
         g.has_loss = true;
-        g.loss = healthy_loss(s, step) * (k == 0 && spike_node >= 0 ? 20.0 : 1.0);
+        g.loss = healthy_loss(r, step) * (k == 0 && spike_node >= 0 ? 20.0 : 1.0);
         if (spike_node >= 0)
             ingest(s, &g);
         else
@@ -791,7 +796,7 @@ static void sdc_onset(struct sim *s, struct job *j, int n)
     push(s, s->now + silent, EV_JOB, JE_SDC_CHECK, j->slot, n, j->gen);
     if (s->c->report_s > 0 && s->c->sdc_spike > 0 && gh_rng_unit(&s->loss_rng) < s->c->sdc_spike) {
         trace(s, "sdc_loss_spike", n, j->slot, NULL);
-        report_steps(s, j, n);
+        report_steps(s, j, n, &s->loss_rng);
     }
 }
 
@@ -1179,6 +1184,24 @@ static void relabel(struct sim *s, int n)
         s->rc = rc;
 }
 
+/* A correlated signal about a node of job j: for PROGRESS_S after it the
+ * job's sampled step reports come every step instead of every report_s,
+ * as the reporter ships them (every rank, every step; the 60 s sample is
+ * the simulator's shortcut for cost): the engine can see whether the job
+ * still advances, which is what the signal did to it. On a stream of its
+ * own, so that it changes no fault. */
+static void progress_window(struct sim *s, struct job *j)
+{
+    if (j->state != J_RUN || s->c->report_s <= 0)
+        return;
+    bool going = j->prog_gen == j->gen && s->now < j->prog_until;
+    j->prog_until = s->now + PROGRESS_S;
+    if (going)
+        return;
+    j->prog_gen = j->gen;
+    push(s, s->now + s->c->step_s * j->slow, EV_JOB, JE_PROGRESS, j->slot, 0, j->gen);
+}
+
 /* One correlated event's signal about node n (e: EV_CORR; b the rail or
  * GPU, gen the event's number). Its id marks it as the process's. */
 static void on_corr(struct sim *s, const struct gh_ev *e)
@@ -1272,6 +1295,8 @@ static void on_corr(struct sim *s, const struct gh_ev *e)
         trace(s, what, n, nd->state == N_BUSY ? nd->job : -1, detail);
     }
     ingest(s, &g);
+    if (nd->state == N_BUSY)
+        progress_window(s, &s->jobs[nd->job]);
 }
 
 /* A correlated process starts (cls): it schedules one EV_CORR per node it
@@ -1665,8 +1690,16 @@ static void on_job_event(struct sim *s, const struct gh_ev *e)
         if (j->state != J_RUN)
             break;
         advance(s, j, s->now);
-        report_steps(s, j, -1);
+        report_steps(s, j, -1, &s->loss_rng);
         push(s, s->now + c->report_s, EV_JOB, JE_REPORT, j->slot, 0, j->gen);
+        break;
+    case JE_PROGRESS:
+        if (j->state != J_RUN)
+            break;
+        advance(s, j, s->now);
+        report_steps(s, j, -1, &s->corr_rng);
+        if (s->now + c->step_s * j->slow <= j->prog_until)
+            push(s, s->now + c->step_s * j->slow, EV_JOB, JE_PROGRESS, j->slot, 0, j->gen);
         break;
     default:
         break;
