@@ -40,9 +40,9 @@
 #include "sim/sim.h"
 
 static const char *const class_names[GH_SIM_CLASS__COUNT] = {
-    "gpu_hard", "hbm_ecc", "sdc", "network", "nic", "host",
-    "software", "hang", "planned", "straggler", "flapping", "link_flap",
-    "leaf_reboot", "rollout", "check_misfire",
+    "gpu_hard", "hbm_ecc",   "sdc",         "network", "nic",
+    "host",     "software",  "hang",        "planned", "straggler",
+    "flapping", "link_flap", "leaf_reboot", "rollout", "check_misfire",
 };
 
 static const char *const waste_names[GH_SIM_W__COUNT] = {
@@ -81,9 +81,6 @@ static const double llama3_rates[GH_SIM_CLASS__COUNT] = {
     [GH_SIM_STRAGGLER] = 5e-6,    /* per node-hour [D], see above */
     [GH_SIM_FLAPPING] = 0.01,     /* per flapping node-hour [A]: one failure in ~4 days */
     [GH_SIM_LINK_FLAP] = 0.002,   /* per node-hour [A]; Alibaba HPN sees 5K-60K flaps a day [S] */
-    [GH_SIM_LEAF_REBOOT] = 6.98e-7, /* per leaf switch-hour [D]: HPN, 0.051% of ToRs a month [S] */
-    [GH_SIM_ROLLOUT] = 1.0 / (60 * 24),       /* per cluster-hour [A]: one in 60 days */
-    [GH_SIM_CHECK_MISFIRE] = 1.0 / (90 * 24), /* per cluster-hour [A]: one in 90 days */
 };
 #define LLAMA3_UNEXPECTED 1.9742e-5 /* sum of the unexpected classes above */
 
@@ -101,7 +98,8 @@ static const char *const rate_notes[GH_SIM_CLASS__COUNT] = {
     [GH_SIM_STRAGGLER] = "[D] per node-hour: ByteDance OSDI'25, worker-caused ~0.5% of GPU time",
     [GH_SIM_FLAPPING] = "[A] per flapping node-hour",
     [GH_SIM_LINK_FLAP] = "[A] per node-hour; Alibaba HPN sees 5K-60K flaps/day [S]",
-    [GH_SIM_LEAF_REBOOT] = "[D] per leaf switch-hour: Alibaba HPN, 0.051% of ToRs crash a month [S]",
+    [GH_SIM_LEAF_REBOOT] =
+        "[D] per leaf switch-hour: Alibaba HPN, 0.051% of ToRs crash a month [S]",
     [GH_SIM_ROLLOUT] = "[A] per cluster-hour: a noisy driver/firmware rollout every 60 days",
     [GH_SIM_CHECK_MISFIRE] = "[A] per cluster-hour: a misfiring health check every 90 days",
 };
@@ -121,6 +119,10 @@ void gh_sim_config_default(struct gh_sim_config *c)
     c->ckpt_interval_s = 0;
     c->restart_s = 600;
     memcpy(c->rate, llama3_rates, sizeof c->rate);
+    /* correlated processes, the same in every preset */
+    c->rate[GH_SIM_LEAF_REBOOT] = 6.98e-7;           /* per leaf switch-hour [D]: HPN [S] */
+    c->rate[GH_SIM_ROLLOUT] = 1.0 / (60 * 24);       /* per cluster-hour [A]: one in 60 days */
+    c->rate[GH_SIM_CHECK_MISFIRE] = 1.0 / (90 * 24); /* per cluster-hour [A]: one in 90 days */
     c->rate_scale = 1;
     c->class_mask = (1u << GH_SIM_CLASS__COUNT) - 1;
     c->straggler_slow_min = 1.1;
@@ -139,12 +141,12 @@ void gh_sim_config_default(struct gh_sim_config *c)
     c->flap_up_max_s = 20;          /* [A] */
     c->nodes_per_rack = 4;          /* DGX SuperPOD H100 rack layout [S] */
     c->nodes_per_leaf = 32;         /* a DGX SuperPOD scalable unit, one leaf per rail [P] */
-    c->leaf_down_min_s = 120;       /* [A] a switch reboot; Azure: half of the failures < 6 min [S] */
+    c->leaf_down_min_s = 120;       /* [A] reboot; Azure: half of failures < 6 min [S] */
     c->leaf_down_max_s = 360;
-    c->rollout_s = 12 * 3600.0;     /* [A] node batches over a working day */
-    c->misfire_fraction = 0.25;     /* [A] */
-    c->misfire_spread_s = 600;      /* [A] "within minutes" */
-    c->misfire_fix_min_s = 3600;    /* [A] someone notices, fixes the check and clears it */
+    c->rollout_s = 12 * 3600.0;  /* [A] node batches over a working day */
+    c->misfire_fraction = 0.25;  /* [A] */
+    c->misfire_spread_s = 600;   /* [A] "within minutes" */
+    c->misfire_fix_min_s = 3600; /* [A] someone notices, fixes the check and clears it */
     c->misfire_fix_max_s = 6 * 3600.0;
     snprintf(c->misfire_condition, sizeof c->misfire_condition, "%s", "KernelDeadlock");
     c->lat_kmsg_s = 2;
@@ -230,20 +232,19 @@ int gh_sim_preset(const char *name, struct gh_sim_config *c, struct gh_err *err)
 
 void gh_sim_presets_write_yaml(FILE *f)
 {
-    fprintf(f,
-            "# sim-presets.yaml - the presets of `gpuheal simulate`, as compiled into\n"
-            "# src/sim/preset.c (`gpuheal simulate --print-presets` writes this file; a\n"
-            "# test holds them equal). Sources: shared/data/failure-rates.yaml and\n"
-            "# reliability-numbers.md; per-class rates are the Llama 3 Table 5 mix\n"
-            "# (arXiv:2407.21783) scaled to each cluster's total unexpected rate.\n"
-            "# Units: rates per GPU-hour (straggler and link_flap: per node-hour;\n"
-            "# flapping: per flapping node-hour; leaf_reboot: per leaf switch-hour;\n"
-            "# rollout and check_misfire: per cluster-hour); times in seconds. job_gpus\n"
-            "# 0: one job of all the GPUs; job_days 0: jobs run through (else a finished\n"
-            "# job's place is taken by a new one on nodes from the pool). leaf_reboot,\n"
-            "# rollout and check_misfire are correlated processes: one cause on many\n"
-            "# nodes, none of them at fault (sources in src/sim/preset.c).\n"
-            "presets:\n");
+    fprintf(f, "# sim-presets.yaml - the presets of `gpuheal simulate`, as compiled into\n"
+               "# src/sim/preset.c (`gpuheal simulate --print-presets` writes this file; a\n"
+               "# test holds them equal). Sources: shared/data/failure-rates.yaml and\n"
+               "# reliability-numbers.md; per-class rates are the Llama 3 Table 5 mix\n"
+               "# (arXiv:2407.21783) scaled to each cluster's total unexpected rate.\n"
+               "# Units: rates per GPU-hour (straggler and link_flap: per node-hour;\n"
+               "# flapping: per flapping node-hour; leaf_reboot: per leaf switch-hour;\n"
+               "# rollout and check_misfire: per cluster-hour); times in seconds. job_gpus\n"
+               "# 0: one job of all the GPUs; job_days 0: jobs run through (else a finished\n"
+               "# job's place is taken by a new one on nodes from the pool). leaf_reboot,\n"
+               "# rollout and check_misfire are correlated processes: one cause on many\n"
+               "# nodes, none of them at fault (sources in src/sim/preset.c).\n"
+               "presets:\n");
     for (int i = 0; i < N_PRESETS; i++) {
         struct gh_sim_config c;
         apply(&presets[i], &c);
@@ -274,11 +275,12 @@ void gh_sim_presets_write_yaml(FILE *f)
                 c.flap_up_max_s);
         fprintf(f, "    layout: {nodes_per_rack: %d, nodes_per_leaf: %d}\n", c.nodes_per_rack,
                 c.nodes_per_leaf);
-        fprintf(f,
-                "    correlated: {leaf_down_s: [%.6g, %.6g], rollout_s: %.6g, misfire_fraction: %.6g, "
-                "misfire_spread_s: %.6g, misfire_fix_s: [%.6g, %.6g], misfire_condition: %s}\n",
-                c.leaf_down_min_s, c.leaf_down_max_s, c.rollout_s, c.misfire_fraction,
-                c.misfire_spread_s, c.misfire_fix_min_s, c.misfire_fix_max_s, c.misfire_condition);
+        fprintf(
+            f,
+            "    correlated: {leaf_down_s: [%.6g, %.6g], rollout_s: %.6g, misfire_fraction: %.6g, "
+            "misfire_spread_s: %.6g, misfire_fix_s: [%.6g, %.6g], misfire_condition: %s}\n",
+            c.leaf_down_min_s, c.leaf_down_max_s, c.rollout_s, c.misfire_fraction,
+            c.misfire_spread_s, c.misfire_fix_min_s, c.misfire_fix_max_s, c.misfire_condition);
         fprintf(f,
                 "    detection_s: {kmsg: %.6g, nvml: %.6g, nic: %.6g, link: %.6g, kube: %.6g, "
                 "not_ready: %.6g, nccl_timeout: %.6g, pod_evict: %.6g, human: %.6g, act: %.6g}\n",

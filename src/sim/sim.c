@@ -56,9 +56,9 @@ struct node {
     uint32_t gen;      /* bumps when the node changes hands */
     uint8_t state, flags, broken, broken_cls, repair, kind;
     int8_t gpu;
-    uint8_t corr;      /* C_* flags of correlated processes (not faults of its own) */
-    uint8_t rails_down;/* rails whose leaf switch is down (bit per rail) */
-    uint16_t driver;   /* driver version number (layout.h): rollouts raise it */
+    uint8_t corr;       /* C_* flags of correlated processes (not faults of its own) */
+    uint8_t rails_down; /* rails whose leaf switch is down (bit per rail) */
+    uint16_t driver;    /* driver version number (layout.h): rollouts raise it */
     int16_t code;      /* the XID of its fault */
     float slow;        /* compute slowdown, 1 = none */
     uint32_t slow_seq; /* names the current slow episode */
@@ -94,8 +94,8 @@ struct job {
     int corrupt_id;     /* names the current corruption, for the person who finds it */
     int32_t diverged;   /* the node whose replica diverged (its checksums differ); -1 none */
     /* every-step telemetry around a correlated process's signals */
-    double prog_until;  /* reports every step until then ... */
-    uint32_t prog_gen;  /* ... in the run of this generation */
+    double prog_until; /* reports every step until then ... */
+    uint32_t prog_gen; /* ... in the run of this generation */
     /* straggler telemetry window */
     bool win;
     int win_steps, n_sample;
@@ -153,8 +153,8 @@ struct sim {
     struct node *nodes;
     struct job *jobs;
     int32_t *free_list, *lemons;
-    int n_leaf_groups, rails, drivers; /* layout.h; drivers: versions installed so far */
-    uint32_t corr_events;     /* correlated events so far (names their signals) */
+    int n_leaf_groups, rails, drivers;  /* layout.h; drivers: versions installed so far */
+    uint32_t corr_events;               /* correlated events so far (names their signals) */
     double rate_h[GH_SIM_CLASS__COUNT]; /* cluster-wide arrivals per second */
     struct act acts[MAX_ACTS];
     int act_hint;
@@ -1159,7 +1159,6 @@ static void on_arrival(struct sim *s, int cls)
     }
 }
 
-
 /* ---- correlated processes --------------------------------------------- */
 
 /* PCI bus of each GPU of a DGX H100, for the driver's lines. */
@@ -1167,10 +1166,7 @@ static const unsigned char pci_bus[8] = {0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xb
 
 /* Whether node n's agent reports and its NICs are on the fabric: not while
  * it is in repair or out (host down, maintenance). */
-static bool node_on(const struct node *nd)
-{
-    return nd->state == N_FREE || nd->state == N_BUSY;
-}
+static bool node_on(const struct node *nd) { return nd->state == N_FREE || nd->state == N_BUSY; }
 
 /* Node n's labels after its driver changed (a rollout reached it). */
 static void relabel(struct sim *s, int n)
@@ -1272,8 +1268,9 @@ static void on_corr(struct sim *s, const struct gh_ev *e)
         bool kd = strcmp(cond, "KernelDeadlock") == 0; /* node-problem-detector's own words */
         setstr(s, &g.condition, cond);
         g.cond_status = on ? GH_COND_TRUE : GH_COND_FALSE;
-        setstr(s, &g.reason, on ? (kd ? "DockerHung" : "CheckFailed")
-                                : (kd ? "KernelHasNoDeadlock" : "CheckPassed"));
+        setstr(s, &g.reason,
+               on ? (kd ? "DockerHung" : "CheckFailed")
+                  : (kd ? "KernelHasNoDeadlock" : "CheckPassed"));
         if (on && kd)
             setstr(s, &g.msg, "task docker:7 blocked for more than 120 seconds.");
         cls = GH_SIM_CHECK_MISFIRE;
@@ -1330,8 +1327,8 @@ static void corr_arrival(struct sim *s, int cls)
         trace(s, "rollout", -1, -1, detail);
         for (int n = 0; n < s->n_nodes; n++) {
             int gpu = (int)gh_rng_below(r, (uint64_t)s->G);
-            push(s, s->now + gh_rng_unit(r) * c->rollout_s, EV_CORR, CE_ROLLOUT, n,
-                 drv * 64 + gpu, ev);
+            push(s, s->now + gh_rng_unit(r) * c->rollout_s, EV_CORR, CE_ROLLOUT, n, drv * 64 + gpu,
+                 ev);
         }
     } else {
         /* A check goes wrong on a share of the nodes within minutes; it is
@@ -1342,7 +1339,8 @@ static void corr_arrival(struct sim *s, int cls)
         for (int n = 0; n < s->n_nodes; n++) {
             if (!(gh_rng_unit(r) < c->misfire_fraction))
                 continue;
-            push(s, s->now + gh_rng_unit(r) * c->misfire_spread_s, EV_CORR, CE_CHECK_TRUE, n, 0, ev);
+            push(s, s->now + gh_rng_unit(r) * c->misfire_spread_s, EV_CORR, CE_CHECK_TRUE, n, 0,
+                 ev);
             push(s, fix + gh_rng_unit(r) * c->misfire_spread_s, EV_CORR, CE_CHECK_FALSE, n, 0, ev);
         }
     }
@@ -1783,9 +1781,7 @@ static void dispatch(struct sim *s, const struct gh_ev *e)
             s->acts[e->a].used = false;
         }
         break;
-    case EV_CORR:
-        on_corr(s, e);
-        break;
+    case EV_CORR: on_corr(s, e); break;
     case EV_STEP: {
         struct job *j = &s->jobs[e->a];
         if (j->win && e->gen == j->win_gen && j->state == J_RUN)

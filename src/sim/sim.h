@@ -46,13 +46,13 @@ enum gh_sim_class {
     /* Correlated processes: one cause, many nodes, none of them at fault.
      * They harm no job by themselves; only what the engine decides about
      * them does (GH_SIM_CORRELATED_FIRST .. GH_SIM_CLASS__COUNT - 1). */
-    GH_SIM_LEAF_REBOOT,    /* a leaf switch reboots: one rail down on every node under it */
-    GH_SIM_ROLLOUT,        /* a driver or firmware rollout whose nodes log a non-fatal line */
-    GH_SIM_CHECK_MISFIRE,  /* another agent's health check sets its condition on many nodes */
+    GH_SIM_LEAF_REBOOT,   /* a leaf switch reboots: one rail down on every node under it */
+    GH_SIM_ROLLOUT,       /* a driver or firmware rollout whose nodes log a non-fatal line */
+    GH_SIM_CHECK_MISFIRE, /* another agent's health check sets its condition on many nodes */
     GH_SIM_CLASS__COUNT
 };
 #define GH_SIM_CORRELATED_FIRST GH_SIM_LEAF_REBOOT
-#define GH_SIM_CORRELATED_MASK                                                                   \
+#define GH_SIM_CORRELATED_MASK                                                                     \
     ((1u << GH_SIM_LEAF_REBOOT) | (1u << GH_SIM_ROLLOUT) | (1u << GH_SIM_CHECK_MISFIRE))
 
 /* Where job GPU-time that is not productive goes. */
@@ -114,8 +114,8 @@ struct gh_sim_config {
     double rollout_s;        /* a rollout reaches every node within this, in random order */
     double misfire_fraction; /* a misfiring check sets its condition on this share of nodes ... */
     double misfire_spread_s; /* ... within this ... */
-    double misfire_fix_min_s, misfire_fix_max_s; /* ... and clears it this long after (log-uniform) */
-    char misfire_condition[GH_SIM_NAME_MAX]; /* the condition it sets (node_condition) */
+    double misfire_fix_min_s, misfire_fix_max_s; /* ... cleared this long after (log-uniform) */
+    char misfire_condition[GH_SIM_NAME_MAX];     /* the condition it sets (node_condition) */
     /* detection latency per source */
     double lat_kmsg_s, lat_nvml_s, lat_nic_s, lat_link_s, lat_kube_s, lat_notready_s;
     double nccl_timeout_s;   /* collective watchdog: a hang becomes pod failures */

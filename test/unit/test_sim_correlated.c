@@ -31,7 +31,7 @@
 struct line {
     double t;
     char event[24];
-    int node;  /* -1: none */
+    int node; /* -1: none */
     char detail[64];
     unsigned ev; /* the event's number (after '#' in detail) */
 };
@@ -90,7 +90,7 @@ static void run_traced(const struct gh_sim_config *c, const char *name, struct t
             l->t = json_real_value(json_object_get(o, "t"));
             snprintf(l->event, sizeof l->event, "%s", ev);
             const char *node = json_string_value(json_object_get(o, "node"));
-            l->node = node ? atoi(node + 5) : -1;
+            l->node = node ? (int)strtol(node + 5, NULL, 10) : -1;
             const char *d = json_string_value(json_object_get(o, "detail"));
             snprintf(l->detail, sizeof l->detail, "%s", d ? d : "");
             const char *h = strchr(l->detail, '#');
@@ -187,7 +187,8 @@ static void test_rollout_reaches_every_node_once(void **st)
                 continue;
             assert_string_equal(l->event, "rollout_line");
             assert_true(l->t >= b->t && l->t <= b->t + c.rollout_s);
-            assert_true(atoi(l->detail) >= 0 && atoi(l->detail) < c.gpus_per_node);
+            long gpu = strtol(l->detail, NULL, 10);
+            assert_true(gpu >= 0 && gpu < c.gpus_per_node);
             seen[l->node]++;
         }
         for (int n = 0; n < nodes; n++)
@@ -311,8 +312,8 @@ static void test_processes_change_no_fault(void **st)
     d.rate[GH_SIM_LEAF_REBOOT] = d.rate[GH_SIM_ROLLOUT] = d.rate[GH_SIM_CHECK_MISFIRE] = 0;
     assert_int_equal(gh_sim_run(&d, pol, 8, 1, &zero, &err), GH_OK);
     gh_policy_free(pol);
-    print_message("signals %.0f on, %.0f off; ETTR %.6f / %.6f\n", on.signals, off.signals,
-                  on.ettr, off.ettr);
+    print_message("signals %.0f on, %.0f off; ETTR %.6f / %.6f\n", on.signals, off.signals, on.ettr,
+                  off.ettr);
     assert_true(on.signals > off.signals + 1000);
     for (int k = 0; k < GH_SIM_CLASS__COUNT; k++)
         assert_true(on.interruptions[k] == off.interruptions[k]);

@@ -44,11 +44,12 @@ static void usage(FILE *f)
            "Classes: ");
     for (int i = 0; i < GH_SIM_CLASS__COUNT; i++)
         fprintf(f, "%s%s", i ? ", " : "", gh_sim_class_name((enum gh_sim_class)i));
-    fprintf(f, ".\nleaf_reboot, rollout and check_misfire are correlated processes (one cause on many\n"
-               "nodes, none at fault): --leaf-reboot, --rollout and --check-misfire multiply their\n"
-               "rates (0: off), --no-correlated turns all three off.\n"
-               "--sweep writes PREFIX.svg (and PREFIX.png when rsvg-convert is installed);\n"
-               "PREFIX defaults to sweep-checkpoint-interval.\n");
+    fprintf(
+        f, ".\nleaf_reboot, rollout and check_misfire are correlated processes (one cause on many\n"
+           "nodes, none at fault): --leaf-reboot, --rollout and --check-misfire multiply their\n"
+           "rates (0: off), --no-correlated turns all three off.\n"
+           "--sweep writes PREFIX.svg (and PREFIX.png when rsvg-convert is installed);\n"
+           "PREFIX defaults to sweep-checkpoint-interval.\n");
 }
 
 static bool num(const char *s, double lo, double hi, double *out)
@@ -144,7 +145,8 @@ static json_t *result_json(const struct gh_sim_config *c, const char *policy, ui
     json_object_set_new(o, "wasted_gpu_hours_by_class", class_obj(r->wasted_by_class_gpu_hours));
     json_object_set_new(o, "isolations", json_real(r->isolations));
     json_object_set_new(o, "false_isolations", json_real(r->false_isolations));
-    json_object_set_new(o, "false_isolations_correlated", json_real(r->false_isolations_correlated));
+    json_object_set_new(o, "false_isolations_correlated",
+                        json_real(r->false_isolations_correlated));
     json_object_set_new(o, "false_isolations_by_class", class_obj(r->false_isolations_by_class));
     json_object_set_new(o, "false_isolations_per_10k_gpu_days",
                         json_real(per_10k_gpu_days(r, r->false_isolations)));
