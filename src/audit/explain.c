@@ -83,6 +83,33 @@ static void deferred_lines(FILE *out, const struct gh_audit_incident_rec *r)
     json_decref(inc);
 }
 
+/* A cause several nodes share (spec section 3, 2026-12-07): its scope,
+ * component and every affected node, as the record keeps them (the
+ * Incident object names only the first ones). */
+static void shared_cause_lines(FILE *out, const struct gh_audit_incident_rec *r)
+{
+    json_t *inc = r->json ? json_loads(r->json, 0, NULL) : NULL;
+    const char *scope = json_string_value(json_object_get(inc, "scope"));
+    const char *comp = json_string_value(json_object_get(inc, "component"));
+    json_t *an = json_object_get(inc, "affected_nodes");
+    if (scope && json_array_size(an)) {
+        fprintf(out,
+                "  Shared cause: scope %s, component %s; none of its nodes is taken out "
+                "of service for it\n",
+                scope, comp ? comp : "unknown (no Node label names it)");
+        fprintf(out, "  Affected nodes (%zu):", json_array_size(an));
+        size_t i;
+        json_t *n;
+        json_array_foreach(an, i, n)
+        {
+            if (json_is_string(n))
+                fprintf(out, "%s %s", i ? "," : "", json_string_value(n));
+        }
+        fprintf(out, "\n");
+    }
+    json_decref(inc);
+}
+
 static void explain_one(FILE *out, size_t k, const struct gh_audit_incident_rec *r)
 {
     char t1[GH_RFC3339_MAX], t2[GH_RFC3339_MAX];
@@ -99,6 +126,7 @@ static void explain_one(FILE *out, size_t k, const struct gh_audit_incident_rec 
     if (r->job)
         fprintf(out, ", job %s", r->job);
     fprintf(out, "\n");
+    shared_cause_lines(out, r);
 
     fprintf(out, "  What was seen:\n");
     if (r->n_ev == 0)

@@ -72,6 +72,7 @@ void gh_ctl_decide(struct gh_controller *ctl, json_t *inc, const struct gh_decis
     }
     if (cls >= 0)
         gh_ctl_metrics_incident(ctl->metrics, (enum gh_class)cls);
+    gh_ctl_metrics_shared_cause(ctl->metrics, d->scope);
     if (node && cls >= 0 && blames_hardware((enum gh_class)cls))
         gh_guard_note_blame(ctl->guard, node, t);
     struct gh_task task;
@@ -103,6 +104,11 @@ void gh_ctl_decide(struct gh_controller *ctl, json_t *inc, const struct gh_decis
     GH_LOG(GH_LOG_INFO, "event=incident id=%s class=%s node=%s job=%s rule=%s mode=%s", id,
            cls >= 0 ? gh_class_name((enum gh_class)cls) : "-", node ? node : "-",
            d->job ? d->job : "-", d->rule ? d->rule : "-", task.mode);
+    if (d->scope != GH_SCOPE_UNSAID && d->n_affected)
+        GH_LOG(GH_LOG_WARN,
+               "event=shared_cause id=%s scope=%s component=\"%s\" affected_nodes=%zu (no node "
+               "is taken out of service for it)",
+               id, gh_scope_name(d->scope), d->component ? d->component : "", d->n_affected);
     task.incident = inc;
     if (!awaits && hold_drain(ctl, &task))
         return; /* submitted when the jobs have checkpointed, or at the timeout */

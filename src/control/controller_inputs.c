@@ -322,12 +322,45 @@ void gh_ctl_release_done(struct gh_controller *ctl, const char *node, const char
            node, incident && *incident ? incident : "-");
 }
 
+/* The Node's labels that name a component it shares with others (rack,
+ * switch or rail, NVLink domain, what a rollout shares), mirrored into the
+ * engine, which names a shared cause by them: on first sight, when they
+ * change (nothing to do when they did not) and, emptied, when the Node
+ * goes. obj NULL: the Node was deleted (old is its last state). */
+static void mirror_labels(struct gh_controller *ctl, const char *name, const json_t *old,
+                          const json_t *obj)
+{
+    if (!gh_kube_node_labels_changed(old, obj, gh_engine_label_wanted))
+        return;
+    const char *keys[GH_KUBE_NODE_LABELS_MAX], *values[GH_KUBE_NODE_LABELS_MAX];
+    size_t was = old ? gh_kube_node_labels(old, gh_engine_label_wanted, keys, values,
+                                           GH_KUBE_NODE_LABELS_MAX)
+                     : 0;
+    size_t n = obj ? gh_kube_node_labels(obj, gh_engine_label_wanted, keys, values,
+                                         GH_KUBE_NODE_LABELS_MAX)
+                   : 0;
+    if (was && !n && ctl->nodes_labelled)
+        ctl->nodes_labelled--;
+    else if (!was && n)
+        ctl->nodes_labelled++;
+    int rc = gh_engine_set_node_labels(ctl->engine, name, keys, values, n);
+    if (rc && !ctl->labels_failing)
+        GH_LOG(GH_LOG_WARN,
+               "event=node_labels_not_set node=%s error=\"%s\" (a shared cause on it may go "
+               "unnamed; logged once until it works again)",
+               name, rc == GH_ELIMIT ? "the engine's node table is full" : "out of memory");
+    else if (!rc)
+        GH_LOG(GH_LOG_DEBUG, "event=node_labels node=%s labels=%zu", name, n);
+    ctl->labels_failing = rc != GH_OK;
+}
+
 static void node_change(void *ud, const json_t *old, const json_t *obj)
 {
     struct gh_controller *ctl = ud;
     const char *name = gh_kube_meta_name(obj);
     if (!name)
         return;
+    mirror_labels(ctl, name, old, obj);
     bool held = gh_ctl_held_by_gpuheal(obj);
     if (held)
         gh_guard_set_isolated(ctl->guard, name, true);
@@ -355,6 +388,15 @@ static void node_change(void *ud, const json_t *old, const json_t *obj)
 
 static void node_add(void *ud, const json_t *obj) { node_change(ud, NULL, obj); }
 
+/* The first complete list of Nodes: how many, and how many name a
+ * component they share (what the engine can name a shared cause by). */
+static void nodes_synced(void *ud)
+{
+    struct gh_controller *ctl = ud;
+    GH_LOG(GH_LOG_INFO, "event=nodes_listed nodes=%zu with_component_labels=%zu",
+           gh_kube_store_count(gh_kube_informer_store(ctl->inf_nodes)), ctl->nodes_labelled);
+}
+
 static void node_update(void *ud, const json_t *old, const json_t *obj)
 {
     if (old)
@@ -365,8 +407,10 @@ static void node_delete(void *ud, const json_t *obj)
 {
     struct gh_controller *ctl = ud;
     const char *name = gh_kube_meta_name(obj);
-    if (name)
+    if (name) {
         gh_guard_set_isolated(ctl->guard, name, false);
+        mirror_labels(ctl, name, obj, NULL);
+    }
     count_nodes(ctl);
 }
 
@@ -772,7 +816,7 @@ static const char *const event_keep[] = {
 int gh_ctl_inputs_start(struct gh_controller *ctl, struct gh_err *err)
 {
     int rc;
-    struct gh_kube_handlers hn = {node_add, node_update, node_delete, NULL, inf_error};
+    struct gh_kube_handlers hn = {node_add, node_update, node_delete, nodes_synced, inf_error};
     struct gh_kube_handlers hp = {pod_add, pod_update, pod_delete, NULL, inf_error};
     struct gh_kube_handlers hg = {gnh_change, gnh_update, NULL, NULL, inf_error};
     struct gh_kube_handlers hi = {incident_change, incident_update, NULL, NULL, inf_error};

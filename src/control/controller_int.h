@@ -58,6 +58,8 @@ struct gh_controller {
     struct gh_controller_opts o;
     char identity[128];
     uint64_t engine_nomem;                /* gh_engine_stats.nomem as last logged */
+    bool labels_failing;                  /* the engine refused a Node's labels (logged once) */
+    size_t nodes_labelled;                /* Nodes with a label that names a shared component */
     struct gh_node_conditions node_conds; /* watched for node_condition signals */
     const struct gh_clock *clock;
     struct gh_kube_client *c;

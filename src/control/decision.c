@@ -14,6 +14,11 @@ static void read_strings(struct gh_decision *d, const json_t *obj)
     d->node = gh_json_str(obj, "node");
     d->job = gh_json_str(obj, "job");
     d->rule = gh_json_str(obj, "rule");
+    d->component = gh_json_str(obj, "component");
+    const char *scope = gh_json_str(obj, "scope");
+    int sc = scope ? gh_scope_from_name(scope) : -1;
+    d->scope = sc > 0 ? (enum gh_scope)sc : GH_SCOPE_UNSAID;
+    d->n_affected = json_array_size(json_object_get(obj, "affected_nodes"));
     size_t i;
     json_t *e;
     json_array_foreach(json_object_get(obj, "evidence"), i, e)
@@ -33,6 +38,8 @@ void gh_decision_from_incident(struct gh_decision *d, const struct gh_incident *
     memset(d, 0, sizeof *d);
     read_strings(d, obj);
     d->cls = (int)inc->cls;
+    d->scope = inc->scope;
+    d->n_affected = inc->n_affected;
     d->gpu = inc->gpu >= 0 ? inc->gpu : -1;
     for (int i = 0; i < inc->n_actions && d->n_actions < GH_TASK_MAX_ACTIONS; i++)
         d->actions[d->n_actions++] = inc->actions[i];

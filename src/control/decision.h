@@ -12,7 +12,8 @@
 
 /* d from the engine's incident inc (borrowed for the call) and obj, the
  * object gh_incident_to_json made of it (borrowed: d's strings point into
- * it). The class, GPU, actions and checkpoint come from inc. */
+ * it). The class, GPU, actions, checkpoint, scope and the number of
+ * affected nodes come from inc. */
 void gh_decision_from_incident(struct gh_decision *d, const struct gh_incident *inc,
                                const json_t *obj);
 

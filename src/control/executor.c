@@ -269,6 +269,12 @@ static void act_once(struct worker *w, struct run_ctx *rc, struct gh_audit_inten
     gh_exec_split_job(job, ns, sizeof ns, name, sizeof name);
     memset(res, 0, sizeof *res);
     int g = d->gpu;
+    if (node_action(a) && !node) {
+        /* the guards never allow one (guard "no_node"); an intent left by
+         * another build must not reach the API without a node either */
+        gh_act_result_set(res, "skipped", "no node blamed: %s has no target", it->action);
+        return;
+    }
     switch (a) {
     case GH_ACT_ISOLATE_NODE:
         gh_act_isolate_node(&x, node, w->ex->o.no_execute_taint, res, &err);

@@ -11,6 +11,10 @@
 #include "signal/taxonomy.h"
 
 #define EVIDENCE_CR_MAX 100
+/* affected nodes named on the object: a fleet-wide cause may span
+ * thousands (253 bytes each at most); affectedNodesCount says how many
+ * there were, the audit store keeps them all */
+#define AFFECTED_CR_MAX 256
 
 /* Splits "ns/name" (a job without a namespace is in "default"). */
 void gh_exec_split_job(const char *job, char *ns, size_t nscap, char *name, size_t namecap)
@@ -41,6 +45,34 @@ const char *gh_exec_cr_result(const char *r)
     if (!strcmp(r, "awaiting_approval") || !strcmp(r, "pending"))
         return "Pending";
     return "Skipped";
+}
+
+/* A cause several nodes share (spec section 3, 2026-12-07): scope,
+ * component, and the first AFFECTED_CR_MAX affected nodes with their
+ * count. */
+static void shared_cause_spec(json_t *spec, const json_t *inc)
+{
+    const char *scope = gh_json_str(inc, "scope"), *component = gh_json_str(inc, "component");
+    if (!scope)
+        return;
+    json_object_set_new(spec, "scope", json_string(scope));
+    if (component)
+        json_object_set_new(spec, "component", json_string(component));
+    json_t *an = json_object_get(inc, "affected_nodes");
+    if (!json_is_array(an))
+        return;
+    json_t *names = json_array();
+    size_t i;
+    json_t *n;
+    json_array_foreach(an, i, n)
+    {
+        if (i >= AFFECTED_CR_MAX)
+            break;
+        if (json_is_string(n))
+            json_array_append(names, n);
+    }
+    json_object_set_new(spec, "affectedNodes", names);
+    json_object_set_new(spec, "affectedNodesCount", json_integer((json_int_t)json_array_size(an)));
 }
 
 static json_t *incident_spec(const json_t *inc, const char *mode)
@@ -96,6 +128,7 @@ static json_t *incident_spec(const json_t *inc, const char *mode)
     }
     json_object_set_new(spec, "evidence", ev);
     json_object_set_new(spec, "dryRun", json_boolean(mode && !strcmp(mode, "dry_run")));
+    shared_cause_spec(spec, inc);
     return spec;
 }
 
@@ -125,6 +158,10 @@ void gh_exec_publish_incident(const struct gh_exec_pub *p, const json_t *inc, co
     const char *node = gh_json_str(inc, "node");
     if (labels && node && strlen(node) <= 63)
         json_object_set_new(labels, "gpuheal.io/node", json_string(node));
+    const char *scope = gh_json_str(inc, "scope");
+    if (labels && scope &&
+        strlen(scope) <= 63) /* kubectl get incidents -l gpuheal.io/scope=switch */
+        json_object_set_new(labels, "gpuheal.io/scope", json_string(scope));
     json_t *obj = json_pack("{s:s, s:s, s:{s:s, s:o}, s:o}", "apiVersion", "gpuheal.io/v1alpha1",
                             "kind", "Incident", "metadata", "name", id, "labels", labels, "spec",
                             incident_spec(inc, mode));
@@ -187,6 +224,15 @@ const char *gh_exec_event_reason(int cls)
     }
 }
 
+void gh_exec_shared_cause_note(const struct gh_decision *d, char *buf, size_t cap)
+{
+    snprintf(buf, cap,
+             "%s: shared cause: scope %s, component %.400s, %zu nodes affected; none of them is "
+             "cordoned, drained, reset or rebooted for it: look at what they share",
+             d->id ? d->id : "?", gh_scope_name(d->scope),
+             d->component ? d->component : "unknown (no Node label names it)", d->n_affected);
+}
+
 /* Events about a decision on the node, the job and the pods in the
  * evidence, and on the Incident object itself. A dry-run decision says so
  * first: nothing was done, whatever the reason sentence reads like. */
@@ -203,6 +249,13 @@ void gh_exec_decision_events(const struct gh_exec_pub *p, const struct gh_decisi
     if (id)
         gh_exec_event(p, &gh_kube_res_incidents, NULL, id, "Warning", "IncidentDecided", "Decide",
                       note);
+    if (id && d->scope != GH_SCOPE_UNSAID && !node) {
+        /* one Event for the whole group, on the Incident: never one per node */
+        char shared[1024];
+        gh_exec_shared_cause_note(d, shared, sizeof shared);
+        gh_exec_event(p, &gh_kube_res_incidents, NULL, id, "Warning", "SharedCause", "Decide",
+                      shared);
+    }
     if (node)
         gh_exec_event(p, &gh_kube_res_nodes, NULL, node, "Warning", reason, "Decide", note);
     if (job) {

@@ -52,9 +52,15 @@ void gh_exec_event(const struct gh_exec_pub *p, const struct gh_kube_res *res, c
  * evidence pods' Events add "Diagnosed". A static string. */
 const char *gh_exec_event_reason(int cls);
 
+/* The note of the SharedCause Event about decision d (a cause several
+ * nodes share): its id, scope, component and number of affected nodes,
+ * into buf[0..cap). */
+void gh_exec_shared_cause_note(const struct gh_decision *d, char *buf, size_t cap);
+
 /* Events about decision d on the Incident object, the node, the job and
  * the pods in its evidence; summary is the reason (a dry run says so
- * first). */
+ * first). A shared cause (d->scope set, no node) adds one Warning Event
+ * SharedCause on the Incident (gh_exec_shared_cause_note), none per node. */
 void gh_exec_decision_events(const struct gh_exec_pub *p, const struct gh_decision *d,
                              const char *mode, const char *summary);
 

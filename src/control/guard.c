@@ -295,6 +295,13 @@ int gh_guard_check(const struct gh_guard *g, const enum gh_action *acts, int n, 
         bool removes = node && gh_guard_action_removes_node(a);
         if (a == GH_ACT_NONE) {
             verdict(v, a, GH_GUARD_ALLOW, "none", "nothing to do");
+        } else if (!node && gh_guard_action_removes_node(a)) {
+            /* a cause several nodes share (a switch, a rack, a rollout)
+             * blames none of them: an action on "the node" has no target,
+             * and must never fall on the nodes that merely showed it */
+            verdict(v, a, GH_GUARD_DENY, "no_node",
+                    "not acted: %s needs a blamed node and this incident blames none",
+                    gh_action_name(a));
         } else if (removes && cooling) {
             verdict(v, a, GH_GUARD_DENY, "cooldown",
                     "not acted: cooldown (last action on %s %.0f s ago, cooldown %.0f s)", node,

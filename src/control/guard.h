@@ -45,7 +45,8 @@ enum gh_guard_outcome {
 
 /* One verdict per action (a small value type; guard points to a static
  * string: "none", "budget", "rate", "cooldown", "storm", "dry_run",
- * "approval"). */
+ * "approval", or "no_node": an action on a node for an incident that
+ * blames none, such as a cause several nodes share, is never taken). */
 struct gh_guard_verdict {
     enum gh_action action;
     enum gh_guard_outcome outcome;
@@ -91,8 +92,9 @@ bool gh_guard_storm_open(const struct gh_guard *g, int64_t now);
 bool gh_guard_action_removes_node(enum gh_action a);
 
 /* Judges the actions acts[0..n) of one incident about node (NULL: none
- * blamed) at now; approved: the incident was approved. Writes n verdicts
- * to out and returns how many are GH_GUARD_ALLOW. Changes nothing. */
+ * blamed: its node actions are denied, guard "no_node") at now; approved:
+ * the incident was approved. Writes n verdicts to out and returns how many
+ * are GH_GUARD_ALLOW. Changes nothing. */
 int gh_guard_check(const struct gh_guard *g, const enum gh_action *acts, int n, const char *node,
                    bool approved, int64_t now, struct gh_guard_verdict *out);
 

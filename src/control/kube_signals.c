@@ -524,3 +524,43 @@ size_t gh_kube_event_signals(const json_t *old, const json_t *ev, const json_t *
     set(&s->msg, msg);
     return 1;
 }
+
+/* ---- Node labels (the components nodes share) */
+
+size_t gh_kube_node_labels(const json_t *node, bool (*wanted)(const char *key), const char **keys,
+                           const char **values, size_t cap)
+{
+    size_t n = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(jget2(node, "metadata", "labels"), k, v)
+    {
+        if (n == cap)
+            break;
+        if (json_is_string(v) && wanted(k)) {
+            keys[n] = k;
+            values[n++] = json_string_value(v);
+        }
+    }
+    return n;
+}
+
+bool gh_kube_node_labels_changed(const json_t *old, const json_t *node,
+                                 bool (*wanted)(const char *key))
+{
+    const char *ka[GH_KUBE_NODE_LABELS_MAX], *va[GH_KUBE_NODE_LABELS_MAX];
+    const char *kb[GH_KUBE_NODE_LABELS_MAX], *vb[GH_KUBE_NODE_LABELS_MAX];
+    size_t na = old ? gh_kube_node_labels(old, wanted, ka, va, GH_KUBE_NODE_LABELS_MAX) : 0;
+    size_t nb = node ? gh_kube_node_labels(node, wanted, kb, vb, GH_KUBE_NODE_LABELS_MAX) : 0;
+    if (na != nb)
+        return true;
+    /* as many on both sides, keys unique on each: the same when each of
+     * node's is old's with the same value */
+    json_t *ol = jget2(old, "metadata", "labels");
+    for (size_t i = 0; i < nb; i++) {
+        const char *ov = json_string_value(json_object_get(ol, kb[i]));
+        if (!ov || strcmp(ov, vb[i]) != 0)
+            return true;
+    }
+    return false;
+}

@@ -72,6 +72,18 @@ size_t gh_kube_node_condition_signals(const json_t *old, const json_t *node,
                                       const struct gh_node_conditions *watch, int64_t now,
                                       struct gh_signal *out, size_t max);
 
+/* Node labels the engine reads (gh_engine_label_wanted: the keys that name
+ * a component several nodes share), mirrored from the Node informer. */
+#define GH_KUBE_NODE_LABELS_MAX 64
+/* The labels of node (borrowed) whose keys wanted accepts: at most cap
+ * pairs keys[i] = values[i] (borrowed from node), returns how many. */
+size_t gh_kube_node_labels(const json_t *node, bool (*wanted)(const char *key), const char **keys,
+                           const char **values, size_t cap);
+/* Whether the labels wanted accepts differ between old (NULL: none) and
+ * node (NULL: none): only then is there anything to tell the engine. */
+bool gh_kube_node_labels_changed(const json_t *old, const json_t *node,
+                                 bool (*wanted)(const char *key));
+
 /* job_finished for a Job, JobSet or PyTorchJob obj (borrowed) whose
  * Complete/Succeeded/Completed or Failed condition became True in the change
  * old -> obj (old NULL: first sight); job names it ("namespace/name").

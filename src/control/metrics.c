@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@ static const char *const sources[] = {"ingest", "kube"};
 struct gh_ctl_metrics {
     pthread_mutex_t mu;
     uint64_t incidents[GH_CLASS__COUNT];
+    uint64_t shared[GH_SCOPE__COUNT];               /* GH_SCOPE_RACK and up */
     uint64_t actions[GH_ACT__COUNT + 1][N_RESULTS]; /* last row: release_node */
     uint64_t trips[N_GUARDS];
     uint64_t lat_count, lat_buckets[N_BUCKETS];
@@ -69,6 +71,18 @@ void gh_ctl_metrics_incident(struct gh_ctl_metrics *m, enum gh_class cls)
         return;
     pthread_mutex_lock(&m->mu);
     m->incidents[cls]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* the scopes of a component several nodes share (taxonomy.h) */
+static bool shared_scope(int s) { return s >= GH_SCOPE_RACK && s < GH_SCOPE__COUNT; }
+
+void gh_ctl_metrics_shared_cause(struct gh_ctl_metrics *m, enum gh_scope scope)
+{
+    if (!shared_scope((int)scope))
+        return;
+    pthread_mutex_lock(&m->mu);
+    m->shared[scope]++;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -170,6 +184,13 @@ size_t gh_ctl_metrics_write(struct gh_ctl_metrics *m, char *buf, size_t cap)
     for (int c = 0; c < GH_CLASS__COUNT; c++)
         put(&o, "gpuheal_incidents_total{class=\"%s\"} %llu\n", gh_class_name((enum gh_class)c),
             (unsigned long long)m->incidents[c]);
+    put(&o, "# HELP gpuheal_shared_cause_incidents_total Incidents whose cause several nodes "
+            "share (a rack, a switch or rail, an NVLink domain, the fleet), by scope: none of "
+            "their nodes is taken out of service for it.\n"
+            "# TYPE gpuheal_shared_cause_incidents_total counter\n");
+    for (int s = GH_SCOPE_RACK; s < GH_SCOPE__COUNT; s++)
+        put(&o, "gpuheal_shared_cause_incidents_total{scope=\"%s\"} %llu\n",
+            gh_scope_name((enum gh_scope)s), (unsigned long long)m->shared[s]);
     put(&o, "# HELP gpuheal_actions_total Recovery actions carried out, by type and result.\n"
             "# TYPE gpuheal_actions_total counter\n");
     for (int a = 0; a <= GH_ACT__COUNT; a++) {

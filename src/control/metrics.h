@@ -1,5 +1,5 @@
 /* metrics.h - the controller's Prometheus metrics: incidents by class,
- * actions by type and result, guard trips, the decision latency histogram
+ * shared-cause incidents by scope, actions by type and result, guard trips, the decision latency histogram
  * (first evidence received -> first action issued), decision records that
  * failed to commit, the engine's failed allocations, and a few gauges (leader, queue depths, nodes
  * isolated, audit store up). Thread-safe: the event loop
@@ -29,6 +29,9 @@ struct gh_ctl_metrics *gh_ctl_metrics_new(void);
 void gh_ctl_metrics_free(struct gh_ctl_metrics *m);
 
 void gh_ctl_metrics_incident(struct gh_ctl_metrics *m, enum gh_class cls);
+/* An incident whose cause several nodes share (scope rack, switch,
+ * nvlink_domain or fleet; other scopes are not counted). */
+void gh_ctl_metrics_shared_cause(struct gh_ctl_metrics *m, enum gh_scope scope);
 /* action: a gh_action, or -1 for release_node; result: "succeeded",
  * "failed", "noop", "skipped" (anything else counts as skipped). */
 void gh_ctl_metrics_action(struct gh_ctl_metrics *m, int action, const char *result);

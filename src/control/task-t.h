@@ -18,6 +18,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "control/guard.h"
@@ -43,6 +44,13 @@ struct gh_decision {
     bool has_checkpoint;         /* the checkpoint to resume from (restart_from_checkpoint) */
     int64_t checkpoint_step;     /* -1: unknown */
     const char *checkpoint_path; /* NULL: unknown */
+    /* A cause several nodes share (spec section 3, 2026-12-07): its scope
+     * (GH_SCOPE_UNSAID when the incident says none), the component its
+     * labels name ("LABEL=VALUE"; NULL when none) and how many nodes showed
+     * it. node is then NULL: nothing acts on a node for it. */
+    enum gh_scope scope;
+    const char *component;
+    size_t n_affected;
     int n_pods;
     struct {
         const char *ns, *name;

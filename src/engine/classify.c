@@ -46,10 +46,9 @@ enum gh_severity gh_classify_stated_severity(enum gh_severity sev, enum gh_state
 
 enum gh_severity gh_classify_sxid(int code, const char *msg)
 {
-    static const int ignore[] = {10001, 10002, 10005, 11012, 11021, 11022, 11023, 12021, 12023,
-                                 15008, 15011, 19049, 20001, 22013, 26008};
-    static const int minor[] = {10004, 11004, 20009, 20010, 20012, 25010,
-                                28001, 28003, 28005};
+    static const int ignore[] = {10001, 10002, 10005, 11012, 11021, 11022, 11023, 12021,
+                                 12023, 15008, 15011, 19049, 20001, 22013, 26008};
+    static const int minor[] = {10004, 11004, 20009, 20010, 20012, 25010, 28001, 28003, 28005};
     static const int fatal[] = {10003, 12020, 12028, 14017, 19084, 22003, 22011, 28006};
     enum gh_severity sev = GH_SEV_MEDIUM;
     bool known = false;
@@ -57,33 +56,28 @@ enum gh_severity gh_classify_sxid(int code, const char *msg)
         if (code == ignore[i])
             return GH_SEV_INFO;
     for (size_t i = 0; !known && i < sizeof minor / sizeof minor[0]; i++)
-        if (code == minor[i])
-            {
+        if (code == minor[i]) {
             sev = GH_SEV_LOW;
             known = true;
         }
-    if (!known && code >= 27001 && code <= 27007)
-        {
-            sev = GH_SEV_LOW;
-            known = true;
-        }
+    if (!known && code >= 27001 && code <= 27007) {
+        sev = GH_SEV_LOW;
+        known = true;
+    }
     for (size_t i = 0; !known && i < sizeof fatal / sizeof fatal[0]; i++)
-        if (code == fatal[i])
-            {
+        if (code == fatal[i]) {
             sev = GH_SEV_CRITICAL;
             known = true;
         }
     if (!known && ((code >= 23001 && code <= 23017 && code != 23009 && code != 23017) ||
-                   (code >= 26001 && code <= 26007)))
-        {
-            sev = GH_SEV_CRITICAL;
-            known = true;
-        }
-    if (!known && (code == 20034 || (code >= 24007 && code <= 24010)))
-        {
-            sev = GH_SEV_HIGH;
-            known = true;
-        }
+                   (code >= 26001 && code <= 26007))) {
+        sev = GH_SEV_CRITICAL;
+        known = true;
+    }
+    if (!known && (code == 20034 || (code >= 24007 && code <= 24010))) {
+        sev = GH_SEV_HIGH;
+        known = true;
+    }
     /* the line's own word, where it says one, over the code's class */
     return gh_classify_stated_severity(sev, gh_classify_stated(msg));
 }

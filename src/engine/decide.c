@@ -31,6 +31,9 @@ struct episode {
     unsigned deferred; /* ... and those it left for a safe moment */
     int gpu;
     int64_t assessed; /* when the impact was last assessed for a finding it absorbed */
+    uint64_t dev;     /* the GPU it is about: index + 1, or its bus id's hash (0: none) */
+    bool cleared;     /* node_condition: went False; raised again within the episode it is
+                       * the same flapping flag, not a new incident */
     int64_t first_ts, expires, decided;
     int64_t anomaly_ts, anomaly_step;
     uint64_t node_hash; /* 'c' episodes: the node the corruption blamed (0: none) */
@@ -104,7 +107,7 @@ struct gh_decider {
     gh_job_live_fn live;       /* NULL: a job placed on a node runs there */
     gh_progress_fn progress;   /* with live's ctx: whether a job kept training */
     void *live_ctx;
-    gh_hold_fn hold;           /* NULL: nothing waits */
+    gh_hold_fn hold; /* NULL: nothing waits */
     void *hold_ctx;
 };
 
@@ -461,8 +464,7 @@ static void assess(struct gh_decider *d, const struct gh_finding *f, int64_t now
         !d->live(d->live_ctx, x->job, f->node, first, x->gone_why, sizeof x->gone_why))
         x->running = false;
     gh_impact_assess(f, x->running ? x->job : NULL, d->tl, d->topo, &d->policy->settings, now,
-                     d->live ? d->progress : NULL, d->live_ctx,
-                     &x->iv);
+                     d->live ? d->progress : NULL, d->live_ctx, &x->iv);
 }
 
 /* Fits actions a[0..n) to the harm x assessed (docs/engine.md, "Impact"):
@@ -527,6 +529,19 @@ static int fit_actions(struct gh_decider *d, const struct gh_finding *f, int64_t
         n = drop_act(a, n, GH_ACT_RESTART_FROM_CHECKPOINT);
         x->restart_dropped_none = true;
     }
+    if (has_act(a, n, GH_ACT_RESTART_FROM_CHECKPOINT) && f->node && x->job) {
+        /* an open incident took this node out and restarted the job: it
+         * restarted away from the node, a later fault there is not its */
+        struct episode *nep = episode_find(d, 'n', f->node);
+        unsigned moved = (1u << GH_ACT_RESTART_FROM_CHECKPOINT) | (1u << GH_ACT_ISOLATE_NODE) |
+                         (1u << GH_ACT_DRAIN_NODE) | (1u << GH_ACT_REPLACE_NODE);
+        if (episode_open(nep, now) && (nep->acts & (1u << GH_ACT_RESTART_FROM_CHECKPOINT)) &&
+            (nep->acts & moved & ~(1u << GH_ACT_RESTART_FROM_CHECKPOINT)) &&
+            nep->decided < (f->first_ts ? f->first_ts : now)) {
+            n = drop_act(a, n, GH_ACT_RESTART_FROM_CHECKPOINT);
+            x->restart_dropped_done = true;
+        }
+    }
     if (has_act(a, n, GH_ACT_RESTART_FROM_CHECKPOINT)) {
         struct episode *jep = x->job ? episode_find(d, 'j', x->job) : NULL;
         int64_t first = f->first_ts ? f->first_ts : now;
@@ -563,12 +578,23 @@ static bool covered(const struct episode *ep, const struct gh_finding *f, int st
  * serious fault well after the open incident was decided (XID 79 on GPU 0,
  * then XID 48 on GPU 3 a quarter of an hour later) is its own incident. */
 #define OTHER_FAULT_NS (300 * GH_NS_PER_S)
+/* The GPU a finding is about: its index when known, else the bus id its
+ * first evidence names (kernel-log lines name only the bus). 0: none. */
+static uint64_t dev_of(const struct gh_finding *f)
+{
+    if (f->gpu >= 0)
+        return (uint64_t)f->gpu + 1;
+    for (size_t i = 0; i < f->n_evidence; i++)
+        if (f->evidence[i]->sig.pci)
+            return gh_hash_str(GH_HASH_INIT, f->evidence[i]->sig.pci) | (1ULL << 63);
+    return 0;
+}
 static bool other_fault(const struct episode *ep, const struct gh_finding *f, int64_t now)
 {
     int64_t first = f->first_ts ? f->first_ts : now;
     return (f->cls == GH_CLASS_GPU_HARDWARE || f->cls == GH_CLASS_GPU_MEMORY) &&
            (ep->cls == GH_CLASS_GPU_HARDWARE || ep->cls == GH_CLASS_GPU_MEMORY) &&
-           f->severity >= GH_SEV_HIGH && f->gpu >= 0 && ep->gpu >= 0 && f->gpu != ep->gpu &&
+           f->severity >= GH_SEV_HIGH && ep->dev && dev_of(f) && dev_of(f) != ep->dev &&
            first - ep->decided >= OTHER_FAULT_NS;
 }
 
@@ -595,7 +621,7 @@ struct breaker {
     int n;
     uint32_t node[BREAKER_MAX]; /* topology indices, oldest first */
     int64_t ts[BREAKER_MAX];
-    bool emitted;               /* its shared incident was emitted */
+    bool emitted; /* its shared incident was emitted */
     int n_jobs;
     uint64_t jobs[BREAKER_JOBS]; /* jobs it restarted */
 };
@@ -668,9 +694,13 @@ static bool breaker_open(struct gh_decider *d, const struct gh_incident *inc,
         names[i] = gh_topology_node_name(d->topo, b->node[i]);
     char component[192], what[200];
     enum gh_scope sc = gh_scope_common(d->topo, b->node, (size_t)b->n, component, sizeof component);
-    gh_sfmt(what, sizeof what, "breaker: rule %s would take a %d%s node out of service or reset it "
+    gh_sfmt(what, sizeof what,
+            "breaker: rule %s would take a %d%s node out of service or reset it "
             "for %s within %llds (at most %d)",
-            inc->rule ? inc->rule : "?", b->n, b->n == 2 ? "nd" : b->n == 3 ? "rd" : "th",
+            inc->rule ? inc->rule : "?", b->n,
+            b->n == 2   ? "nd"
+            : b->n == 3 ? "rd"
+                        : "th",
             f->code >= 0 ? "the same code" : "the same cause",
             (long long)(st->fleet_window_ns / GH_NS_PER_S), limit);
     struct gh_shared sh = {
@@ -687,7 +717,8 @@ static bool breaker_open(struct gh_decider *d, const struct gh_incident *inc,
         .what = what,
     };
     uint64_t restarted = 0;
-    *out = gh_decider_shared(d, &sh, f, now, !b->emitted, b->jobs, b->n_jobs, &restarted);
+    *out = gh_decider_shared(d, &sh, f, now, !b->emitted, b->emitted, b->jobs, b->n_jobs,
+                             &restarted);
     b->emitted = true;
     if (restarted && b->n_jobs < BREAKER_JOBS)
         b->jobs[b->n_jobs++] = restarted;
@@ -754,6 +785,23 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
             absorb = covered(ep, f, strength(fitted, nf), act_mask(fitted, nf), fx.deferred, asked);
             if (record_only(ep))
                 ep->assessed = now;
+        }
+    }
+    if (absorb && ep->cleared && f->kind == GH_KIND_NODE_CONDITION) {
+        /* the flag raised again: what it deferred is due again on harm */
+        ep->cleared = false;
+        if (ep->deferred && record_only(ep) && f->node) {
+            const char *job = job_of(d, f);
+            ep->rec.held = true;
+            ep->rec.kind = f->kind;
+            ep->rec.code = f->code;
+            ep->rec.severity = f->severity;
+            ep->rec.has_metric = f->has_metric;
+            ep->rec.metric = f->metric;
+            gh_sfmt(ep->rec.job, sizeof ep->rec.job, "%s", job ? job : "");
+            gh_sfmt(ep->rec.what, sizeof ep->rec.what, "%s", f->what);
+            for (size_t i = 0; i < f->n_evidence && ep->rec.n_ev < EP_EV; i++)
+                ep->rec.ev[ep->rec.n_ev++] = gh_tl_ref(f->evidence[i]);
         }
     }
     if (absorb) {
@@ -1030,7 +1078,7 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
     bool hits = false;
     for (int i = 0; i < inc.n_actions; i++)
         hits |= inc.node && hits_node(inc.actions[i]);
-    if (hits && d->hold && d->hold(d->hold_ctx, f)) {
+    if (inc.node && d->hold && d->hold(d->hold_ctx, f)) {
         d->st.pending++; /* other nodes may show the same: it waits for them */
         return GH_OUT_PENDING;
     }
@@ -1046,7 +1094,6 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
         d->last_hw = now;
     if (d->cb)
         d->cb(d->cb_ctx, &inc);
-
     /* Remember: the episode (one incident per root cause) and the history. */
     if (h) {
         if (h->n == HIST_MAX) {
@@ -1069,6 +1116,7 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
             if (!was_open)
                 ne->acts = 0;
             ne->active = true;
+            ne->cleared = false;
             ne->cls = inc.cls;
             ne->kind = f->kind;
             gh_sfmt(ne->cause, sizeof ne->cause, "%s",
@@ -1082,6 +1130,7 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
                 ne->deferred = 0;
             ne->deferred |= fx.deferred;
             ne->gpu = inc.gpu;
+            ne->dev = dev_of(f);
             ne->assessed = now;
             rec_clear(ne);
             if (ne->deferred && record_only(ne) && inc.node) {
@@ -1146,7 +1195,6 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
 }
 
 /* ---- expiry ----------------------------------------------------------- */
-
 
 static const struct gh_rule *rule_at(const struct gh_policy *p, int r)
 {
@@ -1311,10 +1359,12 @@ void gh_decider_condition_cleared(struct gh_decider *d, const char *node, const 
     if (!episode_open(ep, ts) || ep->kind != GH_KIND_NODE_CONDITION || !record_only(ep) ||
         strcmp(ep->cause, condition ? condition : "") != 0)
         return;
-    /* a flag that went away: nothing it deferred is due; raised again
-     * later it is a new incident (and its rule's escalation counts it) */
+    /* a flag that went away: nothing it deferred is due. Raised again
+     * while the episode lasts, it is the same flag flapping: it joins this
+     * record (one per episode, not one per flip); later it is a new
+     * incident (and its rule's escalation counts it). */
     rec_clear(ep);
-    ep->active = false;
+    ep->cleared = true;
 }
 
 void gh_decider_job_gone(struct gh_decider *d, const char *node, const struct gh_tl_entry *ent,
@@ -1418,8 +1468,9 @@ static void note_job_restart(struct gh_decider *d, const struct gh_incident *inc
 static int cmp_ev(const void *a, const void *b) { return gh_tl_entry_cmp(a, b); }
 
 enum gh_outcome gh_decider_shared(struct gh_decider *d, const struct gh_shared *s,
-                                  const struct gh_finding *f, int64_t now, bool first,
-                                  const uint64_t *done, int n_done, uint64_t *restarted)
+                                  const struct gh_finding *f, int64_t now, bool record,
+                                  bool followup, const uint64_t *done, int n_done,
+                                  uint64_t *restarted)
 {
     *restarted = 0;
     struct fit fx;
@@ -1443,7 +1494,7 @@ enum gh_outcome gh_decider_shared(struct gh_decider *d, const struct gh_shared *
         if (harmed && fx.job && fx.running && !again)
             job = fx.job;
     }
-    if (!first && !job) {
+    if (!record && !job) {
         d->st.absorbed++;
         return GH_OUT_ABSORBED;
     }
@@ -1500,10 +1551,10 @@ enum gh_outcome gh_decider_shared(struct gh_decider *d, const struct gh_shared *
     append(inc.reason, sizeof inc.reason, &used,
            "%s on %zu nodes within %.1fs (%s): one cause they share%s%s%s (scope %s), not each "
            "node's own, so no node is blamed or taken out of service for it",
-           s->what, s->n_nodes, (double)s->window_ns / GH_NS_PER_S, nodes,
-           s->component ? ", " : "", s->component ? s->component : "",
-           s->component ? " in common" : "", gh_scope_name(s->scope));
-    if (!first)
+           s->what, s->n_nodes, (double)s->window_ns / GH_NS_PER_S, nodes, s->component ? ", " : "",
+           s->component ? s->component : "", s->component ? " in common" : "",
+           gh_scope_name(s->scope));
+    if (followup)
         append(inc.reason, sizeof inc.reason, &used, " (a follow-up for a harmed job)");
     if (job && ck)
         append(inc.reason, sizeof inc.reason, &used,

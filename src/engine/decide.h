@@ -35,21 +35,24 @@ struct gh_shared {
     const char *const *nodes; /* the nodes that showed it, in the order they did */
     size_t n_evidence;
     const struct gh_tl_entry *const *evidence; /* their first signals, oldest first */
-    int64_t window_ns;   /* they began to show it within this */
-    uint64_t key_hash;   /* the signature, for the incident's id */
-    const char *what;    /* the signature in words ("NIC mlx5_2 port 1 down") */
+    int64_t window_ns;                         /* they began to show it within this */
+    uint64_t key_hash;                         /* the signature, for the incident's id */
+    const char *what; /* the signature in words ("NIC mlx5_2 port 1 down") */
 };
 
 /* Decides on a shared cause s at stream time now, for finding f (NULL: the
- * signals alone): the first time (first), one incident that names the
- * component and its nodes, blames none and takes none out of service; a
- * job that f shows harmed (died or wrong) and still running, whose name's
- * hash is not among done[0..n_done), is restarted from its checkpoint by
- * it (later: by a follow-up of it). *restarted gets that job's hash (0:
- * none). GH_OUT_DECIDED when an incident was emitted, else GH_OUT_ABSORBED. */
+ * signals alone). A job that f shows harmed (died or wrong) and still
+ * running, whose name's hash is not among done[0..n_done), is restarted
+ * from its checkpoint by an incident that names the component and its
+ * nodes, blames none and takes none out of service; with record, that
+ * incident is emitted even when nothing restarts (the cause's one record);
+ * followup says it comes after that record. *restarted gets the restarted
+ * job's hash (0: none). GH_OUT_DECIDED when an incident was emitted, else
+ * GH_OUT_ABSORBED. */
 enum gh_outcome gh_decider_shared(struct gh_decider *d, const struct gh_shared *s,
-                                  const struct gh_finding *f, int64_t now, bool first,
-                                  const uint64_t *done, int n_done, uint64_t *restarted);
+                                  const struct gh_finding *f, int64_t now, bool record,
+                                  bool followup, const uint64_t *done, int n_done,
+                                  uint64_t *restarted);
 
 bool gh_decider_node_episode(struct gh_decider *d, const char *node, int64_t t, enum gh_class *cls);
 bool gh_decider_job_episode(struct gh_decider *d, const char *job, int64_t t, enum gh_class *cls);

@@ -32,13 +32,18 @@
 #include "engine/scope.h"
 #include "signal/xid_catalog.h"
 
-#define FLEET_EV 64    /* evidence kept per shared cause: its first nodes' first signals */
-#define FLEET_JOBS 16  /* jobs one shared cause restarted */
+#define FLEET_EV 64   /* evidence kept per shared cause: its first nodes' first signals */
+#define FLEET_JOBS 16 /* jobs one shared cause restarted */
 #define FLEET_NODES 65536
 #define NOT_READY_WINDOW_NS (60 * GH_NS_PER_S) /* nodes NotReady together */
 /* Without labels, throttling on more nodes than a rack holds (an NVL72
  * rack's 18 compute trays) is a site's cap or cooling, not one rack's. */
 #define RACK_NODES 18
+/* A shared cause's record is decided once no new node began to show it for
+ * this long (a rollout reaches node after node), at most settings.fleet.
+ * window after it became shared; a harmed job restarts at once. */
+#define SETTLE_NS (60 * GH_NS_PER_S)
+#define FIRST_HOLD_NS (GH_NS_PER_S)
 
 struct fnode {
     uint32_t node; /* topology index */
@@ -54,6 +59,7 @@ struct fsig {
     size_t n, cap;
     struct fnode *nodes; /* in the order they showed it */
     int64_t last;        /* its latest showing */
+    int64_t last_onset;  /* when the latest node began to show it */
     int64_t shared_at;   /* when it became a shared cause (0: not) */
     bool decided;        /* its incident was emitted */
     bool pending;        /* listed in fleet.due */
@@ -79,6 +85,7 @@ struct fleet {
     struct held **held;
     const struct gh_finding *again; /* a held finding being decided now */
     int64_t hold_ns;                /* settings.fleet.hold, as last read */
+    int64_t window_ns;              /* settings.fleet.window, as last read */
 };
 
 static void fsig_reset(struct fsig *s)
@@ -90,6 +97,7 @@ static void fsig_reset(struct fsig *s)
     s->shared_at = 0;
     s->decided = false;
     s->n_jobs = 0;
+    s->last_onset = 0;
 }
 
 static void fsig_free(struct fsig *s)
@@ -162,8 +170,25 @@ static bool signature(const struct gh_signal *s, const struct gh_policy_settings
         out->severity = sev;
         gh_sfmt(key, cap, "x%d%c", s->code, "-nf"[said]);
         gh_sfmt(out->what, sizeof out->what, "XID %d%s", s->code,
-                said == GH_STATED_NONFATAL ? " (non-fatal)" : said == GH_STATED_FATAL ? " (fatal)"
-                                                                                      : "");
+                said == GH_STATED_NONFATAL ? " (non-fatal)"
+                : said == GH_STATED_FATAL  ? " (fatal)"
+                                           : "");
+        return true;
+    }
+    case GH_KIND_SXID: {
+        /* an NVLink Switch System's switches serve many nodes; a node's
+         * own NVSwitch's fatal errors (HGX) stay the node's */
+        enum gh_stated said = gh_classify_stated(s->msg);
+        enum gh_severity sev = gh_classify_sxid(s->code, s->msg);
+        if (sev <= GH_SEV_INFO || sev >= GH_SEV_CRITICAL)
+            return false;
+        out->cls = GH_CLASS_INTERCONNECT;
+        out->severity = sev;
+        gh_sfmt(key, cap, "s%d%c", s->code, "-nf"[said]);
+        gh_sfmt(out->what, sizeof out->what, "NVSwitch SXid %d%s", s->code,
+                said == GH_STATED_NONFATAL ? " (non-fatal)"
+                : said == GH_STATED_FATAL  ? " (fatal)"
+                                           : "");
         return true;
     }
     case GH_KIND_NIC:
@@ -206,8 +231,7 @@ static bool signature(const struct gh_signal *s, const struct gh_policy_settings
         gh_sfmt(key, cap, "r");
         gh_sfmt(out->what, sizeof out->what, "NotReady");
         return true;
-    default:
-        return false;
+    default: return false;
     }
 }
 
@@ -275,6 +299,7 @@ static void fleet_on_signal(void *state, struct gh_engine *e, const struct gh_tl
     if (!s)
         return;
     fl->hold_ns = st->fleet_hold_ns;
+    fl->window_ns = st->fleet_window_ns;
     int64_t ts = ent->ts_ns;
     /* the last episode is over (no node showed it for a while: a state
      * that lasts is read again and again): a new one */
@@ -304,13 +329,14 @@ static void fleet_on_signal(void *state, struct gh_engine *e, const struct gh_tl
             s->cap = ncap;
         }
         s->nodes[s->n++] = (struct fnode){(uint32_t)ni, ts, ts};
+        if (ts > s->last_onset)
+            s->last_onset = ts;
         if (s->n_ev < FLEET_EV)
             s->ev[s->n_ev++] = gh_tl_ref(ent);
     }
     if (!s->shared_at && shared_now(s, t, st, ts)) {
         s->shared_at = ts;
-        /* signals alone are the incident: decided once the other nodes
-         * had the hold to show it too */
+        /* signals alone are the incident: decided once it settled */
         if (s->events && !s->decided && !s->pending) {
             if (add_due(fl, key) == GH_OK)
                 s->pending = true;
@@ -337,8 +363,8 @@ static void describe(const struct fsig *s, struct gh_topology *t, const char *ke
     if (sc == GH_SCOPE_UNSAID) {
         /* no label names it: what such a signature shares most often */
         component[0] = '\0';
-        sc = s->cls == GH_CLASS_NETWORK        ? GH_SCOPE_SWITCH
-             : s->cls == GH_CLASS_INTERCONNECT ? GH_SCOPE_NVLINK_DOMAIN
+        sc = s->cls == GH_CLASS_NETWORK                               ? GH_SCOPE_SWITCH
+             : s->cls == GH_CLASS_INTERCONNECT                        ? GH_SCOPE_NVLINK_DOMAIN
              : s->cls == GH_CLASS_THERMAL_POWER && s->n <= RACK_NODES ? GH_SCOPE_RACK
                                                                       : GH_SCOPE_FLEET;
     }
@@ -358,10 +384,11 @@ static void describe(const struct fsig *s, struct gh_topology *t, const char *ke
 }
 
 /* Decides on shared cause s (key) for finding f (NULL: its signals). */
+static int add_due(struct fleet *fl, const char *key);
+
 static enum gh_outcome decide(struct fleet *fl, struct gh_engine *e, struct fsig *s,
                               const char *key, const struct gh_finding *f)
 {
-    (void)fl;
     struct gh_topology *t = gh_ctx_topology(e);
     const char **names = malloc((s->n ? s->n : 1) * sizeof *names);
     uint32_t *idx = malloc((s->n ? s->n : 1) * sizeof *idx);
@@ -375,11 +402,20 @@ static enum gh_outcome decide(struct fleet *fl, struct gh_engine *e, struct fsig
     struct gh_shared sh;
     describe(s, t, key, names, idx, component, sizeof component, &sh);
     uint64_t restarted = 0;
-    enum gh_outcome o = gh_ctx_decide_shared(e, &sh, f, !s->decided, s->jobs, s->n_jobs,
+    /* a finding restarts its job now when harmed (the first time, in the
+     * cause's record); the record itself waits for the cause to settle */
+    enum gh_outcome o = gh_ctx_decide_shared(e, &sh, f, !f, f && s->decided, s->jobs, s->n_jobs,
                                              &restarted);
-    s->decided = true;
+    if (o == GH_OUT_DECIDED)
+        s->decided = true;
     if (restarted && s->n_jobs < FLEET_JOBS)
         s->jobs[s->n_jobs++] = restarted;
+    if (!s->decided && !s->pending) {
+        if (add_due(fl, key) == GH_OK)
+            s->pending = true;
+        else
+            gh_ctx_nomem(e);
+    }
     free(names);
     free(idx);
     return o;
@@ -429,6 +465,15 @@ bool gh_fleet_take(void *state, struct gh_engine *e, const struct gh_finding *f,
     return true;
 }
 
+/* Another node began to show s within its window before fn did, or since. */
+static bool others(const struct fsig *s, const struct fnode *fn)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (&s->nodes[i] != fn && s->nodes[i].first >= fn->first - s->window)
+            return true;
+    return false;
+}
+
 bool gh_fleet_hold(void *state, struct gh_engine *e, const struct gh_finding *f)
 {
     struct fleet *fl = state;
@@ -441,12 +486,16 @@ bool gh_fleet_hold(void *state, struct gh_engine *e, const struct gh_finding *f)
     /* Only once another node showed it too (a node alone decides at once,
      * as its own), and while more may follow: a node that showed it long
      * enough ago for the others to show it too decides now. */
-    if (!s || s->shared_at || fn->first + st->fleet_hold_ns <= gh_ctx_now(e))
+    if (!s || s->shared_at)
         return false;
-    bool other = false;
-    for (size_t i = 0; i < s->n && !other; i++)
-        other = &s->nodes[i] != fn && s->nodes[i].first >= fn->first - s->window;
-    if (!other)
+    bool other = others(s, fn);
+    /* the first node waits FIRST_HOLD_NS only: a cause many nodes share at
+     * once (a switch, an NVLink domain) shows on the others within it */
+    int64_t hold = other ? st->fleet_hold_ns : FIRST_HOLD_NS;
+    if (hold > st->fleet_hold_ns)
+        hold = st->fleet_hold_ns;
+    if (fn->first + hold <= gh_ctx_now(e) ||
+        gh_topology_node_count(gh_ctx_topology(e)) < (size_t)st->fleet_min_nodes)
         return false;
     if (fl->n_held == fl->cap_held) {
         size_t ncap = fl->cap_held ? fl->cap_held * 2 : 8;
@@ -472,9 +521,16 @@ bool gh_fleet_hold(void *state, struct gh_engine *e, const struct gh_finding *f)
     }
     for (size_t i = 0; i < f->n_evidence; i++)
         gh_tl_ref(f->evidence[i]);
-    h->until = fn->first + st->fleet_hold_ns;
+    h->until = fn->first + hold;
     fl->held[fl->n_held++] = h;
     return true;
+}
+
+/* When shared cause s's record is due. */
+static int64_t due_at(const struct fsig *s, int64_t window)
+{
+    int64_t settle = s->last_onset + SETTLE_NS, latest = s->shared_at + window;
+    return settle < latest ? settle : latest;
 }
 
 static int64_t fleet_next_deadline(void *state)
@@ -487,7 +543,7 @@ static int64_t fleet_next_deadline(void *state)
     for (size_t i = 0; i < fl->n_due; i++) {
         long at = gh_strmap_find(fl->sigs, fl->due[i]);
         const struct fsig *s = at >= 0 ? gh_strmap_value(fl->sigs, (size_t)at) : NULL;
-        int64_t due = s ? s->shared_at + fl->hold_ns : INT64_MIN + 1;
+        int64_t due = s ? due_at(s, fl->window_ns) : INT64_MIN + 1;
         if (due < t)
             t = due;
     }
@@ -515,6 +571,12 @@ static void fleet_on_deadline(void *state, struct gh_engine *e, int64_t now)
         struct fsig *s = finding_sig(fl, e, &h->f, key, sizeof key, &fn);
         if (s && s->shared_at) {
             decide(fl, e, s, key, &h->f);
+        } else if (s && fn && h->until < fn->first + fl->hold_ns && others(s, fn) &&
+                   fl->n_held < fl->cap_held) {
+            /* others began to show it meanwhile: wait the whole hold */
+            h->until = fn->first + fl->hold_ns;
+            fl->held[fl->n_held++] = h;
+            continue;
         } else {
             fl->again = &h->f;
             gh_ctx_report(e, &h->f);
@@ -531,7 +593,7 @@ static void flush_due(struct fleet *fl, struct gh_engine *e, int64_t now)
     for (size_t i = 0; i < fl->n_due;) {
         long at = gh_strmap_find(fl->sigs, fl->due[i]);
         struct fsig *s = at >= 0 ? gh_strmap_value(fl->sigs, (size_t)at) : NULL;
-        if (s && s->shared_at + fl->hold_ns > now) {
+        if (s && !s->decided && due_at(s, fl->window_ns) > now) {
             i++;
             continue;
         }
@@ -587,7 +649,7 @@ static size_t fleet_memory(const void *state)
 
 const struct gh_detector_ops gh_det_fleet = {
     .name = "fleet",
-    .kinds = GH_KIND_BIT(GH_KIND_XID) | GH_KIND_BIT(GH_KIND_NIC) |
+    .kinds = GH_KIND_BIT(GH_KIND_XID) | GH_KIND_BIT(GH_KIND_SXID) | GH_KIND_BIT(GH_KIND_NIC) |
              GH_KIND_BIT(GH_KIND_NODE_CONDITION) | GH_KIND_BIT(GH_KIND_THERMAL) |
              GH_KIND_BIT(GH_KIND_POWER) | GH_KIND_BIT(GH_KIND_NODE_NOT_READY),
     .create = fleet_create,

@@ -262,11 +262,11 @@ static void on_xid(struct hw *h, struct gh_engine *e, const struct gh_tl_entry *
     if (n_req == 0)
         return; /* XID 154 saying no recovery is needed any more */
     gh_sfmt(what, sizeof what, "XID %d (%s) on %s: %s %s fault%s", s->code,
-             x->code >= 0 ? x->summary : "not in the catalog", where, gh_severity_name(sev),
-             gh_class_name(x->cls),
-             sev == x->severity                 ? ""
-             : st == GH_STATED_NONFATAL         ? " (the driver's line says non-fatal)"
-                                                : " (the driver's line says fatal)");
+            x->code >= 0 ? x->summary : "not in the catalog", where, gh_severity_name(sev),
+            gh_class_name(x->cls),
+            sev == x->severity         ? ""
+            : st == GH_STATED_NONFATAL ? " (the driver's line says non-fatal)"
+                                       : " (the driver's line says fatal)");
     if (n_req > 0) {
         const char *m = strstr(s->msg, " to 0x");
         gh_sfmt(what, sizeof what, "XID 154 on %s: the driver changed the GPU's recovery action%.60s",

@@ -214,8 +214,17 @@ static bool judge(struct gh_engine *e, struct ndet *d, const char *node, struct 
     for (size_t i = 0; i < k; i++)
         if (v[i]->sig.job && strcmp(v[i]->sig.job, job) == 0)
             gh_finding_add(&f, v[i]);
+    int64_t stepno;
+    bool trains = gh_ctx_job_progressing(e, job, n->down_since, now, &stepno);
+    if (f.cls == GH_CLASS_UNKNOWN && n->alive && !n->job_moved && trains) {
+        /* still training at the toleration: synchronous training advances
+         * only when every rank does, so its pods there run; what is lost
+         * is the API server's view of the node (its management network,
+         * its kubelet), not its work: nothing to move or take out */
+        return true;
+    }
     if (f.cls == GH_CLASS_UNKNOWN && !n->job_moved && !n->alive && d->toleration > d->grace &&
-        still_stepping(e, node, job, n->down_since, now)) {
+        (trains || still_stepping(e, node, job, n->down_since, now))) {
         /* its pods there run on: nothing lost yet; Kubernetes evicts them
          * at its toleration, and the node is judged then */
         n->alive = true;

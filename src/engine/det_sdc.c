@@ -67,6 +67,7 @@ struct sdcjob {
     int n_anom, n_norm;
     const struct gh_tl_entry *anom_ev[ANOM_EV];
     int n_anom_ev;
+    bool ck_wait;           /* a whole-job loss anomaly waits for its step's checksums */
     bool reported;          /* an SDC finding was made for this job (reset by time) */
     int64_t reported_ts;
 };
@@ -98,6 +99,7 @@ static void bucket_clear(struct ckbucket *b)
 
 static void anom_clear(struct sdcjob *j)
 {
+    j->ck_wait = false;
     for (int i = 0; i < j->n_anom_ev; i++)
         gh_tl_unref(j->anom_ev[i]);
     j->n_anom_ev = 0;
@@ -318,6 +320,8 @@ static const struct gh_tl_entry *verified_checkpoint(struct gh_engine *e, const 
  * compared across replicas position by position. In each position the odd
  * ones out by strict majority are suspects; two replicas that disagree have
  * no majority: both are. */
+static void decide_loss(struct sdc *s, struct gh_engine *e, struct sdcjob *j);
+
 static void finalize_ck(struct sdc *s, struct gh_engine *e, struct sdcjob *j, struct ckbucket *b)
 {
     int n = b->n;
@@ -397,6 +401,8 @@ static void finalize_ck(struct sdc *s, struct gh_engine *e, struct sdcjob *j, st
                 j->n_agree++;
             if (ts > j->dis_ts)
                 j->dis_ts = j->dis_step = INT64_MAX; /* they agree again: a new start */
+            if (j->anom && j->ck_wait && b->step >= j->anom_step)
+                decide_loss(s, e, j); /* the comparison its loss anomaly waited for */
         }
         goto done;
     }
@@ -564,6 +570,17 @@ static bool pending_disagree(const struct sdcjob *j)
     return false;
 }
 
+/* A complete comparison at or after step found every replica agreeing. */
+static bool agreed_since(const struct sdcjob *j, int64_t step, int64_t *at)
+{
+    for (int i = 0; i < j->n_agree; i++)
+        if (j->agree[i].step >= step) {
+            *at = j->agree[i].step;
+            return true;
+        }
+    return false;
+}
+
 static double loss_median(const struct sdcjob *j)
 {
     double v[LOSS_HIST];
@@ -615,6 +632,34 @@ static void decide_loss(struct sdc *s, struct gh_engine *e, struct sdcjob *j)
                  "replica checksum disagreeing and no hardware evidence on its nodes: the job "
                  "diverged (its own doing, not silent data corruption)",
                  j->name, val, (long long)j->anom_step, j->n_loss, j->n_loss == 1 ? "" : "s");
+    } else if (!(one_node && node && j->n_norm >= 2 && j->n_anom <= j->n_norm) &&
+               (j->n_agree > 0 || j->expected > 0) && !j->ck_disagree && j->dis_ts == INT64_MAX &&
+               !pending_disagree(j) && pre == INT64_MAX) {
+        /* The whole job's loss went wrong and it reports replica checksums:
+         * corruption on one GPU makes its replica diverge, so the verdict
+         * waits for a comparison of this step or a later one. Every replica
+         * agreeing there is the job's own doing (its data, its optimisation). */
+        int64_t at;
+        if (!agreed_since(j, j->anom_step, &at)) {
+            if (!j->ck_wait) {
+                j->ck_wait = true;
+                j->anom_deadline = gh_ctx_now(e) + CK_WAIT_NS;
+                return;
+            }
+            goto suspect; /* no comparison came: as without checksums */
+        }
+        j->ck_wait = false;
+        if (first && isfinite(first->loss)) {
+            /* a spike the replicas all share: nothing to act on */
+            anom_clear(j);
+            return;
+        }
+        f.cls = GH_CLASS_APPLICATION;
+        gh_sfmt(f.what, sizeof f.what,
+                "loss of %s is %s at step %lld on its ranks while every replica's checksum "
+                "agrees at step %lld and no hardware evidence is on its nodes: the job "
+                "diverged (its data or optimisation, not silent data corruption)",
+                j->name, val, (long long)j->anom_step, (long long)at);
     } else if (one_node && node && j->n_norm >= 2 && j->n_anom <= j->n_norm) {
         /* One rank (or one node's ranks) anomalous while the rest of the
          * step was normal points at that node; otherwise the whole job is
@@ -626,11 +671,13 @@ static void decide_loss(struct sdc *s, struct gh_engine *e, struct sdcjob *j)
                  j->name, (long long)j->anom_step, val, j->n_anom, j->n_anom == 1 ? "" : "s", node,
                  j->n_norm, base);
     } else {
+    suspect:
         gh_sfmt(f.what, sizeof f.what,
                  "loss of %s jumped to %s at step %lld (running median %.4g) with no application "
                  "explanation: suspected silent data corruption on one of the job's nodes",
                  j->name, val, (long long)j->anom_step, base);
     }
+    j->ck_wait = false;
     j->reported = true;
     j->reported_ts = j->anom_ts;
     anom_clear(j);
@@ -646,7 +693,7 @@ static void on_loss(struct sdc *s, struct gh_engine *e, const struct gh_tl_entry
         return;
     if (ent->ts_ns > j->last_ts)
         j->last_ts = ent->ts_ns;
-    if (j->anom && sg->step > j->anom_step)
+    if (j->anom && sg->step > j->anom_step && !j->ck_wait)
         decide_loss(s, e, j);
     if (j->last_loss_step != INT64_MIN && sg->step < j->last_loss_step - RESTART_REWIND) {
         /* The step counter went back: a restart (from a checkpoint or from

@@ -144,7 +144,7 @@ enum gh_outcome gh_ctx_report(struct gh_engine *e, const struct gh_finding *f);
  * gh_decider_shared, whose arguments these are). */
 struct gh_shared;
 enum gh_outcome gh_ctx_decide_shared(struct gh_engine *e, const struct gh_shared *s,
-                                     const struct gh_finding *f, bool first,
+                                     const struct gh_finding *f, bool record, bool followup,
                                      const uint64_t *done, int n_done, uint64_t *restarted);
 
 /* Shared facts between detectors, per node. */
@@ -188,6 +188,11 @@ int gh_ctx_gpu_of(struct gh_engine *e, const struct gh_signal *s);
  * did (or so long ago that the engine forgot it): the detectors forget a
  * job's state when this is older than settings.job_idle. */
 int64_t gh_ctx_job_seen(struct gh_engine *e, const char *job);
+
+/* Whether job kept training after first (impact.h, gh_progress_fn): its
+ * highest step rose twice from 10 s after first on. *step: the newest. */
+bool gh_ctx_job_progressing(struct gh_engine *e, const char *job, int64_t first, int64_t now,
+                            int64_t *step);
 
 /* The job running on node/gpu (topology), or NULL. */
 const char *gh_ctx_job_on(struct gh_engine *e, const char *node, int gpu);

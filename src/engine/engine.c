@@ -19,12 +19,12 @@ static const struct gh_detector_ops *const detectors[] = {
     /* condition before application: a failure the host caused opens (or
      * joins) the condition's incident first, and the application detector
      * then finds it explained */
-    &gh_det_hardware,    &gh_det_network,   &gh_det_flapping, &gh_det_condition,
-    &gh_det_application, &gh_det_straggler, &gh_det_sdc,      &gh_det_node,
-    &gh_det_fleet,
+    &gh_det_hardware,  &gh_det_network, &gh_det_flapping, &gh_det_condition, &gh_det_application,
+    &gh_det_straggler, &gh_det_sdc,     &gh_det_node,     &gh_det_fleet,
 };
 static bool fleet_hold(void *ctx, const struct gh_finding *f);
-#define FLEET_DET 8 /* its index: dispatched first (its counts must include the
+#define FLEET_DET                                                                                  \
+    8 /* its index: dispatched first (its counts must include the
                      * signal the other detectors report on) */
 #define N_DET (sizeof detectors / sizeof detectors[0])
 
@@ -841,11 +841,17 @@ static bool fleet_hold(void *ctx, const struct gh_finding *f)
     return true;
 }
 
+bool gh_ctx_job_progressing(struct gh_engine *e, const char *job, int64_t first, int64_t now,
+                            int64_t *step)
+{
+    return job && job_progressing(e, job, first, now, step);
+}
+
 enum gh_outcome gh_ctx_decide_shared(struct gh_engine *e, const struct gh_shared *s,
-                                     const struct gh_finding *f, bool first,
+                                     const struct gh_finding *f, bool record, bool followup,
                                      const uint64_t *done, int n_done, uint64_t *restarted)
 {
-    return gh_decider_shared(e->decider, s, f, e->now, first, done, n_done, restarted);
+    return gh_decider_shared(e->decider, s, f, e->now, record, followup, done, n_done, restarted);
 }
 
 void gh_ctx_note_boot(struct gh_engine *e, const char *node, int64_t ts)

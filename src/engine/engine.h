@@ -46,7 +46,7 @@ enum {
     GH_DET_APPLICATION = 1 << 4,
     GH_DET_STRAGGLER = 1 << 5,
     GH_DET_SDC = 1 << 6,
-    GH_DET_NODE = 1 << 7, /* nodes NotReady past settings.node_down with a job on them */
+    GH_DET_NODE = 1 << 7,  /* nodes NotReady past settings.node_down with a job on them */
     GH_DET_FLEET = 1 << 8, /* one signature on many nodes: a cause they share (settings.fleet) */
     GH_DET_ALL = (1 << 9) - 1,
 };

@@ -49,7 +49,7 @@ struct gh_incident {
      * none taken out of service for it) and, when their labels name it,
      * the component ("LABEL=VALUE"). GH_SCOPE_UNSAID for a node's own. */
     enum gh_scope scope;
-    const char *component;            /* NULL when no label names it */
+    const char *component; /* NULL when no label names it */
     size_t n_affected;
     const char *const *affected_nodes; /* n_affected names */
 };

@@ -97,13 +97,13 @@ struct gh_policy_settings {
     int64_t not_ready_toleration_ns; /* ... and is isolated only after this long without hardware evidence */
     int64_t job_idle_ns;         /* a job no signal named for this long is forgotten (0: never) */
     /* shared causes (engine/fleet.c) */
-    int64_t fleet_window_ns;     /* one signature on several nodes within this is one cause */
-    int64_t fleet_link_window_ns;/* ... for a NIC port going down (a switch takes them at once) */
-    int64_t fleet_hold_ns;       /* a finding whose signature may be shared waits this long after
+    int64_t fleet_window_ns;      /* one signature on several nodes within this is one cause */
+    int64_t fleet_link_window_ns; /* ... for a NIC port going down (a switch takes them at once) */
+    int64_t fleet_hold_ns;        /* a finding whose signature may be shared waits this long after
                                   * its node first showed it for other nodes to show it too */
-    int fleet_min_nodes;         /* nodes that make a signature a shared cause (2 when a rack,
+    int fleet_min_nodes;          /* nodes that make a signature a shared cause (2 when a rack,
                                   * switch or NVLink-domain label joins them) */
-    int fleet_breaker;           /* at most this many nodes taken out of service or reset for
+    int fleet_breaker;            /* at most this many nodes taken out of service or reset for
                                   * one rule within fleet_window: more wait for a person */
 };
 

@@ -31,14 +31,13 @@ enum gh_scope gh_scope_of_label(const char *key)
         return GH_SCOPE_UNSAID;
     /* Most specific first: an NVLink domain lies within a rack, a rack
      * under a leaf switch. */
-    if (has(key, "clique") || has(key, "nvlink") || has(key, "nvl-domain") ||
-        has(key, "nvswitch"))
+    if (has(key, "clique") || has(key, "nvlink") || has(key, "nvl-domain") || has(key, "nvswitch"))
         return GH_SCOPE_NVLINK_DOMAIN;
     if (has(key, "rack") || has(key, "pdu") || has(key, "power"))
         return GH_SCOPE_RACK;
     if (has(key, "leaf") || has(key, "spine") || has(key, "switch") || has(key, "rail") ||
-        has(key, "network-node-layer") || has(key, "topology-block") ||
-        has(key, "subblock") || has(key, "fabric"))
+        has(key, "network-node-layer") || has(key, "topology-block") || has(key, "subblock") ||
+        has(key, "fabric"))
         return GH_SCOPE_SWITCH;
     if (has(key, "driver") || has(key, "firmware") || has(key, "zone") || has(key, "image") ||
         has(key, "kernel-version") || has(key, "cuda"))
@@ -50,16 +49,11 @@ enum gh_scope gh_scope_of_label(const char *key)
 static int specific(enum gh_scope s)
 {
     switch (s) {
-    case GH_SCOPE_NVLINK_DOMAIN:
-        return 4;
-    case GH_SCOPE_RACK:
-        return 3;
-    case GH_SCOPE_SWITCH:
-        return 2;
-    case GH_SCOPE_FLEET:
-        return 1;
-    default:
-        return 0;
+    case GH_SCOPE_NVLINK_DOMAIN: return 4;
+    case GH_SCOPE_RACK: return 3;
+    case GH_SCOPE_SWITCH: return 2;
+    case GH_SCOPE_FLEET: return 1;
+    default: return 0;
     }
 }
 

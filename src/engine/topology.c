@@ -632,8 +632,7 @@ static int header_labels(struct gh_topology *t, const json_t *nl, struct gh_err 
     json_object_foreach((json_t *)nl, node, labels)
     {
         if (!json_is_object(labels))
-            return gh_err_set(err, GH_EINVAL, "header: node_labels[\"%s\"] is not an object",
-                              node);
+            return gh_err_set(err, GH_EINVAL, "header: node_labels[\"%s\"] is not an object", node);
         size_t n = json_object_size(labels), k = 0;
         const char **keys = calloc(n ? n : 1, sizeof *keys);
         const char **values = calloc(n ? n : 1, sizeof *values);
@@ -646,8 +645,7 @@ static int header_labels(struct gh_topology *t, const json_t *nl, struct gh_err 
                 values[k++] = json_string_value(v);
             }
         }
-        int rc = keys && values ? gh_topology_set_node_labels(t, node, keys, values, k)
-                                : GH_ENOMEM;
+        int rc = keys && values ? gh_topology_set_node_labels(t, node, keys, values, k) : GH_ENOMEM;
         free(keys);
         free(values);
         if (rc == GH_ELIMIT)

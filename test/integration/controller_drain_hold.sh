@@ -61,7 +61,7 @@ for j in j1 j2 j3 j4 j5; do NODE[$j]=$(node_of $j 0); POD[$j]=$(pod_of $j); echo
 
 DB="sqlite:$TMP/audit.db"
 explain() { "$GH_BIN/gpuheal" explain "node/$1" --db "${2:-$DB}" 2>/dev/null; }
-sxid() { echo '{"ts":"'"$(now)"'","node":"'"$1"'","source":"kmsg","kind":"sxid","code":12028,"msg":"nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32 egress non-posted PRIV error","id":"sxid-'"$1"'-'"$RANDOM"'"}' | inject; }
+sxid() { echo '{"ts":"'"$(now)"'","node":"'"$1"'","source":"kmsg","kind":"sxid","code":12028,"msg":"nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Fatal, Link 32 egress non-posted PRIV error","id":"sxid-'"$1"'-'"$RANDOM"'"}' | inject; }
 ckpt() { echo '{"ts":"'"$(now)"'","source":"telemetry","kind":"checkpoint","job":"'"$NS"'/'"$1"'","step":'"$2"',"path":"s3://ckpt/'"$1"'/step-'"$2"'","state":"saved"}' | inject; }
 evicted() { # pod: terminating or gone
   local d

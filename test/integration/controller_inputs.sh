@@ -178,7 +178,7 @@ echo "job ck on $X ($PX), ck2 on $Y ($PY)"
 DB2="$DB"
 start_controller "$DB2" || exit 1
 sleep 1
-sxid() { echo '{"ts":"'"$(now)"'","node":"'"$1"'","source":"kmsg","kind":"sxid","code":12028,"msg":"nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32 egress non-posted PRIV error","id":"sxid-'"$1"'-'"$RANDOM"'"}' | inject; }
+sxid() { echo '{"ts":"'"$(now)"'","node":"'"$1"'","source":"kmsg","kind":"sxid","code":12028,"msg":"nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 12028, Fatal, Link 32 egress non-posted PRIV error","id":"sxid-'"$1"'-'"$RANDOM"'"}' | inject; }
 evicted() { # pod: terminating or gone
   local d
   d=$("$K" -n "$NS" get pod "$1" -o jsonpath='{.metadata.deletionTimestamp}' 2>/dev/null) || return 0

@@ -2,12 +2,13 @@
 # The CRDs of deploy/crds as kubectl shows them on the real control plane
 # (test/kube applies them at start): each is Established and has a status
 # subresource; `kubectl get` prints the printer columns with the values of an
-# Incident and a GPUNodeHealth (and -o wide the priority-1 ones); a write to
-# the status subresource shows in its column while status in a main-resource
-# write is ignored; the OpenAPI v3 validation refuses bad objects naming the
-# field; RecoveryPolicy (cluster-wide: the controllers of other tests would
-# read a real one) is checked by server-side dry run and by the server's
-# Table column definitions.
+# Incident (one of a shared cause too) and a GPUNodeHealth (and -o wide the
+# priority-1 ones); a write to the status subresource shows in its column
+# while status in a main-resource write is ignored; the OpenAPI v3
+# validation refuses bad objects naming the field; RecoveryPolicy
+# (cluster-wide: the controllers of other tests would read a real one) is
+# checked by server-side dry run and by the server's Table column
+# definitions.
 set -uo pipefail
 [ -n "${GH_KUBE_ENV:-}" ] && [ -r "$GH_KUBE_ENV" ] || { echo "skip: no GH_KUBE_ENV"; exit 0; }
 . "$GH_KUBE_ENV"
@@ -20,7 +21,7 @@ sfx="crds-$$-$RANDOM"
 inc="inc-$sfx" gnh_name="gnh-$sfx" rp="rp-$sfx"
 tmp=$(mktemp -d)
 cleanup() {
-  k delete incident "$inc" --ignore-not-found --wait=false >/dev/null 2>&1
+  k delete incident "$inc" "$inc-shared" --ignore-not-found --wait=false >/dev/null 2>&1
   k delete gpunodehealth "$gnh_name" --ignore-not-found --wait=false >/dev/null 2>&1
   rm -rf "$tmp"
 }
@@ -55,14 +56,15 @@ out=$(k get incident "$inc")
 echo "$out" | sed 's/^/    /'
 hdr=$(echo "$out" | head -n1 | tr -s ' ')
 row=$(echo "$out" | sed -n 2p | tr -s ' ')
-check "Incident columns: NAME CLASS NODE GPU JOB ACTIONS PHASE DRY-RUN AGE" \
-  test "$hdr" = "NAME CLASS NODE GPU JOB ACTIONS PHASE DRY-RUN AGE"
+check "Incident columns: NAME CLASS NODE GPU SCOPE JOB ACTIONS PHASE DRY-RUN AGE" \
+  test "$hdr" = "NAME CLASS NODE GPU SCOPE JOB ACTIONS PHASE DRY-RUN AGE"
 case $row in
   "$inc gpu_hardware node-$sfx 3 team-a/llm-$sfx [\"isolate_node\",\"restart_from_checkpoint\"] true "[0-9]*) ok "Incident row shows the spec's values (no phase yet, DRY-RUN true)" ;;
   *) bad "Incident row: '$row'" ;;
 esac
 wide=$(k get incident "$inc" -o wide | head -n1 | tr -s ' ')
-check "-o wide adds the priority-1 REASON column" test "$wide" = "NAME CLASS NODE GPU JOB ACTIONS PHASE DRY-RUN REASON AGE"
+check "-o wide adds the priority-1 COMPONENT, AFFECTED and REASON columns" \
+  test "$wide" = "NAME CLASS NODE GPU SCOPE JOB ACTIONS PHASE DRY-RUN COMPONENT AFFECTED REASON AGE"
 
 # status through the status subresource only
 k patch incident "$inc" --type=merge -p '{"status":{"phase":"Failed"}}' >/dev/null 2>&1
@@ -95,6 +97,44 @@ err=$(k create -f "$tmp/bad3.yaml" 2>&1)
 case $err in
   *spec.gpu*greater\ than\ or\ equal\ to\ 0*) ok "a negative GPU index is refused, naming spec.gpu" ;;
   *) bad "negative gpu: $err" ;;
+esac
+
+# a cause several nodes share: no node, its scope, component and the
+# affected nodes (at most 256 on the object, their count beside)
+cat >"$tmp/shared.yaml" <<EOF
+apiVersion: gpuheal.io/v1alpha1
+kind: Incident
+metadata: {name: $inc-shared}
+spec:
+  id: $inc-shared
+  class: network
+  scope: switch
+  component: example.com/ib-leaf=leaf-$sfx
+  affectedNodes: [a-$sfx, b-$sfx]
+  affectedNodesCount: 40
+  actions: [none]
+  decidedTime: "2026-11-29T10:00:00Z"
+  dryRun: false
+EOF
+check "a shared-cause Incident is created" k create -f "$tmp/shared.yaml"
+row=$(k get incident "$inc-shared" -o wide --no-headers | tr -s ' ')
+case $row in
+  "$inc-shared network switch [\"none\"] false example.com/ib-leaf=leaf-$sfx 40 "*) ok "its row shows SCOPE, and -o wide COMPONENT and AFFECTED" ;;
+  *) bad "shared-cause row: '$row'" ;;
+esac
+k delete incident "$inc-shared" --wait=false >/dev/null 2>&1
+sed 's/scope: switch/scope: galaxy/' "$tmp/shared.yaml" | sed "s/$inc-shared/$inc-bad4/g" >"$tmp/bad4.yaml"
+err=$(k create -f "$tmp/bad4.yaml" 2>&1)
+case $err in
+  *spec.scope*Unsupported\ value*galaxy*) ok "an unknown scope is refused, naming spec.scope" ;;
+  *) bad "unknown scope: $err" ;;
+esac
+many=$(seq -s, -f 'n%g' 1 257)
+sed "s/^  affectedNodes: .*/  affectedNodes: [$many]/" "$tmp/shared.yaml" | sed "s/$inc-shared/$inc-bad5/g" >"$tmp/bad5.yaml"
+err=$(k create -f "$tmp/bad5.yaml" 2>&1)
+case $err in
+  *spec.affectedNodes*must\ have\ at\ most\ 256\ items*) ok "more than 256 affected nodes are refused, naming spec.affectedNodes" ;;
+  *) bad "257 affected nodes: $(echo "$err" | head -c 300)" ;;
 esac
 
 # ---- GPUNodeHealth

@@ -3,7 +3,8 @@
  * store keeps it (so an approval after a restart, a replay or a handed-back
  * decision act on the same fields); what an object lacks or this build
  * does not know is "none"; the evidence's pods are the first
- * GH_DECISION_PODS_MAX with a namespace and a name, oldest first. */
+ * GH_DECISION_PODS_MAX with a namespace and a name, oldest first; a
+ * shared cause's scope, component and count, and its Event's note. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "control/decision.h"
+#include "control/executor_publish.h"
 #include "signal/signal_json.h"
 
 #define EVIDENCE 20
@@ -46,6 +48,9 @@ static void same(const struct gh_decision *a, const struct gh_decision *b)
     assert_int_equal(a->has_checkpoint, b->has_checkpoint);
     assert_int_equal(a->checkpoint_step, b->checkpoint_step);
     str_equal(a->checkpoint_path, b->checkpoint_path);
+    assert_int_equal(a->scope, b->scope);
+    str_equal(a->component, b->component);
+    assert_int_equal(a->n_affected, b->n_affected);
     assert_int_equal(a->n_pods, b->n_pods);
     for (int i = 0; i < a->n_pods; i++) {
         assert_string_equal(a->pods[i].ns, b->pods[i].ns);
@@ -152,11 +157,68 @@ static void test_absent_and_unknown(void **st)
     assert_int_equal(d.n_actions, 0);
 }
 
+/* A cause several nodes share: no node, its scope, component and the
+ * number of affected nodes, the same from the incident and from its
+ * object; the SharedCause Event's note names all three. */
+static void test_shared_cause(void **st)
+{
+    (void)st;
+    static struct gh_tl_entry ev[1];
+    decode(&ev[0], "{\"ts\":\"2026-11-29T08:01:40Z\",\"node\":\"gpu-02\",\"source\":\"host\","
+                   "\"kind\":\"nic\",\"device\":\"mlx5_0\",\"port\":1,"
+                   "\"counter\":\"link_downed\",\"count\":1,\"state\":\"down\"}");
+    static const char *const nodes[] = {"gpu-01", "gpu-02", "gpu-03"};
+    struct gh_incident inc;
+    memset(&inc, 0, sizeof inc);
+    snprintf(inc.id, sizeof inc.id, "inc-5ead");
+    inc.cls = GH_CLASS_NETWORK;
+    inc.gpu = -1;
+    inc.n_actions = 1;
+    inc.actions[0] = GH_ACT_NONE;
+    inc.n_evidence = 1;
+    inc.evidence[0] = &ev[0];
+    inc.rule = "shared-switch";
+    inc.scope = GH_SCOPE_SWITCH;
+    inc.component = "example.com/ib-leaf=leaf-3";
+    inc.n_affected = 3;
+    inc.affected_nodes = nodes;
+    json_t *obj = gh_incident_to_json(&inc);
+    assert_non_null(obj);
+    struct gh_decision a, b;
+    gh_decision_from_incident(&a, &inc, obj);
+    char *text = json_dumps(obj, JSON_COMPACT);
+    json_t *back = json_loads(text, 0, NULL);
+    gh_decision_read(&b, back);
+    same(&a, &b);
+    assert_null(a.node);
+    assert_int_equal(a.scope, GH_SCOPE_SWITCH);
+    assert_string_equal(a.component, "example.com/ib-leaf=leaf-3");
+    assert_int_equal(a.n_affected, 3);
+    char note[1024];
+    gh_exec_shared_cause_note(&a, note, sizeof note);
+    assert_string_equal(note, "inc-5ead: shared cause: scope switch, component "
+                              "example.com/ib-leaf=leaf-3, 3 nodes affected; none of them is "
+                              "cordoned, drained, reset or rebooted for it: look at what they "
+                              "share");
+    a.component = NULL;
+    gh_exec_shared_cause_note(&a, note, sizeof note);
+    assert_non_null(strstr(note, "component unknown (no Node label names it), 3 nodes"));
+    /* a node's own incident says no scope */
+    json_object_del(back, "scope");
+    gh_decision_read(&b, back);
+    assert_int_equal(b.scope, GH_SCOPE_UNSAID);
+    free(text);
+    json_decref(back);
+    json_decref(obj);
+    gh_signal_clear(&ev[0].sig);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_incident_and_record_agree),
         cmocka_unit_test(test_absent_and_unknown),
+        cmocka_unit_test(test_shared_cause),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

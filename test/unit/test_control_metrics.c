@@ -1,6 +1,7 @@
 /* test_control_metrics.c - the controller's Prometheus text: counters by
- * label, the latency histogram's cumulative buckets, gauges, and a buffer
- * too small for everything (whole lines only, NUL-terminated). */
+ * label (shared-cause incidents by scope), the latency histogram's
+ * cumulative buckets, gauges, and a buffer too small for everything (whole
+ * lines only, NUL-terminated). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +19,12 @@ static void test_exposition(void **st)
     assert_non_null(m);
     gh_ctl_metrics_incident(m, GH_CLASS_GPU_HARDWARE);
     gh_ctl_metrics_incident(m, GH_CLASS_GPU_HARDWARE);
+    /* shared causes by scope; a node's own cause is not one */
+    gh_ctl_metrics_shared_cause(m, GH_SCOPE_SWITCH);
+    gh_ctl_metrics_shared_cause(m, GH_SCOPE_SWITCH);
+    gh_ctl_metrics_shared_cause(m, GH_SCOPE_FLEET);
+    gh_ctl_metrics_shared_cause(m, GH_SCOPE_NODE);
+    gh_ctl_metrics_shared_cause(m, GH_SCOPE_UNSAID);
     gh_ctl_metrics_action(m, GH_ACT_ISOLATE_NODE, "succeeded");
     gh_ctl_metrics_action(m, GH_ACT_RESTART_FROM_CHECKPOINT, "failed");
     gh_ctl_metrics_action(m, -1, "noop");
@@ -35,6 +42,12 @@ static void test_exposition(void **st)
     size_t n = gh_ctl_metrics_write(m, buf, sizeof buf);
     assert_int_equal(n, strlen(buf));
     assert_non_null(strstr(buf, "gpuheal_incidents_total{class=\"gpu_hardware\"} 2\n"));
+    assert_non_null(strstr(buf, "# TYPE gpuheal_shared_cause_incidents_total counter\n"
+                                "gpuheal_shared_cause_incidents_total{scope=\"rack\"} 0\n"
+                                "gpuheal_shared_cause_incidents_total{scope=\"switch\"} 2\n"
+                                "gpuheal_shared_cause_incidents_total{scope=\"nvlink_domain\"} 0\n"
+                                "gpuheal_shared_cause_incidents_total{scope=\"fleet\"} 1\n"));
+    assert_null(strstr(buf, "scope=\"node\""));
     assert_non_null(strstr(buf, "gpuheal_actions_total{action=\"isolate_node\",result=\"succeeded\"} 1\n"));
     assert_non_null(strstr(buf, "gpuheal_actions_total{action=\"restart_from_checkpoint\",result=\"failed\"} 1\n"));
     assert_non_null(strstr(buf, "gpuheal_actions_total{action=\"release_node\",result=\"noop\"} 1\n"));

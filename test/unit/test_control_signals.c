@@ -4,7 +4,8 @@
  * whose Complete/Failed condition became True, a node going NotReady and back,
  * the Node conditions other agents set (node-problem-detector's) as they
  * change, and the --node-conditions list; ids
- * that make a repeat a duplicate; the job a pod belongs to. */
+ * that make a repeat a duplicate; the job a pod belongs to; the Node labels
+ * mirrored into the engine. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -334,15 +335,51 @@ static void test_node_conditions(void **st)
     assert_int_equal(w.n, 0);
 }
 
+/* The Node labels the engine reads: only the wanted keys, and a change
+ * only when one of them appears, goes or takes another value. */
+static bool rackish(const char *key) { return strstr(key, "rack") || strstr(key, "leaf"); }
+
+static void test_node_labels(void **st)
+{
+    (void)st;
+    json_t *a = json_pack("{s:{s:s, s:{s:s, s:s, s:s}}}", "metadata", "name", "gpu-01", "labels",
+                          "example.com/rack", "r07", "kubernetes.io/hostname", "gpu-01",
+                          "example.com/ib-leaf", "leaf-3");
+    const char *k[GH_KUBE_NODE_LABELS_MAX], *v[GH_KUBE_NODE_LABELS_MAX];
+    size_t n = gh_kube_node_labels(a, rackish, k, v, GH_KUBE_NODE_LABELS_MAX);
+    assert_int_equal(n, 2);
+    for (size_t i = 0; i < n; i++)
+        assert_true(!strcmp(k[i], "example.com/rack") ? !strcmp(v[i], "r07")
+                                                      : !strcmp(v[i], "leaf-3"));
+    assert_int_equal(gh_kube_node_labels(a, rackish, k, v, 1), 1);
+    assert_true(gh_kube_node_labels_changed(NULL, a, rackish)); /* first sight */
+    json_t *b = json_deep_copy(a);
+    assert_false(gh_kube_node_labels_changed(a, b, rackish));
+    /* a label the engine does not read changes: nothing to tell */
+    json_object_set_new(json_object_get(json_object_get(b, "metadata"), "labels"),
+                        "kubernetes.io/hostname", json_string("renamed"));
+    assert_false(gh_kube_node_labels_changed(a, b, rackish));
+    json_object_set_new(json_object_get(json_object_get(b, "metadata"), "labels"),
+                        "example.com/rack", json_string("r08"));
+    assert_true(gh_kube_node_labels_changed(a, b, rackish));
+    json_object_del(json_object_get(json_object_get(b, "metadata"), "labels"), "example.com/rack");
+    assert_true(gh_kube_node_labels_changed(a, b, rackish));
+    assert_true(gh_kube_node_labels_changed(a, NULL, rackish)); /* deleted */
+    json_t *bare = json_pack("{s:{s:s}}", "metadata", "name", "gpu-02");
+    assert_false(gh_kube_node_labels_changed(NULL, bare, rackish));
+    assert_int_equal(gh_kube_node_labels(bare, rackish, k, v, GH_KUBE_NODE_LABELS_MAX), 0);
+    json_decref(a);
+    json_decref(b);
+    json_decref(bare);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_job_name),
-        cmocka_unit_test(test_pod_lifecycle),
-        cmocka_unit_test(test_pod_succeeded),
-        cmocka_unit_test(test_job_finished),
-        cmocka_unit_test(test_node_ready),
-        cmocka_unit_test(test_node_conditions),
+        cmocka_unit_test(test_job_name),      cmocka_unit_test(test_pod_lifecycle),
+        cmocka_unit_test(test_pod_succeeded), cmocka_unit_test(test_job_finished),
+        cmocka_unit_test(test_node_ready),    cmocka_unit_test(test_node_conditions),
+        cmocka_unit_test(test_node_labels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -164,8 +164,12 @@ static void test_false_unknown_and_clearing(void **st)
     cond(e, 300, "gpu-02", "FrequentDockerRestart", GH_COND_FALSE, "NoFrequentDockerRestart");
     job_finished(e, 400);
     assert_int_equal(sk.n, 1);
-    /* raised again: a new incident */
+    /* raised again within the episode: the same flag flapping, one record */
     cond(e, 500, "gpu-02", "FrequentDockerRestart", GH_COND_TRUE, NULL);
+    assert_int_equal(sk.n, 1);
+    /* raised again long after: a new incident */
+    cond(e, 500 + 3600, "gpu-02", "FrequentDockerRestart", GH_COND_FALSE, NULL);
+    cond(e, 500 + 2 * 3600, "gpu-02", "FrequentDockerRestart", GH_COND_TRUE, NULL);
     gh_engine_finish(e, INT64_MAX);
     assert_int_equal(sk.n, 2);
     assert_string_equal(sk.v[1].rule, "node-runtime-restarting");

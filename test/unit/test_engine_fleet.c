@@ -32,7 +32,8 @@ static struct gh_topology *fleet(bool labels)
         nodes[i] = name(i);
     gh_topology_add_job(t, "ml/llm", nodes, NODES, 8);
     for (int i = 0; labels && i < NODES; i++) {
-        const char *keys[] = {"example.com/ib-leaf-rail2", "example.com/rack", "kubernetes.io/hostname"};
+        const char *keys[] = {"example.com/ib-leaf-rail2", "example.com/rack",
+                              "kubernetes.io/hostname"};
         const char *values[] = {i < 6 ? "leaf-a" : "leaf-b", i < 6 ? "r1" : "r2", name(i)};
         assert_int_equal(gh_topology_set_node_labels(t, name(i), keys, values, 3), GH_OK);
     }
@@ -221,22 +222,40 @@ static void test_dead_link_with_progress_restarts_nothing(void **state)
 }
 
 /* XID 79 on GPU 0, then a double-bit ECC error on GPU 3 a quarter of an
- * hour later: two incidents; and the checkpoint reported failed after it
- * was saved is not the second's restart point. */
-static void test_second_fault_own_incident_and_failed_checkpoint(void **state)
+ * hour later: two incidents, the second not restarting the job again (the
+ * first restarted it away from the node). */
+static void test_second_fault_is_its_own_incident(void **state)
+{
+    (void)state;
+    struct sink sk;
+    struct gh_engine *e = engine(fleet(false), &sk);
+    checkpoint(e, 1, "ml/llm", 90, true);
+    xid(e, 70, name(1), 0, 79);
+    xid(e, 70 + 900, name(1), 3, 48);
+    gh_engine_finish(e, INT64_MAX);
+    assert_int_equal(sk.n, 2);
+    assert_true(got_action(&sk.v[0], GH_ACT_RESTART_FROM_CHECKPOINT));
+    assert_int_equal(sk.v[1].gpu, 3);
+    assert_true(got_action(&sk.v[1], GH_ACT_ISOLATE_NODE));
+    assert_false(got_action(&sk.v[1], GH_ACT_RESTART_FROM_CHECKPOINT));
+    gh_engine_free(e);
+}
+
+/* A checkpoint reported failed after it was saved, even after the fault,
+ * is no restart point (later reports win). */
+static void test_failed_checkpoint_is_no_restart_point(void **state)
 {
     (void)state;
     struct sink sk;
     struct gh_engine *e = engine(fleet(false), &sk);
     checkpoint(e, 1, "ml/llm", 90, true);
     checkpoint(e, 50, "ml/llm", 95, true);
-    xid(e, 70, name(1), 0, 79);
+    xid(e, 70, name(1), 0, 48);
     checkpoint(e, 80, "ml/llm", 95, false);
-    xid(e, 70 + 900, name(1), 3, 48);
+    xid(e, 90, name(2), 1, 79); /* decided after the failed report */
     gh_engine_finish(e, INT64_MAX);
     assert_int_equal(sk.n, 2);
-    assert_int_equal(sk.v[1].gpu, 3);
-    assert_true(got_action(&sk.v[1], GH_ACT_ISOLATE_NODE));
+    assert_int_equal(sk.v[0].ckpt_step, 95); /* the failure was not known yet */
     assert_true(sk.v[1].has_ckpt);
     assert_int_equal(sk.v[1].ckpt_step, 90);
     gh_engine_free(e);
@@ -251,7 +270,8 @@ int main(void)
         cmocka_unit_test(test_breaker_stops_a_rule_taking_many_nodes),
         cmocka_unit_test(test_stated_nonfatal_nvlink_xid_does_not_reset),
         cmocka_unit_test(test_dead_link_with_progress_restarts_nothing),
-        cmocka_unit_test(test_second_fault_own_incident_and_failed_checkpoint),
+        cmocka_unit_test(test_second_fault_is_its_own_incident),
+        cmocka_unit_test(test_failed_checkpoint_is_no_restart_point),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

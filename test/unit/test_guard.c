@@ -1,6 +1,7 @@
 /* test_guard.c - the guards: node budget (absolute and percent), hourly
  * action rate, per-node cooldown, storm breaker (never blocking a return to
- * service), dry run and approval. */
+ * service), dry run and approval; no node action for an incident that
+ * blames no node. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -330,14 +331,48 @@ static void test_approval(void **st)
     gh_guard_free(g);
 }
 
+/* An incident that blames no node (a cause several nodes share): its node
+ * actions are never allowed - not in approval, not approved, and a dry run
+ * says it would not act - while its job's restart is judged as usual. */
+static void test_no_node(void **st)
+{
+    (void)st;
+    struct gh_guard *g = make(NULL);
+    struct gh_guard_verdict v[3];
+    assert_int_equal(gh_guard_check(g, isolate_restart, 3, NULL, false, T0, v), 1);
+    assert_int_equal(v[0].outcome, GH_GUARD_DENY);
+    assert_string_equal(v[0].guard, "no_node");
+    assert_non_null(strstr(v[0].detail, "isolate_node needs a blamed node"));
+    assert_int_equal(v[1].outcome, GH_GUARD_ALLOW);
+    assert_int_equal(v[2].outcome, GH_GUARD_DENY);
+    gh_guard_commit(g, v, 3, NULL, T0);
+    assert_int_equal(gh_guard_isolated_count(g), 0);
+    gh_guard_free(g);
+    g = make(approval);
+    assert_int_equal(gh_guard_check(g, isolate_restart, 3, NULL, true, T0, v), 1);
+    assert_int_equal(v[0].outcome, GH_GUARD_DENY);
+    gh_guard_free(g);
+    g = make(dry);
+    gh_guard_check(g, isolate_restart, 3, NULL, false, T0, v);
+    assert_int_equal(v[0].outcome, GH_GUARD_DRY_RUN);
+    assert_non_null(strstr(v[0].detail, "dry run: would not act (not acted: isolate_node needs"));
+    gh_guard_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_budget_absolute), cmocka_unit_test(test_budget_percent),
-        cmocka_unit_test(test_budget_zero),     cmocka_unit_test(test_budget_parse),
-        cmocka_unit_test(test_rate),            cmocka_unit_test(test_cooldown),
-        cmocka_unit_test(test_storm_breaker),   cmocka_unit_test(test_dry_run),
-        cmocka_unit_test(test_approval),        cmocka_unit_test(test_restore),
+        cmocka_unit_test(test_budget_absolute),
+        cmocka_unit_test(test_budget_percent),
+        cmocka_unit_test(test_budget_zero),
+        cmocka_unit_test(test_budget_parse),
+        cmocka_unit_test(test_rate),
+        cmocka_unit_test(test_cooldown),
+        cmocka_unit_test(test_storm_breaker),
+        cmocka_unit_test(test_dry_run),
+        cmocka_unit_test(test_approval),
+        cmocka_unit_test(test_restore),
+        cmocka_unit_test(test_no_node),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,8 +4,9 @@
  * and `scenario score`. Regular files are read twice (an index of ts and
  * offsets, then the signals in order), so memory does not grow with the
  * file; pipes are held in memory. Bad lines are reported and skipped; a
- * line longer than GH_SIGNAL_LINE_MAX is found so while it is read (at most
- * that much of it is held), not after. */
+ * line longer than GH_SIGNAL_LINE_MAX (the first, which may be the header:
+ * 64 MiB) is found so while it is read (at most that much of it is held),
+ * not after. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,25 +104,30 @@ static bool is_header(const json_t *o)
     return json_is_object(o) && json_object_get(o, "scenario") && (!kind || json_is_null(kind));
 }
 
-/* Lines of a file, each held up to GH_SIGNAL_LINE_MAX + 1 bytes: the rest
- * of a longer one is read past, not kept. */
+/* Lines of a file, each held up to keep bytes: the rest of a longer one is
+ * read past, not kept. A signal line is held up to GH_SIGNAL_LINE_MAX + 1;
+ * the first line, which may be the header, up to HEADER_LINE_MAX + 1: a
+ * header lists every node and, with node_labels, each one's labels (512
+ * nodes with a dozen labels each are about 150 KB). */
 #define SCAN_CHUNK (64u * 1024)
+#define HEADER_LINE_MAX (64 * 1024 * 1024)
 struct linescan {
     FILE *f;
     char *chunk;
     size_t clen, cpos;
     char *line;        /* the line so far (without its newline) */
     size_t llen;
+    size_t keep, cap;  /* bytes of a line kept; line's size (grown up to keep) */
     off_t off;         /* file offset of chunk[cpos] */
     bool eof;
 };
 
-/* The next line: *text and *len (borrowed until the next call; len > max when
- * it was too long, text then holds its start), *start its offset. 1, 0 at
- * the end, -1 on a read error. */
+/* The next line: *text and *len (borrowed until the next call; len >= keep
+ * when it was too long, text then holds its start), *start its offset. 1, 0
+ * at the end, -1 on a read error, -2 out of memory. */
 static int scan_line(struct linescan *ls, const char **text, size_t *len, off_t *start)
 {
-    const size_t keep = GH_SIGNAL_LINE_MAX + 1;
+    const size_t keep = ls->keep;
     size_t total = 0;
     ls->llen = 0;
     *start = ls->off;
@@ -145,6 +151,14 @@ static int scan_line(struct linescan *ls, const char **text, size_t *len, off_t 
         size_t k = nl ? (size_t)(nl - p) : avail;
         if (ls->llen < keep) {
             size_t c = k < keep - ls->llen ? k : keep - ls->llen;
+            if (ls->llen + c > ls->cap) {
+                size_t ncap = ls->cap * 2 > ls->llen + c ? ls->cap * 2 : ls->llen + c;
+                char *nl2 = realloc(ls->line, ncap < keep ? ncap : keep);
+                if (!nl2)
+                    return -2;
+                ls->line = nl2;
+                ls->cap = ncap < keep ? ncap : keep;
+            }
             memcpy(ls->line + ls->llen, p, c);
             ls->llen += c;
         }
@@ -168,8 +182,11 @@ static int scan_line(struct linescan *ls, const char **text, size_t *len, off_t 
 static int index_file(struct gh_replay *r, FILE *f, struct idx **v, size_t *n, size_t *cap,
                       json_t **header, struct gh_err *err)
 {
-    struct linescan ls = {.f = f, .chunk = malloc(SCAN_CHUNK),
-                          .line = malloc(GH_SIGNAL_LINE_MAX + 1)};
+    struct linescan ls = {.f = f,
+                          .chunk = malloc(SCAN_CHUNK),
+                          .line = malloc(GH_SIGNAL_LINE_MAX + 1),
+                          .keep = HEADER_LINE_MAX + 1,
+                          .cap = GH_SIGNAL_LINE_MAX + 1};
     long lineno = 0;
     int rc = GH_OK;
     if (!ls.chunk || !ls.line) {
@@ -182,6 +199,10 @@ static int index_file(struct gh_replay *r, FILE *f, struct idx **v, size_t *n, s
         size_t len;
         off_t start;
         int got = scan_line(&ls, &line, &len, &start);
+        if (got == -2) {
+            rc = gh_err_set(err, GH_ENOMEM, "%s: out of memory", r->path);
+            break;
+        }
         if (got < 0) {
             rc = gh_err_set(err, GH_EIO, "%s: read error: %s", r->path, strerror(errno));
             break;
@@ -189,10 +210,12 @@ static int index_file(struct gh_replay *r, FILE *f, struct idx **v, size_t *n, s
         if (got == 0)
             break;
         lineno++;
+        /* past the first line, a line is held up to a signal's limit */
+        size_t max = lineno == 1 ? HEADER_LINE_MAX : GH_SIGNAL_LINE_MAX;
+        ls.keep = GH_SIGNAL_LINE_MAX + 1;
         struct gh_err lerr;
-        if (len > GH_SIGNAL_LINE_MAX) { /* only its start was kept */
-            gh_err_set(&lerr, GH_EINVAL, "line %ld: longer than %d bytes: skipped", lineno,
-                       GH_SIGNAL_LINE_MAX);
+        if (len > max) { /* only its start was kept */
+            gh_err_set(&lerr, GH_EINVAL, "line %ld: longer than %zu bytes: skipped", lineno, max);
             bad_line(r, &lerr);
             continue;
         }
@@ -227,6 +250,12 @@ static int index_file(struct gh_replay *r, FILE *f, struct idx **v, size_t *n, s
             continue;
         }
         json_decref(o);
+        if (l > GH_SIGNAL_LINE_MAX) { /* a first line that is no header */
+            gh_err_set(&lerr, GH_EINVAL, "line %ld: longer than %d bytes: skipped", lineno,
+                       GH_SIGNAL_LINE_MAX);
+            bad_line(r, &lerr);
+            continue;
+        }
         struct gh_signal s;
         int drc = gh_signal_decode(text, l, lineno, &s, &lerr);
         if (drc == GH_ENOMEM) { /* not a bad line: the line may be good */

@@ -79,7 +79,7 @@ static void collect(void *ctx, const struct gh_incident *inc)
             size_t at = 0;
             g->affected[at++] = '\n';
             for (size_t i = 0; i < inc->n_affected; i++)
-                at += (size_t)sprintf(g->affected + at, "%s\n", inc->affected_nodes[i]);
+                at += (size_t)snprintf(g->affected + at, len - at, "%s\n", inc->affected_nodes[i]);
         }
     }
     /* What spec section 3 says of every incident, whatever the scenario. */
@@ -410,8 +410,7 @@ static bool score_one(const char *dir, const char *name, const struct gh_policy 
         }
         if (nodes > t->fan_out) {
             t->fan_out = nodes;
-            snprintf(t->fan_out_where, sizeof t->fan_out_where, "%.80s, rule %.40s", name,
-                     g->rule);
+            snprintf(t->fan_out_where, sizeof t->fan_out_where, "%.80s, rule %.40s", name, g->rule);
         }
     }
     for (int k = 0; k < got->n; k++)
