@@ -73,11 +73,12 @@ static void run_traced(const struct gh_sim_config *c, const char *name, struct t
     tr->n = 0;
     tr->l = calloc(MAX_LINES, sizeof *tr->l);
     assert_non_null(tr->l);
-    char buf[8192];
+    static char buf[1 << 20]; /* a shared incident names every node it affected */
     static const char *const kinds[] = {"leaf_reboot", "leaf_link_down", "leaf_link_up",
                                         "rollout",     "rollout_line",   "check_misfire",
                                         "check_true",  "check_false"};
     while (fgets(buf, sizeof buf, f)) {
+        assert_non_null(strchr(buf, '\n')); /* the whole line */
         json_t *o = json_loads(buf, 0, NULL);
         assert_non_null(o);
         const char *ev = json_string_value(json_object_get(o, "event"));
