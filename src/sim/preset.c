@@ -19,7 +19,19 @@
  *    (ByteDance OSDI'25 threshold) .. 3.04x (worker-caused mean) [Q]; rate
  *    [D]: 0.425 of jobs straggle x 0.017 worker-caused x (1 - 1/3.04) ~ 0.5%
  *    of GPU time, spread over 1.2 h mean episodes of one node in 2,048;
- *  - step 6 s: 6 x 405e9 x 16M tokens / (16,384 x 400 TFLOP/s) [D]. */
+ *  - step 6 s: 6 x 405e9 x 16M tokens / (16,384 x 400 TFLOP/s) [D];
+ *  - layout: scalable units of 32 nodes, one leaf switch per rail (512 leaves
+ *    for 2,048 DGX nodes), NVIDIA DGX SuperPOD reference architecture [P];
+ *    4 nodes per rack (its H100 rack layout) [S];
+ *  - leaf reboots: 0.051% of ToR switches crash per month, Alibaba HPN
+ *    (SIGCOMM'24 section 2.3) [S] = 6.98e-7 per switch-hour [D]; down for
+ *    2-6 min [A] (half of the switch failures in Azure's fleet lasted under
+ *    6 min: Singh et al., "Surviving switch failures in cloud datacenters",
+ *    CCR 2021 [S]);
+ *  - noisy rollouts (every upgraded node logs XID 149 NETIR Nonfatal, the
+ *    driver's wording, shared/data/kmsg-samples.txt) and misfiring checks
+ *    (KernelDeadlock, node-problem-detector's condition, on a quarter of the
+ *    nodes): no published rate; one in 60 and one in 90 days [A]. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,8 +40,9 @@
 #include "sim/sim.h"
 
 static const char *const class_names[GH_SIM_CLASS__COUNT] = {
-    "gpu_hard", "hbm_ecc", "sdc", "network", "nic", "host",
-    "software", "hang", "planned", "straggler", "flapping", "link_flap",
+    "gpu_hard", "hbm_ecc",   "sdc",         "network", "nic",
+    "host",     "software",  "hang",        "planned", "straggler",
+    "flapping", "link_flap", "leaf_reboot", "rollout", "check_misfire",
 };
 
 static const char *const waste_names[GH_SIM_W__COUNT] = {
@@ -85,6 +98,10 @@ static const char *const rate_notes[GH_SIM_CLASS__COUNT] = {
     [GH_SIM_STRAGGLER] = "[D] per node-hour: ByteDance OSDI'25, worker-caused ~0.5% of GPU time",
     [GH_SIM_FLAPPING] = "[A] per flapping node-hour",
     [GH_SIM_LINK_FLAP] = "[A] per node-hour; Alibaba HPN sees 5K-60K flaps/day [S]",
+    [GH_SIM_LEAF_REBOOT] =
+        "[D] per leaf switch-hour: Alibaba HPN, 0.051% of ToRs crash a month [S]",
+    [GH_SIM_ROLLOUT] = "[A] per cluster-hour: a noisy driver/firmware rollout every 60 days",
+    [GH_SIM_CHECK_MISFIRE] = "[A] per cluster-hour: a misfiring health check every 90 days",
 };
 
 void gh_sim_config_default(struct gh_sim_config *c)
@@ -102,6 +119,10 @@ void gh_sim_config_default(struct gh_sim_config *c)
     c->ckpt_interval_s = 0;
     c->restart_s = 600;
     memcpy(c->rate, llama3_rates, sizeof c->rate);
+    /* correlated processes, the same in every preset */
+    c->rate[GH_SIM_LEAF_REBOOT] = 6.98e-7;           /* per leaf switch-hour [D]: HPN [S] */
+    c->rate[GH_SIM_ROLLOUT] = 1.0 / (60 * 24);       /* per cluster-hour [A]: one in 60 days */
+    c->rate[GH_SIM_CHECK_MISFIRE] = 1.0 / (90 * 24); /* per cluster-hour [A]: one in 90 days */
     c->rate_scale = 1;
     c->class_mask = (1u << GH_SIM_CLASS__COUNT) - 1;
     c->straggler_slow_min = 1.1;
@@ -118,6 +139,16 @@ void gh_sim_config_default(struct gh_sim_config *c)
     c->report_s = 60;               /* [A] a sample of the per-step stream, for cost */
     c->flapping_fraction = 0;       /* the Llama 3 counts already include any */
     c->flap_up_max_s = 20;          /* [A] */
+    c->nodes_per_rack = 4;          /* DGX SuperPOD H100 rack layout [S] */
+    c->nodes_per_leaf = 32;         /* a DGX SuperPOD scalable unit, one leaf per rail [P] */
+    c->leaf_down_min_s = 120;       /* [A] reboot; Azure: half of failures < 6 min [S] */
+    c->leaf_down_max_s = 360;
+    c->rollout_s = 12 * 3600.0;  /* [A] node batches over a working day */
+    c->misfire_fraction = 0.25;  /* [A] */
+    c->misfire_spread_s = 600;   /* [A] "within minutes" */
+    c->misfire_fix_min_s = 3600; /* [A] someone notices, fixes the check and clears it */
+    c->misfire_fix_max_s = 6 * 3600.0;
+    snprintf(c->misfire_condition, sizeof c->misfire_condition, "%s", "KernelDeadlock");
     c->lat_kmsg_s = 2;
     c->lat_nvml_s = 10;
     c->lat_nic_s = 30;
@@ -201,17 +232,19 @@ int gh_sim_preset(const char *name, struct gh_sim_config *c, struct gh_err *err)
 
 void gh_sim_presets_write_yaml(FILE *f)
 {
-    fprintf(f,
-            "# sim-presets.yaml - the presets of `gpuheal simulate`, as compiled into\n"
-            "# src/sim/preset.c (`gpuheal simulate --print-presets` writes this file; a\n"
-            "# test holds them equal). Sources: shared/data/failure-rates.yaml and\n"
-            "# reliability-numbers.md; per-class rates are the Llama 3 Table 5 mix\n"
-            "# (arXiv:2407.21783) scaled to each cluster's total unexpected rate.\n"
-            "# Units: rates per GPU-hour (straggler and link_flap: per node-hour;\n"
-            "# flapping: per flapping node-hour); times in seconds. job_gpus 0: one job\n"
-            "# of all the GPUs; job_days 0: jobs run through (else a finished job's\n"
-            "# place is taken by a new one on nodes from the pool).\n"
-            "presets:\n");
+    fprintf(f, "# sim-presets.yaml - the presets of `gpuheal simulate`, as compiled into\n"
+               "# src/sim/preset.c (`gpuheal simulate --print-presets` writes this file; a\n"
+               "# test holds them equal). Sources: shared/data/failure-rates.yaml and\n"
+               "# reliability-numbers.md; per-class rates are the Llama 3 Table 5 mix\n"
+               "# (arXiv:2407.21783) scaled to each cluster's total unexpected rate.\n"
+               "# Units: rates per GPU-hour (straggler and link_flap: per node-hour;\n"
+               "# flapping: per flapping node-hour; leaf_reboot: per leaf switch-hour;\n"
+               "# rollout and check_misfire: per cluster-hour); times in seconds. job_gpus\n"
+               "# 0: one job of all the GPUs; job_days 0: jobs run through (else a finished\n"
+               "# job's place is taken by a new one on nodes from the pool). leaf_reboot,\n"
+               "# rollout and check_misfire are correlated processes: one cause on many\n"
+               "# nodes, none of them at fault (sources in src/sim/preset.c).\n"
+               "presets:\n");
     for (int i = 0; i < N_PRESETS; i++) {
         struct gh_sim_config c;
         apply(&presets[i], &c);
@@ -240,6 +273,14 @@ void gh_sim_presets_write_yaml(FILE *f)
         fprintf(f, "    report_s: %.6g\n", c.report_s);
         fprintf(f, "    flapping_fraction: %.6g\n    link_flap_up_max_s: %.6g\n", c.flapping_fraction,
                 c.flap_up_max_s);
+        fprintf(f, "    layout: {nodes_per_rack: %d, nodes_per_leaf: %d}\n", c.nodes_per_rack,
+                c.nodes_per_leaf);
+        fprintf(
+            f,
+            "    correlated: {leaf_down_s: [%.6g, %.6g], rollout_s: %.6g, misfire_fraction: %.6g, "
+            "misfire_spread_s: %.6g, misfire_fix_s: [%.6g, %.6g], misfire_condition: %s}\n",
+            c.leaf_down_min_s, c.leaf_down_max_s, c.rollout_s, c.misfire_fraction,
+            c.misfire_spread_s, c.misfire_fix_min_s, c.misfire_fix_max_s, c.misfire_condition);
         fprintf(f,
                 "    detection_s: {kmsg: %.6g, nvml: %.6g, nic: %.6g, link: %.6g, kube: %.6g, "
                 "not_ready: %.6g, nccl_timeout: %.6g, pod_evict: %.6g, human: %.6g, act: %.6g}\n",
@@ -317,6 +358,16 @@ int gh_sim_config_check(const struct gh_sim_config *c, struct gh_err *err)
         return gh_err_set(err, GH_EINVAL, "replace fraction must be in [0, 1]");
     if (!(c->flapping_fraction >= 0 && c->flapping_fraction <= 1))
         return gh_err_set(err, GH_EINVAL, "flapping fraction must be in [0, 1]");
+    if (c->nodes_per_rack < 1 || c->nodes_per_leaf < 1)
+        return gh_err_set(err, GH_EINVAL, "nodes per rack and per leaf must be >= 1");
+    if (!(c->leaf_down_min_s > 0 && c->leaf_down_max_s >= c->leaf_down_min_s &&
+          isfinite(c->leaf_down_max_s) && c->rollout_s >= 0 && isfinite(c->rollout_s) &&
+          c->misfire_fraction >= 0 && c->misfire_fraction <= 1 && c->misfire_spread_s >= 0 &&
+          isfinite(c->misfire_spread_s) && c->misfire_fix_min_s > 0 &&
+          c->misfire_fix_max_s >= c->misfire_fix_min_s && isfinite(c->misfire_fix_max_s)))
+        return gh_err_set(err, GH_EINVAL, "correlated process parameters are invalid");
+    if (!c->misfire_condition[0])
+        return gh_err_set(err, GH_EINVAL, "the misfiring check needs a condition name");
     double interval = gh_sim_interval_s(c);
     if (interval / c->step_s > 1e9)
         return gh_err_set(err, GH_EINVAL, "checkpoint interval too long for the step");

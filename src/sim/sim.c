@@ -18,6 +18,7 @@
 #include "engine/engine.h"
 #include "sim/daly.h"
 #include "sim/evq.h"
+#include "sim/layout.h"
 #include "sim/rng.h"
 
 #define T0_NS 1767225600000000000LL /* 2026-01-01T00:00:00Z is simulated time 0 */
@@ -30,6 +31,7 @@
 #define FINE_S 10.0                  /* after signals, tick every second this long ... */
 #define COARSE_S 5.0                 /* ... then every 5 s ... */
 #define HORIZON_S 300.0              /* ... until this long after the latest signal */
+#define PROGRESS_S 300.0             /* every-step telemetry after a correlated signal [A] */
 
 /* ---- model ------------------------------------------------------------ */
 
@@ -39,6 +41,12 @@ enum { N_FREE, N_BUSY, N_REPAIR, N_OUT };
 #define F_CORDON 0x04u   /* isolated or drained: leaves its job at the next restart */
 #define F_NOTREADY 0x08u /* host down or in maintenance */
 #define F_LINK 0x10u     /* an InfiniBand link is down */
+#define C_CHECK 0x01u    /* corr: the misfiring check's condition is True on it */
+
+/* Signals of a correlated process carry an id "sim-corr/CLASS/..." (spec
+ * section 1: the emitter's unique id), so that an incident whose evidence
+ * holds one is attributed to the process. */
+#define CORR_ID "sim-corr/"
 
 /* How a broken node's fault shows (again at each start on it). */
 enum { FK_NONE, FK_XID, FK_ECC, FK_REMAP, FK_LINK };
@@ -48,6 +56,9 @@ struct node {
     uint32_t gen;      /* bumps when the node changes hands */
     uint8_t state, flags, broken, broken_cls, repair, kind;
     int8_t gpu;
+    uint8_t corr;       /* C_* flags of correlated processes (not faults of its own) */
+    uint8_t rails_down; /* rails whose leaf switch is down (bit per rail) */
+    uint16_t driver;    /* driver version number (layout.h): rollouts raise it */
     int16_t code;      /* the XID of its fault */
     float slow;        /* compute slowdown, 1 = none */
     uint32_t slow_seq; /* names the current slow episode */
@@ -82,6 +93,9 @@ struct job {
     double corrupt_work;/* < 0: clean; else the work from which results are wrong */
     int corrupt_id;     /* names the current corruption, for the person who finds it */
     int32_t diverged;   /* the node whose replica diverged (its checksums differ); -1 none */
+    /* every-step telemetry around a correlated process's signals */
+    double prog_until; /* reports every step until then ... */
+    uint32_t prog_gen; /* ... in the run of this generation */
     /* straggler telemetry window */
     bool win;
     int win_steps, n_sample;
@@ -97,9 +111,10 @@ struct act {
     int n;
     uint8_t actions[GH_INCIDENT_MAX_ACTIONS];
     long ck_k;           /* -1: none named */
+    int corr;            /* the correlated process (class) of a signal in its evidence; -1 none */
 };
 
-enum { EV_ARRIVAL, EV_EMIT, EV_TICK, EV_JOB, EV_NODE, EV_ACTION, EV_STEP };
+enum { EV_ARRIVAL, EV_EMIT, EV_TICK, EV_JOB, EV_NODE, EV_ACTION, EV_STEP, EV_CORR };
 enum {
     JE_RESTART_DONE,
     JE_K8S,
@@ -110,10 +125,13 @@ enum {
     JE_SDC_CHECK,
     JE_HUMAN_SDC,
     JE_CK_COMPARE,
-    JE_REPORT
+    JE_REPORT,
+    JE_PROGRESS
 };
 enum { NE_REPAIR_DONE, NE_SLOW_END, NE_HUMAN, NE_HOST_BACK };
 enum { EM_XID, EM_GPU_LOST, EM_ECC, EM_REMAP, EM_NIC_DOWN, EM_NIC_UP, EM_NOTREADY, EM_READY, EM_XID13 };
+/* What a correlated process's event does to one node (EV_CORR's sub). */
+enum { CE_LEAF_DOWN, CE_LEAF_UP, CE_ROLLOUT, CE_CHECK_TRUE, CE_CHECK_FALSE };
 
 struct sim {
     const struct gh_sim_config *c;
@@ -122,6 +140,7 @@ struct sim {
                            * that comparing more often changes no fault */
     struct gh_rng loss_rng; /* the ranks and noise of the sampled step reports, and whether a
                              * corruption shows as a loss spike: streams of their own too */
+    struct gh_rng corr_rng; /* the correlated processes: turning them on changes no fault */
     struct gh_evq *q;
     struct gh_engine *eng;
     struct gh_clock clock;
@@ -134,6 +153,8 @@ struct sim {
     struct node *nodes;
     struct job *jobs;
     int32_t *free_list, *lemons;
+    int n_leaf_groups, rails, drivers;  /* layout.h; drivers: versions installed so far */
+    uint32_t corr_events;               /* correlated events so far (names their signals) */
     double rate_h[GH_SIM_CLASS__COUNT]; /* cluster-wide arrivals per second */
     struct act acts[MAX_ACTS];
     int act_hint;
@@ -143,7 +164,7 @@ struct sim {
     double waste_cb[GH_SIM_CLASS__COUNT][GH_SIM_W__COUNT];
     double interrupts[GH_SIM_CLASS__COUNT], mttr_sum;
     long mttr_n, isolations, false_iso, human_iso, human_rollbacks, incidents, signals, jobs_done,
-        acts_dropped;
+        acts_dropped, false_corr, false_cls[GH_SIM_CLASS__COUNT];
 };
 
 static int64_t ns(double t) { return T0_NS + (int64_t)llround(t * 1e9); }
@@ -531,15 +552,22 @@ static void node_leave(struct sim *s, int n)
         free_add(s, n);
 }
 
-/* Isolates (or drains) node n: counted, and sent to repair at `level` once
- * it is out of its job. */
-static void cordon(struct sim *s, int n, int level, bool human)
+/* Isolates (or drains) node n for a fault of class cls (the incident's, as
+ * sim_class_of gives it): counted, and sent to repair at `level` once it is
+ * out of its job. A healthy node isolated for a correlated process was
+ * taken out for a cause it shares, not its own. */
+static void cordon(struct sim *s, int n, int level, bool human, int cls)
 {
     struct node *nd = &s->nodes[n];
     if ((nd->flags & F_CORDON) || nd->state == N_REPAIR || nd->state == N_OUT)
         return;
     s->isolations++;
-    s->false_iso += node_healthy(nd);
+    if (node_healthy(nd)) {
+        s->false_iso++;
+        if (cls >= 0 && cls < GH_SIM_CLASS__COUNT)
+            s->false_cls[cls]++;
+        s->false_corr += cls >= GH_SIM_CORRELATED_FIRST && cls < GH_SIM_CLASS__COUNT;
+    }
     s->human_iso += human;
     nd->flags |= F_CORDON;
     nd->repair = (uint8_t)level;
@@ -703,10 +731,10 @@ static long current_step(const struct sim *s, const struct job *j)
 
 /* The training loss a healthy rank reports at step: a falling curve with 2%
  * noise between ranks and steps [A]. */
-static double healthy_loss(struct sim *s, long step)
+static double healthy_loss(struct gh_rng *r, long step)
 {
     double l = 1.7 + 2.3 / sqrt(1.0 + (double)step / 2000.0);
-    return l * (1.0 + 0.02 * gh_rng_normal(&s->loss_rng));
+    return l * (1.0 + 0.02 * gh_rng_normal(r));
 }
 
 /* One sample of job j's per-step telemetry at its current step: the step
@@ -716,7 +744,7 @@ static double healthy_loss(struct sim *s, long step)
  * its loss a spike (the signature of a harmful wrong result), with four
  * fixed ranks normal. Healthy reports ask the engine for no decision and go in
  * without ticks. */
-static void report_steps(struct sim *s, struct job *j, int spike_node)
+static void report_steps(struct sim *s, struct job *j, int spike_node, struct gh_rng *r)
 {
     if (j->n_nodes < 1 || s->G < 1)
         return;
@@ -741,7 +769,7 @@ static void report_steps(struct sim *s, struct job *j, int spike_node)
         double ms = base * s->nodes[j->nodes[pos[k]]].slow;
         struct gh_signal g = step_signal(s, j, pos[k], gpu[k], step, job_ms > ms ? job_ms : ms, ms);
         g.has_loss = true;
-        g.loss = healthy_loss(s, step) * (k == 0 && spike_node >= 0 ? 20.0 : 1.0);
+        g.loss = healthy_loss(r, step) * (k == 0 && spike_node >= 0 ? 20.0 : 1.0);
         if (spike_node >= 0)
             ingest(s, &g);
         else
@@ -768,7 +796,7 @@ static void sdc_onset(struct sim *s, struct job *j, int n)
     push(s, s->now + silent, EV_JOB, JE_SDC_CHECK, j->slot, n, j->gen);
     if (s->c->report_s > 0 && s->c->sdc_spike > 0 && gh_rng_unit(&s->loss_rng) < s->c->sdc_spike) {
         trace(s, "sdc_loss_spike", n, j->slot, NULL);
-        report_steps(s, j, n);
+        report_steps(s, j, n, &s->loss_rng);
     }
 }
 
@@ -1021,8 +1049,14 @@ static void hw_fault(struct sim *s, int n, int cls)
         push(s, s->now + c->nccl_timeout_s, EV_JOB, JE_NCCL, j->slot, 0, j->gen);
 }
 
+static void corr_arrival(struct sim *s, int cls);
+
 static void on_arrival(struct sim *s, int cls)
 {
+    if (cls >= GH_SIM_CORRELATED_FIRST) {
+        corr_arrival(s, cls);
+        return;
+    }
     double rate = s->rate_h[cls];
     push(s, s->now + gh_rng_exp(&s->rng, rate), EV_ARRIVAL, (uint8_t)cls, 0, 0, 0);
     int n;
@@ -1125,6 +1159,193 @@ static void on_arrival(struct sim *s, int cls)
     }
 }
 
+/* ---- correlated processes --------------------------------------------- */
+
+/* PCI bus of each GPU of a DGX H100, for the driver's lines. */
+static const unsigned char pci_bus[8] = {0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb};
+
+/* Whether node n's agent reports and its NICs are on the fabric: not while
+ * it is in repair or out (host down, maintenance). */
+static bool node_on(const struct node *nd) { return nd->state == N_FREE || nd->state == N_BUSY; }
+
+/* Node n's labels after its driver changed (a rollout reached it). */
+static void relabel(struct sim *s, int n)
+{
+    struct gh_sim_labels lb;
+    char name[32];
+    gh_sim_node_labels(s->c, n, s->nodes[n].driver, &lb);
+    node_name(n, name, sizeof name);
+    int rc = gh_engine_set_node_labels(s->eng, name, lb.keys, lb.values, lb.n);
+    if (rc == GH_ENOMEM && s->rc == GH_OK)
+        s->rc = rc;
+}
+
+/* A correlated signal about a node of job j: for PROGRESS_S after it the
+ * job's sampled step reports come every step instead of every report_s,
+ * as the reporter ships them (every rank, every step; the 60 s sample is
+ * the simulator's shortcut for cost): the engine can see whether the job
+ * still advances, which is what the signal did to it. On a stream of its
+ * own, so that it changes no fault. */
+static void progress_window(struct sim *s, struct job *j)
+{
+    if (j->state != J_RUN || s->c->report_s <= 0)
+        return;
+    bool going = j->prog_gen == j->gen && s->now < j->prog_until;
+    j->prog_until = s->now + PROGRESS_S;
+    if (going)
+        return;
+    j->prog_gen = j->gen;
+    push(s, s->now + s->c->step_s * j->slow, EV_JOB, JE_PROGRESS, j->slot, 0, j->gen);
+}
+
+/* One correlated event's signal about node n (e: EV_CORR; b the rail or
+ * GPU, gen the event's number). Its id marks it as the process's. */
+static void on_corr(struct sim *s, const struct gh_ev *e)
+{
+    int n = e->a, b = e->b;
+    struct node *nd = &s->nodes[n];
+    struct gh_signal g;
+    int cls;
+    const char *what;
+    switch (e->sub) {
+    case CE_LEAF_DOWN:
+    case CE_LEAF_UP: {
+        /* The leaf's ports go down and come back whatever the node does;
+         * a node off the fabric reports neither. */
+        uint8_t bit = (uint8_t)(1u << b);
+        bool down = e->sub == CE_LEAF_DOWN;
+        if (down ? !node_on(nd) || (nd->rails_down & bit) : !(nd->rails_down & bit))
+            return;
+        nd->rails_down = down ? nd->rails_down | bit : nd->rails_down & (uint8_t)~bit;
+        announce(s, n);
+        g = sig(s, GH_KIND_NIC, GH_SRC_HOST, n, -1);
+        char dev[16];
+        snprintf(dev, sizeof dev, "mlx5_%d", b);
+        setstr(s, &g.device, dev);
+        g.has_port = true;
+        g.port = 1;
+        setstr(s, &g.counter, "link_downed");
+        g.has_count = true;
+        if (down)
+            nd->link_downed++;
+        g.count = nd->link_downed;
+        g.state = down ? GH_LINK_DOWN : GH_LINK_UP;
+        cls = GH_SIM_LEAF_REBOOT;
+        what = down ? "leaf_link_down" : "leaf_link_up";
+        break;
+    }
+    case CE_ROLLOUT: {
+        /* The node runs the new driver; it says so in its labels, and in
+         * the one line the new driver logs. */
+        int drv = b / 64, gpu = b % 64;
+        if (drv > nd->driver) {
+            nd->driver = (uint16_t)drv;
+            relabel(s, n);
+        }
+        if (!node_on(nd))
+            return;
+        announce(s, n);
+        g = sig(s, GH_KIND_XID, GH_SRC_KMSG, n, gpu);
+        g.code = 149;
+        char msg[160];
+        snprintf(msg, sizeof msg,
+                 "NVRM: Xid (PCI:0000:%02x:00): 149, NETIR_BER_EVENT Nonfatal XC0 i0 Link 01 "
+                 "(0x00082226 0x00000001 0x00000000 0x00000000 0x00000000 0x00000000)",
+                 pci_bus[gpu % 8]);
+        setstr(s, &g.msg, msg);
+        cls = GH_SIM_ROLLOUT;
+        what = "rollout_line";
+        break;
+    }
+    default: {
+        bool on = e->sub == CE_CHECK_TRUE;
+        if (on ? !node_on(nd) || (nd->corr & C_CHECK) : !(nd->corr & C_CHECK))
+            return;
+        nd->corr = on ? nd->corr | C_CHECK : nd->corr & (uint8_t)~C_CHECK;
+        announce(s, n);
+        g = sig(s, GH_KIND_NODE_CONDITION, GH_SRC_KUBE, n, -1);
+        const char *cond = s->c->misfire_condition;
+        bool kd = strcmp(cond, "KernelDeadlock") == 0; /* node-problem-detector's own words */
+        setstr(s, &g.condition, cond);
+        g.cond_status = on ? GH_COND_TRUE : GH_COND_FALSE;
+        setstr(s, &g.reason,
+               on ? (kd ? "DockerHung" : "CheckFailed")
+                  : (kd ? "KernelHasNoDeadlock" : "CheckPassed"));
+        if (on && kd)
+            setstr(s, &g.msg, "task docker:7 blocked for more than 120 seconds.");
+        cls = GH_SIM_CHECK_MISFIRE;
+        what = on ? "check_true" : "check_false";
+        break;
+    }
+    }
+    char id[96];
+    snprintf(id, sizeof id, CORR_ID "%s/%u/%d/%d/%d", gh_sim_class_name((enum gh_sim_class)cls),
+             e->gen, n, e->sub, b);
+    setstr(s, &g.id, id);
+    if (s->trace) {
+        /* the device (leaf) or GPU (rollout), and the event's number */
+        char detail[48];
+        if (e->sub <= CE_LEAF_UP)
+            snprintf(detail, sizeof detail, "mlx5_%d/1 #%u", b, e->gen);
+        else
+            snprintf(detail, sizeof detail, "%d #%u", b % 64, e->gen);
+        trace(s, what, n, nd->state == N_BUSY ? nd->job : -1, detail);
+    }
+    ingest(s, &g);
+    if (nd->state == N_BUSY)
+        progress_window(s, &s->jobs[nd->job]);
+}
+
+/* A correlated process starts (cls): it schedules one EV_CORR per node it
+ * reaches, from a random stream of its own. None of it harms a job or
+ * breaks a node; the engine's actions on it may. */
+static void corr_arrival(struct sim *s, int cls)
+{
+    const struct gh_sim_config *c = s->c;
+    struct gh_rng *r = &s->corr_rng;
+    push(s, s->now + gh_rng_exp(r, s->rate_h[cls]), EV_ARRIVAL, (uint8_t)cls, 0, 0, 0);
+    uint32_t ev = ++s->corr_events;
+    char detail[GH_SIM_NAME_MAX + 16], ver[24];
+    if (cls == GH_SIM_LEAF_REBOOT) {
+        /* One rail of one scalable unit: every node's NIC on it goes down
+         * within a second, and up again when the switch is back. */
+        int su = (int)gh_rng_below(r, (uint64_t)s->n_leaf_groups);
+        int rail = (int)gh_rng_below(r, (uint64_t)s->rails);
+        double up = s->now + gh_rng_loguniform(r, c->leaf_down_min_s, c->leaf_down_max_s);
+        snprintf(detail, sizeof detail, "su%03d-rail%d #%u", su, rail, ev);
+        trace(s, "leaf_reboot", -1, -1, detail);
+        int first = su * c->nodes_per_leaf;
+        for (int n = first; n < first + c->nodes_per_leaf && n < s->n_nodes; n++) {
+            push(s, s->now + gh_rng_unit(r), EV_CORR, CE_LEAF_DOWN, n, rail, ev);
+            push(s, up + gh_rng_unit(r), EV_CORR, CE_LEAF_UP, n, rail, ev);
+        }
+    } else if (cls == GH_SIM_ROLLOUT) {
+        /* The next driver reaches every node in random order. */
+        int drv = ++s->drivers;
+        gh_sim_driver_version(drv, ver, sizeof ver);
+        snprintf(detail, sizeof detail, "%s #%u", ver, ev);
+        trace(s, "rollout", -1, -1, detail);
+        for (int n = 0; n < s->n_nodes; n++) {
+            int gpu = (int)gh_rng_below(r, (uint64_t)s->G);
+            push(s, s->now + gh_rng_unit(r) * c->rollout_s, EV_CORR, CE_ROLLOUT, n, drv * 64 + gpu,
+                 ev);
+        }
+    } else {
+        /* A check goes wrong on a share of the nodes within minutes; it is
+         * fixed, and its condition cleared, hours later. */
+        double fix = s->now + gh_rng_loguniform(r, c->misfire_fix_min_s, c->misfire_fix_max_s);
+        snprintf(detail, sizeof detail, "%s #%u", c->misfire_condition, ev);
+        trace(s, "check_misfire", -1, -1, detail);
+        for (int n = 0; n < s->n_nodes; n++) {
+            if (!(gh_rng_unit(r) < c->misfire_fraction))
+                continue;
+            push(s, s->now + gh_rng_unit(r) * c->misfire_spread_s, EV_CORR, CE_CHECK_TRUE, n, 0,
+                 ev);
+            push(s, fix + gh_rng_unit(r) * c->misfire_spread_s, EV_CORR, CE_CHECK_FALSE, n, 0, ev);
+        }
+    }
+}
+
 /* ---- the engine's decisions ------------------------------------------- */
 
 static int parse_node(const char *name)
@@ -1150,6 +1371,25 @@ static bool parse_job(const char *name, int *slot, int *inst)
     *slot = (int)a;
     *inst = (int)b;
     return true;
+}
+
+/* The correlated process whose signal is in inc's evidence (its class),
+ * -1 when none is. */
+static int corr_class_of(const struct gh_incident *inc)
+{
+    for (size_t k = 0; k < inc->n_evidence; k++) {
+        const char *id = inc->evidence[k] ? inc->evidence[k]->sig.id : NULL;
+        if (!id || strncmp(id, CORR_ID, sizeof CORR_ID - 1) != 0)
+            continue;
+        id += sizeof CORR_ID - 1;
+        for (int c = GH_SIM_CORRELATED_FIRST; c < GH_SIM_CLASS__COUNT; c++) {
+            const char *name = gh_sim_class_name((enum gh_sim_class)c);
+            size_t l = strlen(name);
+            if (strncmp(id, name, l) == 0 && id[l] == '/')
+                return c;
+        }
+    }
+    return -1;
 }
 
 static void on_incident(void *ctx, const struct gh_incident *inc)
@@ -1188,6 +1428,7 @@ static void on_incident(void *ctx, const struct gh_incident *inc)
     for (int k = 0; k < inc->n_actions; k++)
         a->actions[k] = (uint8_t)inc->actions[k];
     a->ck_k = -1;
+    a->corr = corr_class_of(inc);
     const char *p = inc->has_checkpoint && inc->checkpoint_path ? strstr(inc->checkpoint_path, "/ckpt-")
                                                                 : NULL;
     if (p) {
@@ -1203,6 +1444,8 @@ static int sim_class_of(const struct sim *s, const struct act *a)
 {
     if (a->node >= 0 && s->nodes[a->node].broken)
         return s->nodes[a->node].broken_cls;
+    if (a->corr >= 0)
+        return a->corr;
     switch (a->cls) {
     case GH_CLASS_STRAGGLER: return GH_SIM_STRAGGLER;
     case GH_CLASS_SILENT_DATA_CORRUPTION: return GH_SIM_SDC;
@@ -1238,7 +1481,7 @@ static void on_action(struct sim *s, struct act *a)
         j = &s->jobs[a->slot];
     int cls = sim_class_of(s, a);
     if (a->node >= 0 && (iso || drain))
-        cordon(s, a->node, level ? level : 4, false);
+        cordon(s, a->node, level ? level : 4, false, cls);
     /* A reset or reboot without isolation happens in place, during the restart. */
     double extra = 0;
     if (a->node >= 0 && !iso && !drain && (level == 1 || level == 2) && j &&
@@ -1264,6 +1507,11 @@ static void on_action(struct sim *s, struct act *a)
             restart(s, j, a->ck_k, extra);
         } else if (j->state == J_DOWN || j->state == J_WAIT ||
                    (j->state == J_RESTART && (moved || extra > 0 || (a->ck_k >= 0 && a->ck_k < j->ck_k)))) {
+            /* An outage a correlated process's incident prolongs is its
+             * from now on (the time so far stays the earlier cause's). */
+            advance(s, j, s->now);
+            if (cls >= GH_SIM_CORRELATED_FIRST)
+                j->cls = cls;
             restart(s, j, a->ck_k, extra);
         }
     } else if (retry && j->state == J_DOWN) {
@@ -1357,7 +1605,7 @@ static void on_job_event(struct sim *s, const struct gh_ev *e)
         s->human_rollbacks++;
         for (int p = 0; p < j->n_nodes; p++)
             if (j->nodes[p] >= 0 && (s->nodes[j->nodes[p]].flags & F_SDC))
-                cordon(s, j->nodes[p], 4, true);
+                cordon(s, j->nodes[p], 4, true, GH_SIM_SDC);
         interrupt(s, j, GH_SIM_SDC);
         restart(s, j, (long)floor(j->corrupt_work / s->tau + 1e-9), 0);
         return;
@@ -1440,8 +1688,16 @@ static void on_job_event(struct sim *s, const struct gh_ev *e)
         if (j->state != J_RUN)
             break;
         advance(s, j, s->now);
-        report_steps(s, j, -1);
+        report_steps(s, j, -1, &s->loss_rng);
         push(s, s->now + c->report_s, EV_JOB, JE_REPORT, j->slot, 0, j->gen);
+        break;
+    case JE_PROGRESS:
+        if (j->state != J_RUN)
+            break;
+        advance(s, j, s->now);
+        report_steps(s, j, -1, &s->corr_rng);
+        if (s->now + c->step_s * j->slow <= j->prog_until)
+            push(s, s->now + c->step_s * j->slow, EV_JOB, JE_PROGRESS, j->slot, 0, j->gen);
         break;
     default:
         break;
@@ -1469,7 +1725,7 @@ static void on_node_event(struct sim *s, const struct gh_ev *e)
         /* A person isolates a node that still breaks its job. */
         if (e->gen != nd->gen || !nd->broken || nd->state != N_BUSY || (nd->flags & F_CORDON))
             break;
-        cordon(s, n, 4, true);
+        cordon(s, n, 4, true, nd->broken_cls);
         struct job *j = &s->jobs[nd->job];
         if (j->state == J_DOWN || j->state == J_RESTART)
             restart(s, j, -1, 0);
@@ -1525,6 +1781,7 @@ static void dispatch(struct sim *s, const struct gh_ev *e)
             s->acts[e->a].used = false;
         }
         break;
+    case EV_CORR: on_corr(s, e); break;
     case EV_STEP: {
         struct job *j = &s->jobs[e->a];
         if (j->win && e->gen == j->win_gen && j->state == J_RUN)
@@ -1567,6 +1824,7 @@ static int setup(struct sim *s, const struct gh_sim_config *c, const struct gh_p
     gh_rng_seed(&s->rng, seed, (uint64_t)run);
     gh_rng_seed(&s->ck_rng, seed, (uint64_t)run + (1ull << 32));
     gh_rng_seed(&s->loss_rng, seed, (uint64_t)run + (2ull << 32));
+    gh_rng_seed(&s->corr_rng, seed, (uint64_t)run + (3ull << 32));
     s->end = c->days * 86400.0;
     s->tau = gh_sim_interval_s(c);
     s->tick_batch = -1;
@@ -1575,6 +1833,8 @@ static int setup(struct sim *s, const struct gh_sim_config *c, const struct gh_p
     s->n_jobs = (int)((job_nodes + per_job - 1) / per_job);
     long spares = (long)ceil((double)job_nodes * c->spare_fraction - 1e-9);
     s->n_nodes = (int)(job_nodes + spares);
+    s->n_leaf_groups = gh_sim_leaf_groups(c, s->n_nodes);
+    s->rails = gh_sim_rails(c);
     s->nodes = calloc((size_t)s->n_nodes, sizeof *s->nodes);
     s->free_list = malloc((size_t)s->n_nodes * sizeof *s->free_list);
     s->lemons = malloc((size_t)s->n_nodes * sizeof *s->lemons);
@@ -1594,6 +1854,11 @@ static int setup(struct sim *s, const struct gh_sim_config *c, const struct gh_p
         char nm[32];
         node_name(n, nm, sizeof nm);
         if (gh_topology_add_node(topo, nm) < 0)
+            goto oom;
+        /* Its rack, leaf switches and driver, as the Node's labels say. */
+        struct gh_sim_labels lb;
+        gh_sim_node_labels(c, n, 0, &lb);
+        if (gh_topology_set_node_labels(topo, nm, lb.keys, lb.values, lb.n) != GH_OK)
             goto oom;
         if (c->flapping_fraction > 0 && gh_rng_unit(&s->rng) < c->flapping_fraction) {
             nd->flags |= F_LEMON;
@@ -1666,13 +1931,18 @@ static int setup(struct sim *s, const struct gh_sim_config *c, const struct gh_p
         double per_h;
         if (k == GH_SIM_STRAGGLER || k == GH_SIM_LINK_FLAP)
             per_h = c->rate[k] * s->n_nodes;
+        else if (k == GH_SIM_LEAF_REBOOT)
+            per_h = c->rate[k] * s->n_leaf_groups * s->rails;
+        else if (k == GH_SIM_ROLLOUT || k == GH_SIM_CHECK_MISFIRE)
+            per_h = c->rate[k];
         else if (k == GH_SIM_FLAPPING)
             per_h = c->rate[k] * s->n_lemons;
         else
             per_h = c->rate[k] * s->n_nodes * c->gpus_per_node;
         s->rate_h[k] = per_h * c->rate_scale / 3600.0;
+        struct gh_rng *r = k >= GH_SIM_CORRELATED_FIRST ? &s->corr_rng : &s->rng;
         if (s->rate_h[k] > 0)
-            push(s, gh_rng_exp(&s->rng, s->rate_h[k]), EV_ARRIVAL, (uint8_t)k, 0, 0, 0);
+            push(s, gh_rng_exp(r, s->rate_h[k]), EV_ARRIVAL, (uint8_t)k, 0, 0, 0);
     }
     return s->rc;
 oom:
@@ -1737,6 +2007,10 @@ static int run_once(const struct gh_sim_config *c, const struct gh_policy *polic
         r->wasted_gpu_hours[w] = s->waste[w] / 3600;
     r->isolations = (double)s->isolations;
     r->false_isolations = (double)s->false_iso;
+    r->false_isolations_correlated = (double)s->false_corr;
+    for (int k = 0; k < GH_SIM_CLASS__COUNT; k++)
+        r->false_isolations_by_class[k] = (double)s->false_cls[k];
+    r->cluster_gpu_days = r->cluster_gpu_hours / 24;
     r->human_isolations = (double)s->human_iso;
     r->human_rollbacks = (double)s->human_rollbacks;
     r->incidents = (double)s->incidents;

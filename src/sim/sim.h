@@ -28,7 +28,8 @@
 /* Failure classes of the model. Rates: per GPU-hour of GPUs in jobs for the
  * interruption classes (gpu_hard .. planned); per node-hour for straggler
  * episodes and benign link flaps; per flapping ("lemon") node-hour for
- * flapping. */
+ * flapping; per leaf switch-hour for leaf reboots; per cluster-hour for
+ * rollouts and misfiring checks (they reach the whole fleet). */
 enum gh_sim_class {
     GH_SIM_GPU_HARD,  /* faulty GPU, SRAM, GSP, thermal: XID 79/46/119/..., lost GPU */
     GH_SIM_HBM_ECC,   /* HBM uncorrectable ECC, row-remap failure: XID 48/95/64/94, ecc */
@@ -42,8 +43,17 @@ enum gh_sim_class {
     GH_SIM_STRAGGLER, /* fail-slow episode of one node (gray) */
     GH_SIM_FLAPPING,  /* a flapping node's intermittent failures (gray) */
     GH_SIM_LINK_FLAP, /* a benign link flap: down and up within seconds (noise) */
+    /* Correlated processes: one cause, many nodes, none of them at fault.
+     * They harm no job by themselves; only what the engine decides about
+     * them does (GH_SIM_CORRELATED_FIRST .. GH_SIM_CLASS__COUNT - 1). */
+    GH_SIM_LEAF_REBOOT,   /* a leaf switch reboots: one rail down on every node under it */
+    GH_SIM_ROLLOUT,       /* a driver or firmware rollout whose nodes log a non-fatal line */
+    GH_SIM_CHECK_MISFIRE, /* another agent's health check sets its condition on many nodes */
     GH_SIM_CLASS__COUNT
 };
+#define GH_SIM_CORRELATED_FIRST GH_SIM_LEAF_REBOOT
+#define GH_SIM_CORRELATED_MASK                                                                     \
+    ((1u << GH_SIM_LEAF_REBOOT) | (1u << GH_SIM_ROLLOUT) | (1u << GH_SIM_CHECK_MISFIRE))
 
 /* Where job GPU-time that is not productive goes. */
 enum gh_sim_waste {
@@ -95,6 +105,17 @@ struct gh_sim_config {
                               * 4 ranks per report; 0: none */
     double flapping_fraction;/* nodes that are flapping ("lemon") nodes */
     double flap_up_max_s;    /* a benign link flap lasts up to this */
+    /* where nodes sit (their Node labels name it): racks, and leaf
+     * switches of a rail-optimised fabric, one per rail (NIC index) for
+     * each group of nodes_per_leaf consecutive nodes (a scalable unit) */
+    int nodes_per_rack, nodes_per_leaf;
+    /* correlated processes (rates in rate[], see enum gh_sim_class) */
+    double leaf_down_min_s, leaf_down_max_s; /* a leaf's rail is down this long, log-uniform */
+    double rollout_s;        /* a rollout reaches every node within this, in random order */
+    double misfire_fraction; /* a misfiring check sets its condition on this share of nodes ... */
+    double misfire_spread_s; /* ... within this ... */
+    double misfire_fix_min_s, misfire_fix_max_s; /* ... cleared this long after (log-uniform) */
+    char misfire_condition[GH_SIM_NAME_MAX];     /* the condition it sets (node_condition) */
     /* detection latency per source */
     double lat_kmsg_s, lat_nvml_s, lat_nic_s, lat_link_s, lat_kube_s, lat_notready_s;
     double nccl_timeout_s;   /* collective watchdog: a hang becomes pod failures */
@@ -145,6 +166,12 @@ struct gh_sim_result {
     double wasted_class_bucket_gpu_hours[GH_SIM_CLASS__COUNT][GH_SIM_W__COUNT];
     double isolations;       /* node isolations and drains (engine and people) */
     double false_isolations; /* ... of nodes with nothing wrong */
+    double false_isolations_correlated; /* ... of those, for a correlated process's signals
+                                         * (a cause the node shares, not its own) */
+    double false_isolations_by_class[GH_SIM_CLASS__COUNT]; /* ... by the class the simulator
+                                                            * gives the incident */
+    double cluster_gpu_days; /* every GPU of the cluster, spares included: the base of the
+                              * false isolations per 10,000 GPU-days */
     double human_isolations;
     double human_rollbacks;  /* corruption a restart left in place, rolled back by a person */
     double incidents;        /* incidents the engine decided */

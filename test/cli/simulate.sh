@@ -96,6 +96,30 @@ for a in "--sdc-spike 1.5" "--sdc-spike -0.1" "--report -1"; do
   check "simulate $a: exit 2" test $rc -eq 2
 done
 
+# The correlated processes: on in the presets, --no-correlated and a 0 scale
+# turn them off; the false isolations per 10,000 GPU-days are in the JSON.
+"$gh" simulate --days 3 --seed 2 --leaf-reboot 300 --json > "$tmp/c1.json"
+"$gh" simulate --days 3 --seed 2 --leaf-reboot 300 --no-correlated --json > "$tmp/c0.json"
+"$gh" simulate --days 3 --seed 2 --leaf-reboot 0 --rollout 0 --check-misfire 0 --json > "$tmp/cz.json"
+check "correlated processes: fields, on and off" python3 -c "
+import json; a=json.load(open('$tmp/c1.json')); b=json.load(open('$tmp/c0.json')); z=json.load(open('$tmp/cz.json'))
+for k in ('false_isolations_correlated','false_isolations_by_class','false_isolations_per_10k_gpu_days',
+          'false_isolations_correlated_per_10k_gpu_days','cluster_gpu_days'):
+    assert k in a, k
+assert a['engine']['signals'] > b['engine']['signals'], (a['engine'], b['engine'])
+assert b == z, 'off and rate 0 differ'
+assert b['false_isolations_correlated'] == 0 and 'leaf_reboot' in b['false_isolations_by_class']
+assert abs(a['cluster_gpu_days'] - 2089 * 8 * 3) < 1e-6, a['cluster_gpu_days']
+f = a['false_isolations'] / a['cluster_gpu_days'] * 1e4
+assert abs(a['false_isolations_per_10k_gpu_days'] - f) <= 1e-6 * f, a"
+check "table: false isolations per 10,000 GPU-days" grep -q '^  false isolations .* per 10,000 GPU-days' \
+  <("$gh" simulate --days 1)
+for a in "--leaf-reboot -1" "--rollout x" "--check-misfire -0.5"; do
+  # shellcheck disable=SC2086
+  "$gh" simulate $a > /dev/null 2>&1; rc=$?
+  check "simulate $a: exit 2" test $rc -eq 2
+done
+
 # A policy file works like a built-in one.
 "$gh" policy default > "$tmp/policy.yaml" 2> /dev/null
 if [ -s "$tmp/policy.yaml" ]; then

@@ -220,6 +220,9 @@ static void test_policies_ordered(void **st)
     gh_sim_config_default(&c);
     c.days = 8;
     c.rate_scale = 3;
+    /* The node-level classes: what the correlated processes cost each
+     * policy is test_sim_correlated's. */
+    c.class_mask &= ~(uint32_t)GH_SIM_CORRELATED_MASK;
     struct gh_sim_result k8s, xid, gh;
     run_policy(&c, "k8s-default", 2, &k8s);
     run_policy(&c, "xid-only", 2, &xid);
@@ -227,7 +230,8 @@ static void test_policies_ordered(void **st)
     assert_true(gh.ettr > xid.ettr);
     assert_true(xid.ettr > k8s.ettr);
     assert_true(gh.mttr_s < xid.mttr_s && xid.mttr_s < k8s.mttr_s);
-    assert_true(k8s.incidents == 0);
+    /* No rule acts (the engine still names a shared cause, acting on nothing). */
+    assert_true(k8s.isolations == k8s.human_isolations);
     assert_true(k8s.human_isolations > 0);
     assert_true(gh.human_isolations < k8s.human_isolations / 4);
     assert_true(gh.false_isolations <= 0.05 * gh.isolations + 1);
@@ -363,7 +367,8 @@ static void test_link_flaps_report_their_own_port(void **st)
     c.days = 1;
     struct gh_sim_result gh;
     run_policy(&c, "gpuheal", 1, &gh);
-    assert_true(gh.incidents > 1000);
+    /* ~20,000 flaps (flaps close together are one shared incident) */
+    assert_true(gh.signals > 30000 && gh.incidents > 100);
     assert_true(gh.isolations == 0);
 }
 

@@ -31,6 +31,9 @@ static void usage(FILE *f)
            "                        [--job-gpus N] [--job-days D] [--spare-fraction F] [--trace "
            "FILE]\n"
            "                        [--sdc-silent S] [--sdc-check S] [--sdc-spike F] [--report S]\n"
+           "                        [--leaf-reboot X] [--rollout X] [--check-misfire X] "
+           "[--no-correlated]\n"
+           "                        [--misfire-condition NAME]\n"
            "       gpuheal simulate --sweep checkpoint-interval [--out PREFIX] [--points N] "
            "[options]\n"
            "       gpuheal simulate --list-presets | --print-presets\n"
@@ -41,8 +44,12 @@ static void usage(FILE *f)
            "Classes: ");
     for (int i = 0; i < GH_SIM_CLASS__COUNT; i++)
         fprintf(f, "%s%s", i ? ", " : "", gh_sim_class_name((enum gh_sim_class)i));
-    fprintf(f, ".\n--sweep writes PREFIX.svg (and PREFIX.png when rsvg-convert is installed);\n"
-               "PREFIX defaults to sweep-checkpoint-interval.\n");
+    fprintf(
+        f, ".\nleaf_reboot, rollout and check_misfire are correlated processes (one cause on many\n"
+           "nodes, none at fault): --leaf-reboot, --rollout and --check-misfire multiply their\n"
+           "rates (0: off), --no-correlated turns all three off.\n"
+           "--sweep writes PREFIX.svg (and PREFIX.png when rsvg-convert is installed);\n"
+           "PREFIX defaults to sweep-checkpoint-interval.\n");
 }
 
 static bool num(const char *s, double lo, double hi, double *out)
@@ -89,6 +96,12 @@ static json_t *class_obj(const double *v)
     return o;
 }
 
+/* n per 10,000 GPU-days of the whole cluster (spares included). */
+static double per_10k_gpu_days(const struct gh_sim_result *r, double n)
+{
+    return r->cluster_gpu_days > 0 ? n / r->cluster_gpu_days * 1e4 : 0;
+}
+
 static json_t *result_json(const struct gh_sim_config *c, const char *policy, uint64_t seed,
                            const struct gh_sim_result *r)
 {
@@ -132,6 +145,14 @@ static json_t *result_json(const struct gh_sim_config *c, const char *policy, ui
     json_object_set_new(o, "wasted_gpu_hours_by_class", class_obj(r->wasted_by_class_gpu_hours));
     json_object_set_new(o, "isolations", json_real(r->isolations));
     json_object_set_new(o, "false_isolations", json_real(r->false_isolations));
+    json_object_set_new(o, "false_isolations_correlated",
+                        json_real(r->false_isolations_correlated));
+    json_object_set_new(o, "false_isolations_by_class", class_obj(r->false_isolations_by_class));
+    json_object_set_new(o, "false_isolations_per_10k_gpu_days",
+                        json_real(per_10k_gpu_days(r, r->false_isolations)));
+    json_object_set_new(o, "false_isolations_correlated_per_10k_gpu_days",
+                        json_real(per_10k_gpu_days(r, r->false_isolations_correlated)));
+    json_object_set_new(o, "cluster_gpu_days", json_real(r->cluster_gpu_days));
     json_object_set_new(o, "human_isolations", json_real(r->human_isolations));
     json_object_set_new(o, "human_rollbacks", json_real(r->human_rollbacks));
     json_object_set_new(o, "jobs_completed", json_real(r->jobs_completed));
@@ -169,6 +190,20 @@ static void print_table(FILE *f, const struct gh_sim_config *c, const char *poli
     fprintf(f, "  %-22s %.0f s\n", "MTTR", r->mttr_s);
     fprintf(f, "  %-22s %.1f (false %.1f, by people %.1f)\n", "isolations", r->isolations,
             r->false_isolations, r->human_isolations);
+    fprintf(f, "  %-22s %.3f per 10,000 GPU-days; for correlated causes %.1f (%.3f per 10,000)\n",
+            "false isolations", per_10k_gpu_days(r, r->false_isolations),
+            r->false_isolations_correlated, per_10k_gpu_days(r, r->false_isolations_correlated));
+    if (r->false_isolations > 0) {
+        fprintf(f, "    %-20s", "by class");
+        const char *sep = " ";
+        for (int i = 0; i < GH_SIM_CLASS__COUNT; i++)
+            if (r->false_isolations_by_class[i] > 0) {
+                fprintf(f, "%s%s %.1f", sep, gh_sim_class_name((enum gh_sim_class)i),
+                        r->false_isolations_by_class[i]);
+                sep = ", ";
+            }
+        fputc('\n', f);
+    }
     fprintf(f, "  %-22s %.1f\n", "rolled back by people", r->human_rollbacks);
     double total = 0;
     for (int i = 0; i < GH_SIM_W__COUNT; i++)
@@ -379,6 +414,9 @@ int gh_cmd_simulate(int argc, char **argv)
         } else if (strcmp(a, "--json") == 0) {
             json = true;
             continue;
+        } else if (strcmp(a, "--no-correlated") == 0) {
+            c.class_mask &= ~(uint32_t)GH_SIM_CORRELATED_MASK;
+            continue;
         } else if (strcmp(a, "--list-presets") == 0) {
             for (int p = 0; p < gh_sim_preset_count(); p++)
                 printf("%-14s %s\n", gh_sim_preset_name(p), gh_sim_preset_summary(p));
@@ -422,6 +460,15 @@ int gh_cmd_simulate(int argc, char **argv)
             ok = num(v, 0, 1, &d) && (c.sdc_spike = d, true);
         else if (strcmp(a, "--report") == 0)
             ok = num(v, 0, 1e7, &d) && (c.report_s = d, true);
+        else if (strcmp(a, "--leaf-reboot") == 0)
+            ok = num(v, 0, 1e6, &d) && (c.rate[GH_SIM_LEAF_REBOOT] *= d, true);
+        else if (strcmp(a, "--rollout") == 0)
+            ok = num(v, 0, 1e6, &d) && (c.rate[GH_SIM_ROLLOUT] *= d, true);
+        else if (strcmp(a, "--check-misfire") == 0)
+            ok = num(v, 0, 1e6, &d) && (c.rate[GH_SIM_CHECK_MISFIRE] *= d, true);
+        else if (strcmp(a, "--misfire-condition") == 0)
+            ok = v[0] && strlen(v) < sizeof c.misfire_condition &&
+                 (snprintf(c.misfire_condition, sizeof c.misfire_condition, "%s", v), true);
         else if (strcmp(a, "--restart") == 0)
             ok = num(v, 0, 1e7, &d) && (c.restart_s = d, true);
         else if (strcmp(a, "--policy") == 0)
