@@ -693,7 +693,8 @@ static bool breaker_open(struct gh_decider *d, const struct gh_incident *inc,
     for (int i = 0; i < b->n; i++)
         names[i] = gh_topology_node_name(d->topo, b->node[i]);
     char component[192], what[200];
-    enum gh_scope sc = gh_scope_common(d->topo, b->node, (size_t)b->n, component, sizeof component);
+    enum gh_scope sc =
+        gh_scope_common(d->topo, b->node, (size_t)b->n, NULL, component, sizeof component);
     gh_sfmt(what, sizeof what,
             "breaker: rule %s would take a %d%s node out of service or reset it "
             "for %s within %llds (at most %d)",

@@ -56,6 +56,8 @@ struct fsig {
     enum gh_severity severity;
     bool events;    /* its signals alone make the incident (not only its findings) */
     int64_t window; /* nodes within this of each other are one cause */
+    enum gh_scope natural; /* the component such a signature points at (a port: its switch) */
+    char hint[32];  /* what names it among the labels (a NIC device: its rail) */
     size_t n, cap;
     struct fnode *nodes; /* in the order they showed it */
     uint32_t *slots;     /* node -> its position + 1 (0: empty), open addressing */
@@ -162,6 +164,8 @@ static bool signature(const struct gh_signal *s, const struct gh_policy_settings
         return false;
     out->window = st->fleet_window_ns;
     out->events = true;
+    out->natural = GH_SCOPE_FLEET;
+    out->hint[0] = '\0';
     switch (s->kind) {
     case GH_KIND_XID: {
         const struct gh_xid_info *x = gh_xid_lookup(s->code);
@@ -189,6 +193,7 @@ static bool signature(const struct gh_signal *s, const struct gh_policy_settings
             return false;
         out->cls = GH_CLASS_INTERCONNECT;
         out->severity = sev;
+        out->natural = GH_SCOPE_NVLINK_DOMAIN;
         gh_sfmt(key, cap, "s%d%c", s->code, "-nf"[said]);
         gh_sfmt(out->what, sizeof out->what, "NVSwitch SXid %d%s", s->code,
                 said == GH_STATED_NONFATAL ? " (non-fatal)"
@@ -202,6 +207,8 @@ static bool signature(const struct gh_signal *s, const struct gh_policy_settings
         out->cls = GH_CLASS_NETWORK;
         out->severity = GH_SEV_HIGH;
         out->window = st->fleet_link_window_ns;
+        out->natural = GH_SCOPE_SWITCH;
+        gh_sfmt(out->hint, sizeof out->hint, "%s", s->device);
         gh_sfmt(key, cap, "n%s/%d", s->device, s->has_port ? s->port : -1);
         gh_sfmt(out->what, sizeof out->what, "NIC %s port %d down", s->device,
                 s->has_port ? s->port : 1);
@@ -223,6 +230,7 @@ static bool signature(const struct gh_signal *s, const struct gh_policy_settings
             return false;
         out->cls = GH_CLASS_THERMAL_POWER;
         out->severity = GH_SEV_LOW;
+        out->natural = GH_SCOPE_RACK;
         out->events = false; /* a reading: only its findings (sustained) count */
         gh_sfmt(key, cap, "t%d", (int)s->kind);
         gh_sfmt(out->what, sizeof out->what, "%s throttling",
@@ -301,13 +309,22 @@ static bool shared_now(const struct fsig *s, struct gh_topology *t,
     for (size_t i = 0; i < s->n; i++)
         if (s->nodes[i].first >= now - s->window && k < FLEET_EV)
             recent[k++] = s->nodes[i].node;
-    if (k >= (size_t)st->fleet_min_nodes)
-        return true;
     if (k < 2)
         return false;
     char component[192];
-    enum gh_scope sc = gh_scope_common(t, recent, k, component, sizeof component);
-    return sc != GH_SCOPE_UNSAID && sc != GH_SCOPE_FLEET;
+    enum gh_scope sc = gh_scope_common(t, recent, k, s->hint, component, sizeof component);
+    bool joined = sc != GH_SCOPE_UNSAID && sc != GH_SCOPE_FLEET;
+    if (k >= (size_t)st->fleet_min_nodes) {
+        /* Where the labels say which component each node hangs off (a
+         * port's leaf), nodes that do not share one are no cause of it;
+         * only many more make a cause beyond it (a firmware, a spine):
+         * three unrelated flaps within seconds are three nodes' own. */
+        if (!joined && s->natural != GH_SCOPE_FLEET &&
+            gh_scope_labelled(t, recent[0], s->natural))
+            return k >= 3 * (size_t)st->fleet_min_nodes;
+        return true;
+    }
+    return joined;
 }
 
 static int add_due(struct fleet *fl, const char *key)
@@ -357,6 +374,8 @@ static void fleet_on_signal(void *state, struct gh_engine *e, const struct gh_tl
         s->severity = proto.severity;
     s->events = proto.events;
     s->window = proto.window;
+    s->natural = proto.natural;
+    memcpy(s->hint, proto.hint, sizeof s->hint);
     memcpy(s->what, proto.what, sizeof s->what);
     if (ts > s->last)
         s->last = ts;
@@ -401,7 +420,7 @@ static void describe(const struct fsig *s, struct gh_topology *t, const char *ke
         lo = s->nodes[i].first < lo ? s->nodes[i].first : lo;
         hi = s->nodes[i].first > hi ? s->nodes[i].first : hi;
     }
-    enum gh_scope sc = gh_scope_common(t, idx, s->n, component, cap);
+    enum gh_scope sc = gh_scope_common(t, idx, s->n, s->hint, component, cap);
     if (sc == GH_SCOPE_UNSAID) {
         /* no label names it: what such a signature shares most often */
         component[0] = '\0';

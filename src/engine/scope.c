@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Case-insensitive substring search, bounded by the key's length. */
@@ -57,10 +58,23 @@ static int specific(enum gh_scope s)
     }
 }
 
+/* The number a string ends in (-1: none): "mlx5_5" 5, "rail5" 5. */
+static long trailing_number(const char *s)
+{
+    size_t n = strlen(s), i = n;
+    while (i > 0 && isdigit((unsigned char)s[i - 1]))
+        i--;
+    if (i == n || n - i > 6)
+        return -1;
+    return strtol(s + i, NULL, 10);
+}
+
 enum gh_scope gh_scope_common(const struct gh_topology *t, const uint32_t *nodes, size_t n,
-                              char *component, size_t cap)
+                              const char *hint, char *component, size_t cap)
 {
     enum gh_scope best = GH_SCOPE_UNSAID;
+    int best_rank = 0;
+    long want = hint ? trailing_number(hint) : -1;
     if (cap)
         component[0] = '\0';
     if (n == 0)
@@ -70,7 +84,8 @@ enum gh_scope gh_scope_common(const struct gh_topology *t, const uint32_t *nodes
         const char *key = p, *value = p + strlen(p) + 1;
         p = value + strlen(value) + 1;
         enum gh_scope sc = gh_scope_of_label(key);
-        if (specific(sc) <= specific(best))
+        int rank = 2 * specific(sc) + (want >= 0 && trailing_number(key) == want);
+        if (specific(sc) == 0 || rank <= best_rank)
             continue;
         bool all = true;
         for (size_t i = 1; i < n && all; i++) {
@@ -79,9 +94,21 @@ enum gh_scope gh_scope_common(const struct gh_topology *t, const uint32_t *nodes
         }
         if (all) {
             best = sc;
+            best_rank = rank;
             if (cap)
                 snprintf(component, cap, "%s=%s", key, value);
         }
     }
     return best;
+}
+
+bool gh_scope_labelled(const struct gh_topology *t, size_t node, enum gh_scope sc)
+{
+    for (const char *p = gh_topology_node_labels(t, node); p && *p;) {
+        const char *key = p, *value = p + strlen(p) + 1;
+        p = value + strlen(value) + 1;
+        if (gh_scope_of_label(key) == sc)
+            return true;
+    }
+    return false;
 }

@@ -5,6 +5,7 @@
 #ifndef GH_ENGINE_SCOPE_H
 #define GH_ENGINE_SCOPE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,9 +23,13 @@ enum gh_scope gh_scope_of_label(const char *key);
 /* The component the nodes (topology indices nodes[0..n)) share by their
  * labels: the most specific scope (NVLink domain, rack, switch, fleet) of
  * a label key whose value is the same on all of them, written as
- * "KEY=VALUE" to component (cap bytes). GH_SCOPE_UNSAID (component "")
- * when no such label joins them all. */
+ * "KEY=VALUE" to component (cap bytes). Among keys of one scope, one that
+ * ends in the number hint ends in wins (a NIC mlx5_5's rail: every node
+ * under one unit's leaves shares all its rails' labels); hint may be NULL.
+ * GH_SCOPE_UNSAID (component "") when no such label joins them all. */
 enum gh_scope gh_scope_common(const struct gh_topology *t, const uint32_t *nodes, size_t n,
-                              char *component, size_t cap);
+                              const char *hint, char *component, size_t cap);
+/* Whether node i carries a label of scope sc. */
+bool gh_scope_labelled(const struct gh_topology *t, size_t node, enum gh_scope sc);
 
 #endif
