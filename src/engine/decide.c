@@ -69,6 +69,23 @@ static void rec_clear(struct episode *ep)
     ep->rec.held = false;
 }
 
+/* ep's record waits for harm or a safe moment: what f was, its job and its
+ * first EP_EV pieces of evidence (refs). */
+static void rec_hold(struct episode *ep, const struct gh_finding *f, const char *job,
+                     const struct gh_tl_entry *const *ev, size_t n_ev)
+{
+    ep->rec.held = true;
+    ep->rec.kind = f->kind;
+    ep->rec.code = f->code;
+    ep->rec.severity = f->severity;
+    ep->rec.has_metric = f->has_metric;
+    ep->rec.metric = f->metric;
+    gh_sfmt(ep->rec.job, sizeof ep->rec.job, "%s", job ? job : "");
+    gh_sfmt(ep->rec.what, sizeof ep->rec.what, "%s", f->what);
+    for (size_t i = 0; i < n_ev && ep->rec.n_ev < EP_EV; i++)
+        ep->rec.ev[ep->rec.n_ev++] = gh_tl_ref(ev[i]);
+}
+
 static void episode_free(struct episode *ep)
 {
     if (ep)
@@ -791,19 +808,8 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
     if (absorb && ep->cleared && f->kind == GH_KIND_NODE_CONDITION) {
         /* the flag raised again: what it deferred is due again on harm */
         ep->cleared = false;
-        if (ep->deferred && record_only(ep) && f->node) {
-            const char *job = job_of(d, f);
-            ep->rec.held = true;
-            ep->rec.kind = f->kind;
-            ep->rec.code = f->code;
-            ep->rec.severity = f->severity;
-            ep->rec.has_metric = f->has_metric;
-            ep->rec.metric = f->metric;
-            gh_sfmt(ep->rec.job, sizeof ep->rec.job, "%s", job ? job : "");
-            gh_sfmt(ep->rec.what, sizeof ep->rec.what, "%s", f->what);
-            for (size_t i = 0; i < f->n_evidence && ep->rec.n_ev < EP_EV; i++)
-                ep->rec.ev[ep->rec.n_ev++] = gh_tl_ref(f->evidence[i]);
-        }
+        if (ep->deferred && record_only(ep) && f->node)
+            rec_hold(ep, f, job_of(d, f), f->evidence, f->n_evidence);
     }
     if (absorb) {
         /* Evidence keeps a node's episode open, but for at most two
@@ -1134,18 +1140,8 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
             ne->dev = dev_of(f);
             ne->assessed = now;
             rec_clear(ne);
-            if (ne->deferred && record_only(ne) && inc.node) {
-                ne->rec.held = true;
-                ne->rec.kind = f->kind;
-                ne->rec.code = f->code;
-                ne->rec.severity = f->severity;
-                ne->rec.has_metric = f->has_metric;
-                ne->rec.metric = f->metric;
-                gh_sfmt(ne->rec.job, sizeof ne->rec.job, "%s", inc.job ? inc.job : "");
-                gh_sfmt(ne->rec.what, sizeof ne->rec.what, "%s", f->what);
-                for (size_t i = 0; i < inc.n_evidence && ne->rec.n_ev < EP_EV; i++)
-                    ne->rec.ev[ne->rec.n_ev++] = gh_tl_ref(inc.evidence[i]);
-            }
+            if (ne->deferred && record_only(ne) && inc.node)
+                rec_hold(ne, f, inc.job, inc.evidence, inc.n_evidence);
             /* SDC keeps the incident's strength floor: a follow-up that
              * localises the bad node must still be able to isolate it. */
             ne->first_ts = inc.first_ts;

@@ -154,6 +154,12 @@ static void fleet_destroy(void *state)
     free(fl);
 }
 
+/* What a line said of its own severity, for the words of a signature. */
+static const char *stated_words(enum gh_stated said)
+{
+    return said == GH_STATED_NONFATAL ? " (non-fatal)" : said == GH_STATED_FATAL ? " (fatal)" : "";
+}
+
 /* The signature of s, when it is one several nodes can share: writes its
  * key, class, severity, window and words. Evidence of a node's own (GPU
  * memory, a GPU's fatal fault, an application's error) has none. */
@@ -178,10 +184,7 @@ static bool signature(const struct gh_signal *s, const struct gh_policy_settings
         out->cls = x->cls;
         out->severity = sev;
         gh_sfmt(key, cap, "x%d%c", s->code, "-nf"[said]);
-        gh_sfmt(out->what, sizeof out->what, "XID %d%s", s->code,
-                said == GH_STATED_NONFATAL ? " (non-fatal)"
-                : said == GH_STATED_FATAL  ? " (fatal)"
-                                           : "");
+        gh_sfmt(out->what, sizeof out->what, "XID %d%s", s->code, stated_words(said));
         return true;
     }
     case GH_KIND_SXID: {
@@ -195,10 +198,7 @@ static bool signature(const struct gh_signal *s, const struct gh_policy_settings
         out->severity = sev;
         out->natural = GH_SCOPE_NVLINK_DOMAIN;
         gh_sfmt(key, cap, "s%d%c", s->code, "-nf"[said]);
-        gh_sfmt(out->what, sizeof out->what, "NVSwitch SXid %d%s", s->code,
-                said == GH_STATED_NONFATAL ? " (non-fatal)"
-                : said == GH_STATED_FATAL  ? " (fatal)"
-                                           : "");
+        gh_sfmt(out->what, sizeof out->what, "NVSwitch SXid %d%s", s->code, stated_words(said));
         return true;
     }
     case GH_KIND_NIC:
