@@ -1082,9 +1082,6 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
     append(inc.reason, sizeof inc.reason, &used, ".");
     gh_sfmt(inc.id, sizeof inc.id, "inc-%016llx", (unsigned long long)incident_hash(&inc));
 
-    bool hits = false;
-    for (int i = 0; i < inc.n_actions; i++)
-        hits |= inc.node && hits_node(inc.actions[i]);
     if (inc.node && d->hold && d->hold(d->hold_ctx, f)) {
         d->st.pending++; /* other nodes may show the same: it waits for them */
         return GH_OUT_PENDING;

@@ -87,9 +87,8 @@ void gh_decider_expire(struct gh_decider *d, int64_t now);
  * so they are dropped; episodes (what was decided) are kept. */
 void gh_decider_set_policy(struct gh_decider *d, const struct gh_policy *policy);
 
-/* Asked before an incident takes its node out of service or resets it:
- * true when f waits (engine/fleet.h, gh_fleet_hold); it is submitted
- * again later. */
+/* Asked before an incident about a node is emitted: true when f waits
+ * (engine/fleet.h, gh_fleet_hold); it is submitted again later. */
 typedef bool (*gh_hold_fn)(void *ctx, const struct gh_finding *f);
 void gh_decider_set_hold(struct gh_decider *d, gh_hold_fn fn, void *ctx);
 

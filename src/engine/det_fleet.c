@@ -11,13 +11,13 @@
  * detectors), counting per signature the nodes that showed it. The engine
  * hands it each finding before the decision stage (gh_fleet_take): a
  * finding whose evidence carries a signature shared now joins the shared
- * cause. The decision stage hands it a finding about to take its node out
- * of service or reset it (gh_fleet_hold): when another node showed the
- * same signature too and it may still become shared (its node showed it
- * less than settings.fleet.hold ago), it waits that long for more nodes.
- * The first node of a signature, and a record (nothing acted on), decide
- * at once: a node's own fault is not slowed down, and what other detectors
- * conclude from its open incident (a pod failure the host explains) holds.
+ * cause. The decision stage hands it a finding about to be decided about
+ * its node (gh_fleet_hold): while the signature may still become shared it
+ * waits, 1 s when its node is the first to show it (a switch or an NVLink
+ * domain takes its nodes within a second; a node's own fault is hardly
+ * slowed down, and what other detectors conclude from its open incident, a
+ * pod failure the host explains, holds), settings.fleet.hold from its
+ * node's first showing once other nodes show it too.
  * Evidence of a node's own (a GPU that fell off the bus, double-bit ECC,
  * a memory fault) has no signature here: it stays the node's incident, and
  * only the decision stage's breaker stops a rule that takes too many nodes

@@ -14,10 +14,10 @@
  * usual. */
 bool gh_fleet_take(void *state, struct gh_engine *e, const struct gh_finding *f,
                    enum gh_outcome *out);
-/* The decision stage is about to take f's node out of service or reset
- * it: true when f waits instead (a copy is kept) until its node showed its
- * signature settings.fleet.hold ago, then is decided again (shared by then,
- * or its node's own). */
+/* The decision stage is about to decide f about its node: true when f
+ * waits instead (a copy is kept) for other nodes to show its signature (1 s
+ * for its first node, settings.fleet.hold once others show it too), then
+ * is decided again (shared by then, or its node's own). */
 bool gh_fleet_hold(void *state, struct gh_engine *e, const struct gh_finding *f);
 
 #endif
