@@ -88,7 +88,6 @@ struct fleet {
     size_t n_held, cap_held;
     struct held **held;
     const struct gh_finding *again; /* a held finding being decided now */
-    int64_t hold_ns;                /* settings.fleet.hold, as last read */
     int64_t window_ns;              /* settings.fleet.window, as last read */
 };
 
@@ -362,7 +361,6 @@ static void fleet_on_signal(void *state, struct gh_engine *e, const struct gh_tl
     struct fsig *s = gh_ctx_value(e, fl->sigs, key, sizeof *s, &idx, &created);
     if (!s)
         return;
-    fl->hold_ns = st->fleet_hold_ns;
     fl->window_ns = st->fleet_window_ns;
     int64_t ts = ent->ts_ns;
     /* the last episode is over (no node showed it for a while: a state
@@ -628,6 +626,7 @@ static void flush_due(struct fleet *fl, struct gh_engine *e, int64_t now);
 static void fleet_on_deadline(void *state, struct gh_engine *e, int64_t now)
 {
     struct fleet *fl = state;
+    const int64_t hold = gh_ctx_settings(e)->fleet_hold_ns;
     flush_due(fl, e, now);
     /* held findings whose hold is over, oldest first: shared now, or their
      * node's own after all */
@@ -644,10 +643,10 @@ static void fleet_on_deadline(void *state, struct gh_engine *e, int64_t now)
         struct fsig *s = finding_sig(fl, e, &h->f, key, sizeof key, &fn);
         if (s && s->shared_at) {
             decide(fl, e, s, key, &h->f);
-        } else if (s && fn && h->until < fn->first + fl->hold_ns && others(s, fn) &&
+        } else if (s && fn && h->until < fn->first + hold && others(s, fn) &&
                    fl->n_held < fl->cap_held) {
             /* others began to show it meanwhile: wait the whole hold */
-            h->until = fn->first + fl->hold_ns;
+            h->until = fn->first + hold;
             fl->held[fl->n_held++] = h;
             continue;
         } else {

@@ -80,9 +80,8 @@ enum gh_scope gh_scope_common(const struct gh_topology *t, const uint32_t *nodes
     if (n == 0)
         return best;
     /* the first node's labels are the candidates; each must hold on all */
-    for (const char *p = gh_topology_node_labels(t, nodes[0]); p && *p;) {
-        const char *key = p, *value = p + strlen(p) + 1;
-        p = value + strlen(value) + 1;
+    const char *it = gh_topology_node_labels(t, nodes[0]), *key, *value;
+    while (gh_topology_label_next(&it, &key, &value)) {
         enum gh_scope sc = gh_scope_of_label(key);
         int rank = 2 * specific(sc) + (want >= 0 && trailing_number(key) == want);
         if (specific(sc) == 0 || rank <= best_rank)
@@ -104,11 +103,9 @@ enum gh_scope gh_scope_common(const struct gh_topology *t, const uint32_t *nodes
 
 bool gh_scope_labelled(const struct gh_topology *t, size_t node, enum gh_scope sc)
 {
-    for (const char *p = gh_topology_node_labels(t, node); p && *p;) {
-        const char *key = p, *value = p + strlen(p) + 1;
-        p = value + strlen(value) + 1;
+    const char *it = gh_topology_node_labels(t, node), *key, *value;
+    while (gh_topology_label_next(&it, &key, &value))
         if (gh_scope_of_label(key) == sc)
             return true;
-    }
     return false;
 }

@@ -131,15 +131,23 @@ const char *gh_topology_node_labels(const struct gh_topology *t, size_t node)
     return node < gh_strmap_count(t->nodes) ? gh_strmap_value(t->nodes, node) : NULL;
 }
 
+bool gh_topology_label_next(const char **it, const char **key, const char **value)
+{
+    const char *p = *it;
+    if (!p || !*p)
+        return false;
+    *key = p;
+    *value = p + strlen(p) + 1;
+    *it = *value + strlen(*value) + 1;
+    return true;
+}
+
 const char *gh_topology_node_label(const struct gh_topology *t, size_t node, const char *key)
 {
-    const char *p = gh_topology_node_labels(t, node);
-    for (; p && *p; p += strlen(p) + 1) {
-        const char *v = p + strlen(p) + 1;
-        if (strcmp(p, key) == 0)
+    const char *it = gh_topology_node_labels(t, node), *k, *v;
+    while (gh_topology_label_next(&it, &k, &v))
+        if (strcmp(k, key) == 0)
             return v;
-        p = v;
-    }
     return NULL;
 }
 

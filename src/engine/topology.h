@@ -46,8 +46,12 @@ long gh_topology_add_node(struct gh_topology *t, const char *node);
 int gh_topology_set_node_labels(struct gh_topology *t, const char *node, const char *const *keys,
                                 const char *const *values, size_t n);
 /* Node i's labels as one block "k1\0v1\0k2\0v2\0\0" (borrowed, valid until
- * they are set again), NULL when it has none. */
+ * they are set again), NULL when it has none. Walk it with
+ * gh_topology_label_next. */
 const char *gh_topology_node_labels(const struct gh_topology *t, size_t node);
+/* The next label of a block walk started at gh_topology_node_labels: its
+ * key and value (borrowed), *it moved past them. false at the end. */
+bool gh_topology_label_next(const char **it, const char **key, const char **value);
 /* The value of label key on node i, NULL when it has none. */
 const char *gh_topology_node_label(const struct gh_topology *t, size_t node, const char *key);
 /* Declares a job (idempotent: nodes are merged). ranks_per_node 0 = unknown.

@@ -232,6 +232,62 @@ struct totals {
     double decides[MAX_GOT]; /* for the median */
 };
 
+static bool hits_node(const struct got *g)
+{
+    return g->node[0] &&
+           (isolates(g) || has_action(g, GH_ACT_RESET_GPU) || has_action(g, GH_ACT_REBOOT_NODE));
+}
+
+/* By cause (class, rule), then node, then the order they were decided. */
+static int cmp_hit(const void *a, const void *b)
+{
+    const struct got *x = *(const struct got *const *)a, *y = *(const struct got *const *)b;
+    if (x->cls != y->cls)
+        return x->cls < y->cls ? -1 : 1;
+    int c = strcmp(x->rule, y->rule);
+    if (!c)
+        c = strcmp(x->node, y->node);
+    return c ? c : x < y ? -1 : x > y;
+}
+
+/* Fan-out: the nodes one cause (a rule, within one class) took out of
+ * service or reset, however many incidents it took; the largest so far is
+ * kept in t (the cause decided first wins a tie). */
+static void fan_out(const struct gotlist *got, const char *name, struct totals *t)
+{
+    const struct got **hit = malloc((size_t)(got->n ? got->n : 1) * sizeof *hit);
+    if (!hit)
+        return; /* out of memory: the fan-out line says less, nothing else */
+    int n = 0;
+    for (int k = 0; k < got->n; k++)
+        if (hits_node(&got->v[k]))
+            hit[n++] = &got->v[k];
+    qsort(hit, (size_t)n, sizeof hit[0], cmp_hit);
+    int best = 0;
+    const struct got *best_first = NULL;
+    for (int i = 0; i < n;) {
+        const struct got *first = hit[i];
+        int nodes = 0, j = i;
+        for (; j < n && hit[j]->cls == hit[i]->cls && strcmp(hit[j]->rule, hit[i]->rule) == 0;
+             j++) {
+            nodes += j == i || strcmp(hit[j]->node, hit[j - 1]->node) != 0;
+            if (hit[j] < first)
+                first = hit[j];
+        }
+        if (nodes > best || (nodes == best && best_first && first < best_first)) {
+            best = nodes;
+            best_first = first;
+        }
+        i = j;
+    }
+    if (best > t->fan_out) {
+        t->fan_out = best;
+        snprintf(t->fan_out_where, sizeof t->fan_out_where, "%.80s, rule %.40s", name,
+                 best_first->rule);
+    }
+    free(hit);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -383,36 +439,7 @@ static bool score_one(const char *dir, const char *name, const struct gh_policy 
     }
     t->false_isolations += false_iso;
     t->extras += extras;
-    /* Fan-out: the nodes one cause (a rule, within one class) took out of
-     * service or reset, however many incidents it took. */
-    for (int k = 0; k < got->n; k++) {
-        const struct got *g = &got->v[k];
-        bool first = g->node[0] && (isolates(g) || has_action(g, GH_ACT_RESET_GPU) ||
-                                    has_action(g, GH_ACT_REBOOT_NODE));
-        for (int j = 0; first && j < k; j++)
-            first = !(got->v[j].cls == g->cls && strcmp(got->v[j].rule, g->rule) == 0);
-        if (!first)
-            continue;
-        int nodes = 0;
-        for (int j = k; j < got->n; j++) {
-            const struct got *h = &got->v[j];
-            if (h->cls != g->cls || strcmp(h->rule, g->rule) != 0 || !h->node[0] ||
-                !(isolates(h) || has_action(h, GH_ACT_RESET_GPU) ||
-                  has_action(h, GH_ACT_REBOOT_NODE)))
-                continue;
-            bool seen = false;
-            for (int m = k; m < j && !seen; m++)
-                seen = got->v[m].cls == h->cls && strcmp(got->v[m].rule, h->rule) == 0 &&
-                       strcmp(got->v[m].node, h->node) == 0 &&
-                       (isolates(&got->v[m]) || has_action(&got->v[m], GH_ACT_RESET_GPU) ||
-                        has_action(&got->v[m], GH_ACT_REBOOT_NODE));
-            nodes += !seen;
-        }
-        if (nodes > t->fan_out) {
-            t->fan_out = nodes;
-            snprintf(t->fan_out_where, sizeof t->fan_out_where, "%.80s, rule %.40s", name, g->rule);
-        }
-    }
+    fan_out(got, name, t);
     for (int k = 0; k < got->n; k++)
         if (got->v[k].broken) {
             t->broken++;
