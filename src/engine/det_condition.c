@@ -72,6 +72,11 @@ static const struct known *lookup(const char *name)
     return &other;
 }
 
+enum gh_class gh_condition_class(const char *condition)
+{
+    return condition ? lookup(condition)->cls : GH_CLASS_UNKNOWN;
+}
+
 /* A node's True conditions: the signal that raised each (a reference, which
  * also holds its name). */
 struct cnode {

@@ -215,7 +215,7 @@ static bool signature(const struct gh_signal *s, const struct gh_policy_settings
     case GH_KIND_NODE_CONDITION:
         if (s->cond_status != GH_COND_TRUE || !s->condition)
             return false;
-        out->cls = strstr(s->condition, "Fabric") ? GH_CLASS_INTERCONNECT : GH_CLASS_UNKNOWN;
+        out->cls = gh_condition_class(s->condition);
         out->severity = GH_SEV_MEDIUM;
         gh_sfmt(key, cap, "c%s|%s", s->condition, s->reason ? s->reason : "");
         gh_sfmt(out->what, sizeof out->what, "Node condition %s True%s%s", s->condition,

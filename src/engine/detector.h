@@ -99,6 +99,10 @@ extern const struct gh_detector_ops gh_det_node;
 extern const struct gh_detector_ops gh_det_condition;
 extern const struct gh_detector_ops gh_det_fleet;
 
+/* The class det_condition gives a Node condition's finding (unknown for a
+ * site's own check): the class of a cause several nodes share by it. */
+enum gh_class gh_condition_class(const char *condition);
+
 /* ---- what the engine offers detectors (implemented in engine.c) ------- */
 
 const struct gh_policy_settings *gh_ctx_settings(struct gh_engine *e);
