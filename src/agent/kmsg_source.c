@@ -487,7 +487,7 @@ static int open_path(struct gh_kmsg_source *src, bool from_start, struct gh_err 
 /* File mode, at start: the open file is the one of the saved position; go
  * there when the bytes before it are still the same, else read the file
  * from its start (it was truncated or rewritten while the agent was down). */
-static void resume_at(struct gh_kmsg_source *src, const struct fpos *saved)
+static bool seek_saved(struct gh_kmsg_source *src, const struct fpos *saved)
 {
     struct stat st;
     uint64_t h;
@@ -498,12 +498,31 @@ static void resume_at(struct gh_kmsg_source *src, const struct fpos *saved)
         src->line_off = saved->off;
         src->line_hlen = saved->hlen;
         src->line_hash = saved->hash;
-        return;
+        return true;
     }
+    return false;
+}
+
+static void resume_at(struct gh_kmsg_source *src, const struct fpos *saved)
+{
+    if (seek_saved(src, saved))
+        return;
     lseek(src->fd, 0, SEEK_SET);
     src->off = 0;
     set_line_off(src, 0);
     count(src, &src->st.truncations, 1);
+}
+
+/* The directory of src->path into dir (cap bytes): "." for a bare name. */
+static void path_dir(const struct gh_kmsg_source *src, char *dir, size_t cap)
+{
+    const char *slash = strrchr(src->path, '/');
+    if (slash == src->path)
+        snprintf(dir, cap, "/");
+    else if (slash)
+        snprintf(dir, cap, "%.*s", (int)(slash - src->path), src->path);
+    else
+        snprintf(dir, cap, ".");
 }
 
 /* Finds, in the directory of src->path, the file that was saved->ino (a log
@@ -512,13 +531,7 @@ static bool find_rotated(const struct gh_kmsg_source *src, const struct fpos *sa
                          size_t cap)
 {
     char dir[PATH_MAX];
-    const char *slash = strrchr(src->path, '/');
-    if (slash == src->path)
-        snprintf(dir, sizeof dir, "/");
-    else if (slash)
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - src->path), src->path);
-    else
-        snprintf(dir, sizeof dir, ".");
+    path_dir(src, dir, sizeof dir);
     DIR *d = opendir(dir);
     if (!d)
         return false;
@@ -537,6 +550,75 @@ static bool find_rotated(const struct gh_kmsg_source *src, const struct fpos *sa
     return found;
 }
 
+/* Finds the copy a copytruncate made of the followed file (logrotate's
+ * copytruncate: kern.log copied to kern.log.1 or kern.log-DATE, then
+ * kern.log truncated in place) into out: a regular file next to the path,
+ * named after it, not the inode (not_dev, not_ino) now at the path, longer
+ * than at->off and with the bytes before at->off we read there. The lines
+ * written after our position and before the copy are only in it. */
+static bool find_copy(const struct gh_kmsg_source *src, const struct fpos *at, uint64_t not_dev,
+                      uint64_t not_ino, char *out, size_t cap)
+{
+    if (!at->hlen)
+        return false; /* nothing read yet: the file at the path has it all */
+    char dir[PATH_MAX];
+    path_dir(src, dir, sizeof dir);
+    const char *slash = strrchr(src->path, '/');
+    const char *base = slash ? slash + 1 : src->path;
+    size_t blen = strlen(base);
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    bool found = false;
+    struct dirent *e;
+    while (!found && (e = readdir(d))) {
+        struct stat st;
+        if (strncmp(e->d_name, base, blen) != 0 ||
+            (e->d_name[blen] != '.' && e->d_name[blen] != '-'))
+            continue;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+            (uint64_t)st.st_size <= at->off ||
+            ((uint64_t)st.st_dev == not_dev && (uint64_t)st.st_ino == not_ino))
+            continue;
+        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        uint64_t h;
+        if (hash_at(fd, at->off, at->hlen, &h) && h == at->hash) {
+            int n = snprintf(out, cap, "%s/%s", dir, e->d_name);
+            found = n > 0 && (size_t)n < cap;
+        }
+        close(fd);
+    }
+    closedir(d);
+    return found;
+}
+
+/* The file open now was truncated (or rewritten) under position at: when a
+ * copytruncate left a copy of it next to the path, switch to the copy at
+ * that position (the file at the path is read from its start once the
+ * copy's end is reached: check_rotation). False when there is none. */
+static bool switch_to_copy(struct gh_kmsg_source *src, const struct fpos *at)
+{
+    char copy[PATH_MAX];
+    if (!find_copy(src, at, (uint64_t)src->dev, (uint64_t)src->ino, copy, sizeof copy))
+        return false;
+    int keep = src->fd;
+    dev_t kdev = src->dev;
+    ino_t kino = src->ino;
+    src->fd = -1;
+    if (open_file(src, copy, true, NULL) != GH_OK || !seek_saved(src, at)) {
+        if (src->fd >= 0)
+            close(src->fd);
+        src->fd = keep, src->dev = kdev, src->ino = kino;
+        return false;
+    }
+    close(keep);
+    count(src, &src->st.truncations, 1);
+    count(src, &src->st.copies_read, 1);
+    return true;
+}
+
 /* File mode with a saved position: the file it names, at the path or
  * rotated next to it, from that position; then (check_rotation) the file
  * now at the path from its start. */
@@ -547,7 +629,7 @@ static int open_saved(struct gh_kmsg_source *src, const struct fpos *saved, stru
     if (stat(src->path, &st) == 0 && (uint64_t)st.st_dev == saved->dev &&
         (uint64_t)st.st_ino == saved->ino) {
         int rc = open_path(src, true, err);
-        if (rc == GH_OK)
+        if (rc == GH_OK && !seek_saved(src, saved) && !switch_to_copy(src, saved))
             resume_at(src, saved);
         return rc;
     }
@@ -742,6 +824,17 @@ static bool check_truncation(struct gh_kmsg_source *src)
         return false;
     if (st.st_size >= src->off && !overwritten(src))
         return false;
+    struct fpos at = {true,          (uint64_t)src->dev, (uint64_t)src->ino,
+                      src->line_off, src->line_hlen,     src->line_hash};
+    /* The copy has the partial line again, from line_off; inside a line
+     * too long to keep whole, its start was fed already: no copy. */
+    size_t part = src->part_len;
+    src->part_len = 0;
+    if (!src->part_discard && switch_to_copy(src, &at)) {
+        flush(src);
+        return true;
+    }
+    src->part_len = part;
     end_partial(src);
     flush(src);
     if (lseek(src->fd, 0, SEEK_SET) == 0) {

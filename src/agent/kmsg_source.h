@@ -137,6 +137,7 @@ struct gh_kmsg_source_stats {
     uint64_t overruns;     /* EPIPE: records lost to ring overwrite */
     uint64_t rotations;    /* file mode: new inode at the path */
     uint64_t truncations;  /* file mode: file shrank or was rewritten (also found on start) */
+    uint64_t copies_read;  /* file mode: of those, read on from copytruncate's copy */
     uint64_t read_errors;
     uint64_t state_errors; /* state file unreadable/corrupt, or a failed write */
     uint64_t committed;    /* last committed seq (file mode: offset; 0 = none) */

@@ -2,7 +2,8 @@
 # gpuheal-agent --kmsg-mode file across kill -9 (issue 15 item 10): the
 # position in the followed log is persisted (inode, offset, hash), so the
 # XIDs written while the agent is down arrive after its restart - also when
-# the log was rotated (kern.log -> kern.log.1) or copytruncated meanwhile;
+# the log was rotated (kern.log -> kern.log.1) or copytruncated meanwhile
+# (the lines before the truncate read from logrotate's copy);
 # a truncate followed by a longer write while it runs loses no line.
 set -uo pipefail
 gh="$GH_BIN/gpuheal"
@@ -76,15 +77,27 @@ start_agent
 wait_for 60 all_arrived d1 d2 d3 d4 && ok "copytruncated while down: every line of the new content arrived" \
   || bad "copytruncated while down: $(grep -c 'mark-d' "$out") of 4 arrived"
 
-# A truncate followed by a longer write while the agent runs.
+# Issue 24 item 6: a line written while down, then logrotate's copytruncate
+# (copy kern.log to kern.log.1, truncate kern.log in place), then new lines:
+# the line is read from the copy, the new lines from the truncated file.
 wait_for 30 persisted_to_end || die "not persisted after restart 3"
+kill -9 "$apid"; wait "$apid" 2>/dev/null
+xid 18 31 f1 >> "$log"
+cp "$log" "$log.1" && : > "$log"
+xid 19 43 f2 >> "$log"
+start_agent
+wait_for 60 all_arrived f1 f2 && ok "copytruncate (copy kept) while down: the line before it and the one after arrived" \
+  || bad "copytruncate (copy kept) while down: $(grep -c 'mark-f' "$out") of 2 arrived (before it: $(grep -c mark-f1 "$out"))"
+
+# A truncate followed by a longer write while the agent runs.
+wait_for 30 persisted_to_end || die "not persisted after restart 4"
 { xid 13 109 e1; xid 14 119 e2; xid 15 120 e3; xid 16 121 e4; xid 17 122 e5; } > "$log.tmp"; cat "$log.tmp" > "$log"
 wait_for 60 all_arrived e1 e2 e3 e4 e5 && ok "truncate + longer write while running: its first line arrived" \
   || bad "truncate + longer write: $(grep -c 'mark-e' "$out") of 5 arrived (first line: $(grep -c mark-e1 "$out"))"
 kill -TERM "$apid"; wait "$apid" 2>/dev/null
 # Every kill -9 above came after the position was persisted to the end, so
 # nothing was read twice either.
-dups=$(grep -o 'mark-[a-e][0-9]' "$out" | sort | uniq -d | tr '\n' ' ')
+dups=$(grep -o 'mark-[a-f][0-9]' "$out" | sort | uniq -d | tr '\n' ' ')
 [ -z "$dups" ] && ok "each of the $(grep -c mark- "$out") lines arrived once" || bad "arrived twice: $dups"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -5,7 +5,8 @@
  * appends, rotation and truncation, and its persisted position: what is
  * written while the agent is down is read after a restart, through a
  * rotation or a copytruncate meanwhile; a truncate followed by a longer
- * write is read from its first line. */
+ * write is read from its first line; the lines written before a
+ * copytruncate are read from its copy, while down and while running. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -559,6 +560,91 @@ static void test_file_copytruncate_while_down(void **st)
     gh_kmsg_source_free(src);
 }
 
+/* Copies src to dst, as logrotate's copytruncate does before truncating. */
+static void copy_file(const char *src, const char *dst)
+{
+    FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
+    assert_non_null(in);
+    assert_non_null(out);
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        assert_int_equal(fwrite(buf, 1, n, out), n);
+    fclose(in);
+    assert_int_equal(fclose(out), 0);
+}
+
+/* Issue 24 item 6: lines written while the agent is down, then a real
+ * copytruncate (kern.log copied to kern.log.1, kern.log truncated, new
+ * lines written): the lines are read from the copy, then the new file from
+ * its start. They used to be lost (the truncated file read from its start). */
+static void test_file_copytruncate_copy_while_down(void **st)
+{
+    (void)st;
+    put(logpath, "w", LOGXID(13));
+    struct gh_kmsg_source *src = new_file_state(false, state);
+    read_commit(src);
+    gh_kmsg_source_free(src);
+    put(logpath, "a", LOGXID(31) LOGXID(43));
+    char copy[160];
+    snprintf(copy, sizeof copy, "%s.1", logpath);
+    copy_file(logpath, copy);
+    put(logpath, "w", LOGXID(48));
+    src = new_file_state(false, state);
+    read_commit(src);
+    int c[8];
+    assert_int_equal(codes(c, 8), 3);
+    assert_int_equal(c[0], 31);
+    assert_int_equal(c[1], 43);
+    assert_int_equal(c[2], 48);
+    struct gh_kmsg_source_stats ss;
+    gh_kmsg_source_stats(src, &ss);
+    assert_int_equal(ss.copies_read, 1);
+    gh_kmsg_source_free(src);
+    reset(&rec);
+    /* Restarted again: nothing read twice. */
+    src = new_file_state(false, state);
+    poll_all(src);
+    assert_int_equal(rec.n, 0);
+    gh_kmsg_source_free(src);
+    remove(copy);
+}
+
+/* The same between two polls of a running source: the lines appended after
+ * the last poll and before the copy are read from the copy, a partial line
+ * once and whole. */
+static void test_file_copytruncate_copy_running(void **st)
+{
+    (void)st;
+    put(logpath, "w", "");
+    struct gh_kmsg_source *src = new_file(false);
+    put(logpath, "a",
+        LOGXID(13) "2026-11-29T07:00:01Z gpu-17 kernel: NVRM: Xid (PCI:0000:3b:00): 6");
+    poll_all(src);
+    assert_int_equal(rec.n, 1);
+    put(logpath, "a", "2, pid=1, name=x, Ch 00000001\n" LOGXID(31));
+    char copy[160];
+    snprintf(copy, sizeof copy, "%s-20261207", logpath);
+    copy_file(logpath, copy);
+    put(logpath, "w", LOGXID(43));
+    poll_all(src);
+    int c[8];
+    assert_int_equal(codes(c, 8), 4);
+    assert_int_equal(c[1], 62);
+    assert_int_equal(c[2], 31);
+    assert_int_equal(c[3], 43);
+    struct gh_kmsg_source_stats ss;
+    gh_kmsg_source_stats(src, &ss);
+    assert_int_equal(ss.copies_read, 1);
+    /* and on from there: appends to the file at the path */
+    put(logpath, "a", LOGXID(48));
+    poll_all(src);
+    assert_int_equal(rec.n, 5);
+    assert_int_equal(rec.sigs[4].code, 48);
+    gh_kmsg_source_free(src);
+    remove(copy);
+}
+
 /* Issue 15 item 10: a truncate followed by a longer write between two polls
  * of a running source: its first line is read (it used to be skipped, the
  * file being no shorter than the old position). */
@@ -596,6 +682,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_file_rotated_while_down, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_copytruncate_while_down, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_truncate_then_longer_write, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_file_copytruncate_copy_while_down, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_file_copytruncate_copy_running, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
