@@ -502,7 +502,7 @@ static void need_wrap(const struct gh_kmsg_parser *p, struct line_ctx *lc)
     }
 }
 
-static void stamp_of(const struct gh_kmsg_parser *p, struct line_ctx *lc, int64_t *ts,
+static void stamp_of(struct gh_kmsg_parser *p, struct line_ctx *lc, int64_t *ts,
                      struct gh_kmsg_meta *m)
 {
     need_wrap(p, lc);
@@ -515,6 +515,8 @@ static void stamp_of(const struct gh_kmsg_parser *p, struct line_ctx *lc, int64_
     } else {
         *ts = clock_now(p);
         m->stamp = GH_KMSG_STAMP_NONE;
+        if (lc->w.has_mono)
+            p->st.unplaced++;
     }
     m->has_seq = lc->w.has_seq;
     m->seq = lc->w.seq;

@@ -159,6 +159,7 @@ struct gh_kmsg_stats {
     uint64_t folded;      /* continuation lines folded into an earlier event */
     uint64_t rejected;    /* Xid/SXid look-alikes that did not parse */
     uint64_t truncated;   /* lines longer than GH_KMSG_LINE_MAX */
+    uint64_t unplaced;    /* events with a since-boot stamp but no boot time: stamped now */
 };
 
 /* One rejected line. reason is a static string; line holds the start of the

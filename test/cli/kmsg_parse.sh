@@ -220,5 +220,22 @@ else
   bad "AER count: $("$gh" kmsg-parse --node n "$tmp/aer")"
 fi
 
+# Issue 26: dmesg's since-boot stamps without --boot-time cannot be placed:
+# each line gets the read time, and stderr says so (it used to be silent).
+printf '[5123.001122] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n[6123.001122] NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=x, DBE\n' > "$tmp/dm"
+"$gh" kmsg-parse --node n "$tmp/dm" > "$tmp/dm.out" 2> "$tmp/dm.err"
+if [ "$(wc -l < "$tmp/dm.out")" = 2 ] && grep -q 'warning: 2 event(s) carry only a since-boot stamp' "$tmp/dm.err" \
+   && grep -q -- '--boot-time' "$tmp/dm.err"; then
+  ok "since-boot stamps without --boot-time: a warning naming the 2 events and --boot-time"
+else
+  bad "since-boot stamps without --boot-time: stderr [$(cat "$tmp/dm.err")]"
+fi
+"$gh" kmsg-parse --node n --boot-time 2026-11-01T00:00:00Z "$tmp/dm" > "$tmp/dm.out" 2> "$tmp/dm.err"
+if [ ! -s "$tmp/dm.err" ] && grep -q '"ts":"2026-11-01T01:25:23.001122Z"' "$tmp/dm.out"; then
+  ok "with --boot-time: placed (boot + 5123.001122 s), no warning"
+else
+  bad "with --boot-time: stderr [$(cat "$tmp/dm.err")], $(head -c 200 "$tmp/dm.out")"
+fi
+
 echo "kmsg_parse: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -307,6 +307,13 @@ int gh_cmd_kmsg_parse(int argc, char **argv)
             fprintf(stderr, "  line %llu: %s: %s\n", (unsigned long long)rej[i].line_no,
                     rej[i].reason, rej[i].line);
     }
+    if (st.unplaced)
+        fprintf(stderr,
+                "gpuheal kmsg-parse: warning: %llu event(s) carry only a since-boot stamp "
+                "(\"[5123.001122]\") and no boot time is known, so each got the time it was "
+                "read, not when it happened; pass --boot-time RFC3339 (the logging host's boot "
+                "time; \"auto\" on that host itself)\n",
+                (unsigned long long)st.unplaced);
     if (fflush(stdout) != 0) {
         fprintf(stderr, "gpuheal kmsg-parse: writing output: %s\n", strerror(errno));
         goto out;
