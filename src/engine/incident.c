@@ -1,6 +1,7 @@
 /* incident.c - the JSON form of an incident (spec section 3). */
 #include "engine/incident.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #include "common/timeutil.h"
@@ -57,7 +58,7 @@ json_t *gh_incident_to_json(const struct gh_incident *inc)
     if (im) {
         bad |= set_new(im, "job", json_string(gh_impact_name(inc->impact)));
         if (inc->has_slowdown)
-            bad |= set_new(im, "slowdown", json_real(inc->slowdown));
+            bad |= set_new(im, "slowdown", json_real(round(inc->slowdown * 1e4) / 1e4));
         bad |= set_new(im, "hardware", json_string(inc->urgent ? "urgent" : "can_wait"));
         if (inc->n_deferred) {
             json_t *d = json_array();
@@ -86,7 +87,10 @@ json_t *gh_incident_to_json(const struct gh_incident *inc)
 int gh_incident_encode(const struct gh_incident *inc, char **out, struct gh_err *err)
 {
     json_t *o = gh_incident_to_json(inc);
-    *out = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    /* 15 significant digits: a number read from text with up to 15 (every
+     * signal's) prints as it was written ("1087.17", not the 17-digit
+     * "1087.1700000000001" of its nearest double) */
+    *out = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15)) : NULL;
     json_decref(o);
     if (!*out)
         return gh_err_set(err, GH_ENOMEM, "incident: out of memory encoding");

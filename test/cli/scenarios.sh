@@ -78,6 +78,14 @@ sed 's/actions: \[isolate_node, restart_from_checkpoint, reboot_node\]/actions: 
   "$src/data/policy-default.yaml" > "$tmp/mine.yaml"
 "$bin" diagnose --policy "$tmp/mine.yaml" "$scn/xid79-fell-off-bus.jsonl" | grep -q '"actions":\["drain_node","restart_from_checkpoint"\]' \
   || fail "--policy not applied (the job XID 79 killed is restarted whatever the rule says)"
+# Issue 26: numbers in diagnose's output read as written: a slowdown to 4
+# decimals, a step time as its signal gave it (not 0.096642374992370605 or
+# 1087.1700000000001, the float and the nearest double's 17 digits).
+"$bin" diagnose "$scn/ext-straggler-1of64.jsonl" > "$tmp/digits.out" || fail "diagnose ext-straggler-1of64"
+grep -q '"slowdown":0\.[0-9]\{1,4\}[,}]' "$tmp/digits.out" || fail "no slowdown to 4 decimals: $(grep -o '"slowdown":[^,}]*' "$tmp/digits.out" | head -1)"
+long=$(grep -oE '[0-9]+\.[0-9]{13,}' "$tmp/digits.out" | head -3 | tr '\n' ' ' || true)
+[ -z "$long" ] || fail "numbers with 16+ digits in diagnose's output: $long"
+
 echo "scenarios.sh: ok"
 
 # 6. False isolations and missed restarts are printed as their own lines:
@@ -98,3 +106,4 @@ grep -q "^    false isolation: $node (gpu_hardware, rule gpu-fell-off-bus)" "$tm
 grep -q "^    missed restart: no/such-job (gpu_hardware)" "$tmp/score" || fail "no missed restart line: $(cat "$tmp/score")"
 grep -q "^missed restarts       1" "$tmp/score" || fail "no missed restarts total: $(cat "$tmp/score")"
 grep -q "^false isolations      1" "$tmp/score" || fail "no false isolations total: $(cat "$tmp/score")"
+
