@@ -159,5 +159,16 @@ for a in "--gpus 1001" "--days 0" "--days x" "--only-class bogus" "--preset nope
   fi
 done
 
+# Issue 26: the table's counts read as counts: whole numbers for one run
+# ("interruptions 503", not "503.0"), means with a decimal for several.
+"$gh" simulate --preset llama3-16k --days 4 --rate-scale 3 --seed 9 > "$tmp/one.txt" 2>&1
+check "one run: interruptions and isolations as whole numbers" \
+  grep -Eq '^  interruptions +[0-9]+$' "$tmp/one.txt"
+check "one run: no count with a decimal" \
+  bash -c "! grep -E '^  (interruptions|isolations|rolled back by people) +[0-9]+\.[0-9]' '$tmp/one.txt'"
+"$gh" simulate --preset llama3-16k --days 4 --rate-scale 3 --seed 9 --runs 2 > "$tmp/two.txt" 2>&1
+check "two runs: counts are said to be means per run, with a decimal" \
+  bash -c "grep -q 'means per run over 2 runs' '$tmp/two.txt' && grep -Eq '^  interruptions +[0-9]+\.[0-9]$' '$tmp/two.txt'"
+
 echo "simulate: $pass passed, $fail failed"
 [ $fail -eq 0 ]

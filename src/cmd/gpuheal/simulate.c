@@ -183,28 +183,33 @@ static void print_table(FILE *f, const struct gh_sim_config *c, const char *poli
         fprintf(f, "  (+/- %.4f)", r->ettr_stderr);
     fprintf(f, "\n  %-22s %.4f\n", "Daly's model", r->daly_ettr);
     fprintf(f, "  %-22s %.4f\n", "goodput", r->goodput);
-    fprintf(f, "  %-22s %.1f\n", "interruptions", r->interruptions_total);
+    /* counts: whole numbers for one run, means with a decimal for several */
+    const int p = r->runs > 1 ? 1 : 0;
+    if (r->runs > 1)
+        fprintf(f, "  (counts below: means per run over %d runs)\n", r->runs);
+    fprintf(f, "  %-22s %.*f\n", "interruptions", p, r->interruptions_total);
     for (int i = 0; i < GH_SIM_CLASS__COUNT; i++)
         if (r->interruptions[i] > 0)
-            fprintf(f, "    %-20s %.1f\n", gh_sim_class_name((enum gh_sim_class)i), r->interruptions[i]);
+            fprintf(f, "    %-20s %.*f\n", gh_sim_class_name((enum gh_sim_class)i), p,
+                    r->interruptions[i]);
     fprintf(f, "  %-22s %.0f s\n", "MTTR", r->mttr_s);
-    fprintf(f, "  %-22s %.1f (false %.1f, by people %.1f)\n", "isolations", r->isolations,
-            r->false_isolations, r->human_isolations);
-    fprintf(f, "  %-22s %.3f per 10,000 GPU-days; for correlated causes %.1f (%.3f per 10,000)\n",
-            "false isolations", per_10k_gpu_days(r, r->false_isolations),
+    fprintf(f, "  %-22s %.*f (false %.*f, by people %.*f)\n", "isolations", p, r->isolations, p,
+            r->false_isolations, p, r->human_isolations);
+    fprintf(f, "  %-22s %.3f per 10,000 GPU-days; for correlated causes %.*f (%.3f per 10,000)\n",
+            "false isolations", per_10k_gpu_days(r, r->false_isolations), p,
             r->false_isolations_correlated, per_10k_gpu_days(r, r->false_isolations_correlated));
     if (r->false_isolations > 0) {
         fprintf(f, "    %-20s", "by class");
         const char *sep = " ";
         for (int i = 0; i < GH_SIM_CLASS__COUNT; i++)
             if (r->false_isolations_by_class[i] > 0) {
-                fprintf(f, "%s%s %.1f", sep, gh_sim_class_name((enum gh_sim_class)i),
+                fprintf(f, "%s%s %.*f", sep, gh_sim_class_name((enum gh_sim_class)i), p,
                         r->false_isolations_by_class[i]);
                 sep = ", ";
             }
         fputc('\n', f);
     }
-    fprintf(f, "  %-22s %.1f\n", "rolled back by people", r->human_rollbacks);
+    fprintf(f, "  %-22s %.*f\n", "rolled back by people", p, r->human_rollbacks);
     double total = 0;
     for (int i = 0; i < GH_SIM_W__COUNT; i++)
         total += r->wasted_gpu_hours[i];
