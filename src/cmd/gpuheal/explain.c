@@ -85,8 +85,15 @@ int gh_cmd_audit_read(int argc, char **argv, bool timeline)
         return 2;
     }
     struct gh_audit *a = NULL;
-    if (gh_audit_open_existing(db && *db ? db : DEFAULT_DB, &a, &err)) {
+    bool given = db && *db;
+    int orc = gh_audit_open_existing(given ? db : DEFAULT_DB, &a, &err);
+    if (orc) {
         fprintf(stderr, "gpuheal %s: %s\n", name, err.msg);
+        if (!given && orc == GH_ENOTFOUND)
+            fprintf(stderr,
+                    "gpuheal %s: that is the default; name the controller's audit store with "
+                    "--db sqlite:PATH or --db postgres://... (or set GPUHEAL_DB)\n",
+                    name);
         return 1;
     }
     struct gh_audit_incident_rec *recs = NULL;

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# What a new user reads first (issue 26 item 4), checked as they read it:
+# `gpuheal xid` has a header, names the rule that decides and that rule's
+# actions (not the catalog's suggestions: XID 79's default rule does not
+# drain), says "not in catalog" once, and follows --policy; `explain` and
+# `timeline` without --db say how to name the audit store.
+set -uo pipefail
+gh="$GH_BIN/gpuheal"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok()  { pass=$((pass + 1)); echo "ok   - $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
+check() { local what="$1"; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+
+"$gh" xid 79 154 9999 > "$tmp/xid" 2>&1
+check "xid: a header line names the columns" grep -q '^CODE  *CLASS  *SEVERITY  *RULE  *ACTIONS' "$tmp/xid"
+check "xid 79: the default rule gpu-fell-off-bus and its actions, no drain_node" \
+  grep -Eq '^79 .* gpu-fell-off-bus +isolate_node,restart_from_checkpoint,reboot_node ' "$tmp/xid"
+check "xid 79: drain_node (a catalog suggestion the rule does not take) not printed" \
+  bash -c "! grep '^79 ' '$tmp/xid' | grep -q drain_node"
+check "xid 154: the line's stated recovery action comes first" \
+  grep -Eq "^154 .*the line's stated action" "$tmp/xid"
+is_once() { [ "$(grep '^9999 ' "$tmp/xid" | grep -o 'not in' | wc -l)" = 1 ]; }
+check "xid 9999: 'not in the catalog' said once" is_once
+cat > "$tmp/p.yaml" <<'YAML'
+version: 1
+rules:
+  - name: my-bus-rule
+    match: {kind: xid, codes: [79]}
+    actions: [drain_node]
+YAML
+"$gh" xid --policy "$tmp/p.yaml" 79 > "$tmp/xid2" 2>&1
+check "xid --policy: the given policy's rule and actions" grep -Eq '^79 .* my-bus-rule +drain_node ' "$tmp/xid2"
+"$gh" xid --json 79 > "$tmp/xid.json" 2>&1
+check "xid --json: the rule next to the catalog's suggestions" python3 -c "
+import json,sys; d=json.load(open('$tmp/xid.json'))
+assert d['rule']['name']=='gpu-fell-off-bus' and 'drain_node' not in d['rule']['actions'], d
+assert 'drain_node' in d['actions'], d"
+
+# explain / timeline with no store at the default path and no --db
+for c in explain timeline; do
+  (cd "$tmp" && env -u GPUHEAL_DB "$gh" $c node/n1 > "$tmp/$c.out" 2> "$tmp/$c.err"); rc=$?
+  check "$c without --db: exit 1, says the default is missing and how to name a store" \
+    bash -c "[ $rc = 1 ] && grep -q 'no database at' '$tmp/$c.err' && grep -q -- '--db sqlite:PATH' '$tmp/$c.err' && grep -q GPUHEAL_DB '$tmp/$c.err'"
+done
+GPUHEAL_DB=sqlite:"$tmp/none.db" "$gh" explain node/n1 > /dev/null 2> "$tmp/given.err"
+check "explain with a store named: no hint about the default" bash -c "! grep -q 'that is the default' '$tmp/given.err'"
+
+echo "first_use: $pass passed, $fail failed"
+[ $fail -eq 0 ]
