@@ -80,7 +80,7 @@ k taint nodes "$n3" gpuheal.io/unhealthy=by-hand:NoSchedule >/dev/null || bad "k
 # ---- --all, dry run: names n1 and n2 (n3 has nothing of gpuheal's), changes nothing
 "$gh" release --all --dry-run --kubeconfig "$KUBECONFIG" > "$tmp/dry.txt" 2>&1
 check "dry run names $n1: uncordon, untaint, annotation, condition" \
-  grep -qx "node/$n1: uncordoned, removed taint gpuheal.io/unhealthy, removed 1 annotation, removed condition GPUHealthy (dry run)" "$tmp/dry.txt"
+  grep -qx "node/$n1: uncordoned, removed taint gpuheal.io/unhealthy, removed 3 annotations (gpuheal.io/cordoned-by, gpuheal.io/tainted-by, gpuheal.io/isolated-at), removed condition GPUHealthy (dry run)" "$tmp/dry.txt"
 check "dry run names $n2: only the condition; its cordon is the operator's" \
   grep -qx "node/$n2: removed condition GPUHealthy (dry run); its cordon is someone else's: left" "$tmp/dry.txt"
 check "dry run does not name $n3" sh -c "! grep -q 'node/$n3:' '$tmp/dry.txt'"
@@ -92,7 +92,7 @@ rc=$?
 cat "$tmp/release.txt" | sed 's/^/  | /'
 check "gpuheal release exit 0" test "$rc" = 0
 I1=$(k get incidents -l "gpuheal.io/node=$n1" -o jsonpath='{.items[0].metadata.name}')
-check "it says what it did and where it recorded it" sh -c "grep -qx 'node/$n1: uncordoned, removed taint gpuheal.io/unhealthy, removed 1 annotation, removed condition GPUHealthy' '$tmp/release.txt' && grep -qx '  recorded under incident $I1' '$tmp/release.txt'"
+check "it says what it did and where it recorded it" sh -c "grep -qx 'node/$n1: uncordoned, removed taint gpuheal.io/unhealthy, removed 3 annotations (gpuheal.io/cordoned-by, gpuheal.io/tainted-by, gpuheal.io/isolated-at), removed condition GPUHealthy' '$tmp/release.txt' && grep -qx '  recorded under incident $I1' '$tmp/release.txt'"
 check "$n3: nothing of gpuheal's" grep -qx "node/$n3: nothing of gpuheal's" "$tmp/release.txt"
 # what kubectl shows
 k get nodes "$n1" "$n2" "$n3" --no-headers > "$tmp/nodes.txt"

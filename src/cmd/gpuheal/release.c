@@ -31,6 +31,7 @@ struct took {
     char incident[64]; /* who isolated it (cordoned-by, else tainted-by), or "" */
     bool uncordoned, untainted, label;
     int annotations;
+    char annotation[200]; /* their keys, ", "-separated (as many as fit) */
     bool condition;
 };
 
@@ -65,6 +66,17 @@ static bool marked(const json_t *node)
 
 #define NOTHING 1000
 
+/* Removes annotation k from ann when there, counted and named in t. */
+static void drop_annotation(struct took *t, json_t *ann, const char *k)
+{
+    if (!json_object_get(ann, k))
+        return;
+    json_object_del(ann, k);
+    size_t u = strlen(t->annotation);
+    snprintf(t->annotation + u, sizeof t->annotation - u, "%s%s", u ? ", " : "", k);
+    t->annotations++;
+}
+
 static int mutate(void *ud, json_t *node)
 {
     struct took *t = ud;
@@ -81,7 +93,7 @@ static int mutate(void *ud, json_t *node)
     snprintf(t->incident, sizeof t->incident, "%s", by ? by : "");
     if (json_object_get(ann, GH_ANN_CORDONED_BY)) {
         json_object_del(spec, "unschedulable");
-        json_object_del(ann, GH_ANN_CORDONED_BY);
+        drop_annotation(t, ann, GH_ANN_CORDONED_BY);
         t->uncordoned = true;
     }
     if (json_object_get(ann, GH_ANN_TAINTED_BY)) {
@@ -94,14 +106,11 @@ static int mutate(void *ud, json_t *node)
                 json_array_append(keep, x);
         }
         json_object_set_new(spec, "taints", keep);
-        json_object_del(ann, GH_ANN_TAINTED_BY);
+        drop_annotation(t, ann, GH_ANN_TAINTED_BY);
         t->untainted = true;
     }
     for (size_t i = 0; i < N_OWN; i++)
-        if (json_object_get(ann, own_annotations[i])) {
-            json_object_del(ann, own_annotations[i]);
-            t->annotations++;
-        }
+        drop_annotation(t, ann, own_annotations[i]);
     if (json_object_get(labels, GH_LABEL_REPLACE)) {
         json_object_del(labels, GH_LABEL_REPLACE);
         t->label = true;
@@ -125,7 +134,8 @@ static void words(const struct took *t, char *buf, size_t cap)
     if (t->untainted)
         ADD("removed taint %s", GH_TAINT_KEY);
     if (t->annotations)
-        ADD("removed %d annotation%s", t->annotations, t->annotations == 1 ? "" : "s");
+        ADD("removed %d annotation%s (%s)", t->annotations, t->annotations == 1 ? "" : "s",
+            t->annotation);
     if (t->label)
         ADD("removed label %s", GH_LABEL_REPLACE);
     if (t->condition)
