@@ -232,13 +232,14 @@ static void report_gray(struct gh_engine *e, const struct gh_tl_entry *ent, cons
     }
     char name[300];
     port_name(s, name, sizeof name);
-    gh_sfmt(f.what, sizeof f.what,
-             "%s keeps counting errors with the link up (%s rose %d times in %llds); %s's ranks "
-             "there communicate %.0f%% slower than on its other nodes (threshold %.0f%%): the job is "
-             "%.1f%% slower, %.2f h lost over the remaining %.2f h %s a restart's %.2f h",
-             name, s->counter, rises, (long long)(st->nic_window_ns / GH_NS_PER_S), job,
-             excess * 100, thr * 100, slowdown * 100, loss / 3600, remaining / 3600,
-             worth ? "exceed" : "do not exceed", total / 3600);
+    gh_sfmt(
+        f.what, sizeof f.what,
+        "%s keeps counting errors with the link up (%s rose %d times in %llds); %s's ranks "
+        "there communicate %.0f%% slower than on its other nodes (threshold %.0f%%): the job is "
+        "%.1f%% slower, %.2f h lost over the remaining %.2f h %s a restart's %.2f h%s",
+        name, s->counter, rises, (long long)(st->nic_window_ns / GH_NS_PER_S), job, excess * 100,
+        thr * 100, slowdown * 100, loss / 3600, remaining / 3600,
+        worth ? "exceed" : "do not exceed", total / 3600, rw.assumed);
     gh_ctx_report(e, &f);
 }
 

@@ -421,12 +421,12 @@ static void report(struct gh_engine *e, struct sjob *j, const char *node, int gp
         gh_sfmt(who, sizeof who, "node %s (its median over %d ranks; %d slow alone)", node,
                 n_node_ranks, n_slow);
     gh_sfmt(f.what, sizeof f.what,
-             "%s of %s is %.0f%% slower than the job's median step in >= %d of the last %d steps "
-             "(threshold %.1f%%, the job's jitter %.1f%%); the expected loss, %.2f h over the "
-             "remaining %.2f h, %s the restart cost of %.2f h",
-             who, j->name, slowdown * 100, st->straggler_k, st->straggler_n, j->cut_rel * 100.0,
-             j->jit * 100.0, loss / 3600, remaining / 3600, worth ? "exceeds" : "does not exceed",
-             total_cost / 3600);
+            "%s of %s is %.0f%% slower than the job's median step in >= %d of the last %d steps "
+            "(threshold %.1f%%, the job's jitter %.1f%%); the expected loss, %.2f h over the "
+            "remaining %.2f h, %s the restart cost of %.2f h%s",
+            who, j->name, slowdown * 100, st->straggler_k, st->straggler_n, j->cut_rel * 100.0,
+            j->jit * 100.0, loss / 3600, remaining / 3600, worth ? "exceeds" : "does not exceed",
+            total_cost / 3600, rw.assumed);
     gh_ctx_report(e, &f);
 }
 

@@ -51,7 +51,7 @@ struct gh_finding {
     enum gh_action requested[4]; /* done first, before the rule's own */
     size_t n_evidence;
     const struct gh_tl_entry *evidence[GH_FINDING_MAX_EVIDENCE];
-    char what[320];           /* the reason's first half: what was seen, in words */
+    char what[400]; /* the reason's first half: what was seen, in words */
 };
 
 /* Zeroes f and sets the "absent" values (gpu -1, code -1, anomaly_step -1,
@@ -118,6 +118,10 @@ struct gh_restart_worth {
     double loss_s;      /* slowdown x remaining */
     double cost_s;      /* restart + rollback */
     bool worth;         /* loss_s > cost_s */
+    /* what the reason says of them: "" when the job said (its
+     * gpuheal.io/remaining or expected-end, restart-cost annotations),
+     * else which policy default stood in */
+    char assumed[96];
 };
 void gh_ctx_restart_worth(struct gh_engine *e, const char *job, long tj, double slowdown,
                           struct gh_restart_worth *out);

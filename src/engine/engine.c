@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/classify.h"
 #include "engine/decide.h"
 #include "engine/detector.h"
 #include "engine/fleet.h"
@@ -779,6 +780,15 @@ void gh_ctx_restart_worth(struct gh_engine *e, const char *job, long tj, double 
             rollback = (double)(e->now - ck[i]->ts_ns) / 1e9;
             break;
         }
+    bool rem_assumed = tj < 0 || gh_topology_job_remaining_s(e->topo, (size_t)tj) < 0;
+    bool cost_assumed = tj < 0 || gh_topology_job_restart_cost_s(e->topo, (size_t)tj) < 0;
+    out->assumed[0] = '\0';
+    if (rem_assumed || cost_assumed)
+        gh_sfmt(out->assumed, sizeof out->assumed,
+                " (%s%s%s: the policy's defaults, the job "
+                "does not say)",
+                rem_assumed ? "remaining run" : "", rem_assumed && cost_assumed ? " and " : "",
+                cost_assumed ? "restart cost" : "");
     out->remaining_s = remaining;
     out->loss_s = slowdown * remaining;
     out->cost_s = cost + rollback;

@@ -3,7 +3,8 @@
 # `gpuheal xid` has a header, names the rule that decides and that rule's
 # actions (not the catalog's suggestions: XID 79's default rule does not
 # drain), says "not in catalog" once, and follows --policy; `explain` and
-# `timeline` without --db say how to name the audit store.
+# `timeline` without --db say how to name the audit store; a straggler's
+# reason says which costs are the policy's defaults.
 set -uo pipefail
 gh="$GH_BIN/gpuheal"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -45,6 +46,16 @@ for c in explain timeline; do
 done
 GPUHEAL_DB=sqlite:"$tmp/none.db" "$gh" explain node/n1 > /dev/null 2> "$tmp/given.err"
 check "explain with a store named: no hint about the default" bash -c "! grep -q 'that is the default' '$tmp/given.err'"
+
+# A straggler's reason says when the remaining run and restart cost are the
+# policy's defaults ("remaining 24.00 h" read as if the job had said so).
+scn="${GH_SOURCE_DIR:-$(dirname "$0")/../..}/test/scenarios"
+"$gh" diagnose "$scn/ext-straggler-1of64.jsonl" > "$tmp/strag.out" 2>&1
+check "straggler reason: the 24 h remaining run is said to be the policy's default" \
+  grep -q "remaining 24.00 h, exceeds the restart cost of 0.17 h (remaining run and restart cost: the policy's defaults, the job does not say)" "$tmp/strag.out"
+"$gh" diagnose "$scn/gray-ib-retrain-job-ending.jsonl" > "$tmp/net.out" 2>&1
+check "a job that states its remaining run: only the restart cost is called a default" \
+  grep -q "over the remaining 0.25 h do not exceed a restart's 0.17 h (restart cost: the policy's defaults, the job does not say)" "$tmp/net.out"
 
 echo "first_use: $pass passed, $fail failed"
 [ $fail -eq 0 ]
