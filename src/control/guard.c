@@ -14,9 +14,15 @@
 
 #define MAX_NODES 65536
 #define RATE_MAX 100000 /* bound on the remembered dispatch times */
+/* How long a dry run counts a node it would have taken out as out of
+ * service: a real isolation lasts until the node is repaired and validated,
+ * which a dry run never sees; an hour stands in for that. */
+#define DRY_HOLD_NS (3600 * GH_NS_PER_S)
 
 struct node_state {
     bool isolated;
+    int64_t would_at;    /* dry run: when a verdict last said it would take the node
+                       * out (INT64_MIN: never) */
     int64_t last_action; /* INT64_MIN: never */
     int64_t last_blame;  /* INT64_MIN: never */
 };
@@ -27,6 +33,11 @@ struct gh_guard {
     struct node_state *nodes; /* indexed like names */
     size_t cap;
     size_t node_count, isolated;
+    /* dry run: nodes its verdicts would have taken out (within DRY_HOLD_NS)
+     * count against the budget as if they had been, else every verdict sees
+     * the same free budget and the dry run under-reports what the budget
+     * would hold; forgotten when the dry run ends */
+    bool any_would;
     /* dispatch times of the last hour: a ring */
     int64_t *rate;
     size_t rate_cap, rate_head, rate_n;
@@ -119,6 +130,12 @@ void gh_guard_set_config(struct gh_guard *g, const struct gh_guard_config *cfg)
         g->cfg = *cfg;
     else
         gh_guard_config_default(&g->cfg);
+    if (!g->cfg.dry_run && g->any_would) {
+        size_t n = gh_strmap_count(g->names);
+        for (size_t i = 0; i < n && i < g->cap; i++)
+            g->nodes[i].would_at = INT64_MIN;
+        g->any_would = false;
+    }
 }
 
 const struct gh_guard_config *gh_guard_config(const struct gh_guard *g) { return &g->cfg; }
@@ -151,6 +168,7 @@ static struct node_state *get(struct gh_guard *g, const char *node)
         return NULL;
     s = &g->nodes[i];
     s->isolated = false;
+    s->would_at = INT64_MIN;
     s->last_action = INT64_MIN;
     s->last_blame = INT64_MIN;
     return s;
@@ -276,13 +294,34 @@ static void verdict(struct gh_guard_verdict *v, enum gh_action a, enum gh_guard_
     va_end(ap);
 }
 
+static bool would_hold(const struct node_state *s, int64_t now)
+{
+    return !s->isolated && s->would_at != INT64_MIN && s->would_at > now - DRY_HOLD_NS;
+}
+
+/* Nodes a dry run would hold out of service now (0 when not a dry run). */
+static size_t would_count(const struct gh_guard *g, int64_t now)
+{
+    if (!g->cfg.dry_run || !g->any_would)
+        return 0;
+    size_t n = gh_strmap_count(g->names), k = 0;
+    for (size_t i = 0; i < n && i < g->cap; i++)
+        k += would_hold(&g->nodes[i], now);
+    return k;
+}
+
 int gh_guard_check(const struct gh_guard *g, const enum gh_action *acts, int n, const char *node,
                    bool approved, int64_t now, struct gh_guard_verdict *out)
 {
     const struct gh_guard_config *c = &g->cfg;
     const struct node_state *ns = find(g, node);
-    bool held = ns && ns->isolated;
-    size_t budget = gh_guard_budget(g), used = g->isolated;
+    bool held = ns && (ns->isolated || (c->dry_run && would_hold(ns, now)));
+    size_t dry_held = would_count(g, now);
+    size_t budget = gh_guard_budget(g), used = g->isolated + dry_held;
+    char mine[80] = ""; /* the dry run's share of used, in words */
+    if (dry_held)
+        snprintf(mine, sizeof mine, ", %zu of them by this dry run's own verdicts of the last hour",
+                 dry_held);
     size_t rate = rate_used(g, now);
     bool storm = gh_guard_storm_open(g, now);
     bool cooling = c->node_cooldown_ns > 0 && ns && ns->last_action != INT64_MIN &&
@@ -312,7 +351,8 @@ int gh_guard_check(const struct gh_guard *g, const enum gh_action *acts, int n, 
                     "new isolations paused", c->storm_nodes, (double)c->storm_window_ns / 1e9);
         } else if (removes && !held && !reserve && used + 1 > budget) {
             verdict(v, a, GH_GUARD_DENY, "budget",
-                    "not acted: budget (%zu of %zu nodes already out of service)", used, budget);
+                    "not acted: budget (%zu of %zu nodes already out of service%s)", used, budget,
+                    mine);
         } else if (c->max_actions_per_hour > 0 && rate >= (size_t)c->max_actions_per_hour) {
             verdict(v, a, GH_GUARD_DENY, "rate",
                     "not acted: rate (%zu actions in the last hour, limit %d)", rate,
@@ -320,8 +360,8 @@ int gh_guard_check(const struct gh_guard *g, const enum gh_action *acts, int n, 
         } else {
             if (removes && !held && !reserve) {
                 reserve = true;
-                verdict(v, a, GH_GUARD_ALLOW, "budget", "%zu of %zu nodes out of service after this",
-                        used + 1, budget);
+                verdict(v, a, GH_GUARD_ALLOW, "budget",
+                        "%zu of %zu nodes out of service after this%s", used + 1, budget, mine);
             } else {
                 verdict(v, a, GH_GUARD_ALLOW, "none", "within budget and rate");
             }
@@ -381,13 +421,22 @@ static void rate_push(struct gh_guard *g, int64_t t)
 void gh_guard_commit(struct gh_guard *g, const struct gh_guard_verdict *v, int n,
                      const char *node, int64_t now)
 {
-    bool any = false, removes = false;
+    bool any = false, removes = false, would = false;
     for (int i = 0; i < n; i++) {
+        if (v[i].outcome == GH_GUARD_DRY_RUN && v[i].guard && !strcmp(v[i].guard, "dry_run"))
+            would = would || gh_guard_action_removes_node(v[i].action);
         if (v[i].outcome != GH_GUARD_ALLOW || v[i].action == GH_ACT_NONE)
             continue;
         any = true;
         removes = removes || gh_guard_action_removes_node(v[i].action);
         rate_push(g, now);
+    }
+    if (would && node && g->cfg.dry_run) {
+        struct node_state *s = get(g, node);
+        if (s && !would_hold(s, now)) {
+            s->would_at = now;
+            g->any_would = true;
+        }
     }
     if (!any || !node || !removes)
         return;

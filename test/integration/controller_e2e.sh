@@ -178,7 +178,7 @@ check "controller stops cleanly on SIGTERM" stop_controller
 
 # ---- 5. dry run: decide and record, never act -------------------------------
 DRY="sqlite:$TMP/dry.db"
-start_controller "$DRY" --dry-run || exit 1
+start_controller "$DRY" --dry-run --max-unavailable 1 || exit 1
 xid79 "$C" 1 | inject
 check "dry run: incident recorded" wait_for 20 has_id "$DRY" "$C"
 DID=$(id_in_db "$DRY" "$C")
@@ -198,6 +198,15 @@ dry_event() { # the Node's GPUFault Event for DID says dry run first
     -o jsonpath='{range .items[*]}{.message}{"\n"}{end}' | grep -q "^$DID: dry run, no action taken: "
 }
 check "dry run: the Node's GPUFault Event says dry run" wait_for 20 dry_event
+# Issue 26: a second node's XID 79 within the dry run: its verdict counts the
+# first one's would-be isolation against the budget of 1 (it used to say
+# "would act" for both, under-reporting what the budget would hold).
+C2=$(for n in g1 g2 g3 g4; do echo "$NS-$n"; done | grep -vx "$B" | grep -vx "$APPNODE" | grep -vx "$C" | tail -1)
+xid79 "$C2" 3 | inject
+check "dry run: second node's incident recorded" wait_for 20 has_id "$DRY" "$C2"
+check "dry run: $C2's verdict: would not act, the budget held by the dry run's own first verdict" \
+  wait_for 20 sh -c "'$GH_BIN/gpuheal' explain node/$C2 --db '$DRY' | grep -q \"dry run: would not act (not acted: budget (1 of 1 nodes already out of service, 1 of them by this dry run's own verdicts\""
+check "dry run: $C2 not cordoned" uncordoned "$C2"
 stop_controller
 
 # ---- 6. approval ------------------------------------------------------------

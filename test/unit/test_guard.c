@@ -313,6 +313,39 @@ static void test_dry_run(void **st)
     gh_guard_free(g);
 }
 
+/* Issue 26: a dry run's verdicts count its own would-be isolations against
+ * the budget: two XID 79s on two nodes with a budget of 1 - the first would
+ * act, the second would not (it used to say "would act" twice); the same
+ * node again is not counted twice; an hour later the hold is over; once
+ * the dry run ends, the real budget is whole again. */
+static void test_dry_run_counts_its_own(void **st)
+{
+    (void)st;
+    struct gh_guard *g = make(dry);
+    struct gh_guard_verdict v[3];
+    gh_guard_check(g, isolate_restart, 3, "n1", false, T0, v);
+    assert_non_null(
+        strstr(v[0].detail, "dry run: would act (1 of 1 nodes out of service after this)"));
+    gh_guard_commit(g, v, 3, "n1", T0);
+    assert_int_equal(gh_guard_isolated_count(g), 0); /* nothing really out */
+    gh_guard_check(g, isolate_restart, 3, "n2", false, T0 + S, v);
+    assert_non_null(strstr(v[0].detail, "dry run: would not act (not acted: budget (1 of 1 nodes "
+                                        "already out of service, 1 of them by this dry run's own"));
+    gh_guard_commit(g, v, 3, "n2", T0 + S);
+    gh_guard_check(g, isolate_restart, 3, "n1", false, T0 + 2 * S, v);
+    assert_non_null(strstr(v[0].detail, "dry run: would act")); /* n1 is the one held */
+    gh_guard_check(g, isolate_restart, 3, "n2", false, T0 + 3601 * S, v);
+    assert_non_null(strstr(v[0].detail, "dry run: would act (1 of 1")); /* n1's hold is over */
+    gh_guard_check(g, isolate_restart, 3, "n2", false, T0 + 2 * S, v);
+    assert_non_null(strstr(v[0].detail, "would not act"));
+    struct gh_guard_config c = *gh_guard_config(g);
+    c.dry_run = false;
+    gh_guard_set_config(g, &c);
+    assert_int_equal(gh_guard_check(g, isolate_restart, 3, "n2", false, T0 + 2 * S, v), 3);
+    assert_int_equal(v[0].outcome, GH_GUARD_ALLOW);
+    gh_guard_free(g);
+}
+
 static void approval(struct gh_guard_config *c) { c->approval = true; }
 
 static void test_approval(void **st)
@@ -370,6 +403,7 @@ int main(void)
         cmocka_unit_test(test_cooldown),
         cmocka_unit_test(test_storm_breaker),
         cmocka_unit_test(test_dry_run),
+        cmocka_unit_test(test_dry_run_counts_its_own),
         cmocka_unit_test(test_approval),
         cmocka_unit_test(test_restore),
         cmocka_unit_test(test_no_node),
