@@ -681,7 +681,15 @@ static void policies_changed(struct gh_controller *ctl)
 {
     struct gh_guard_config g = ctl->base_guards;
     gh_kube_store_foreach(gh_kube_informer_store(ctl->inf_policies), apply_policy, &g);
+    bool was_dry = gh_guard_config(ctl->guard)->dry_run;
     gh_guard_set_config(ctl->guard, &g);
+    if (was_dry && !g.dry_run) {
+        /* the dry run's incidents were only recorded: the next fault of
+         * one is a new incident, acted on, not evidence absorbed into it */
+        gh_engine_decisions_not_acted(ctl->engine);
+        GH_LOG(GH_LOG_INFO, "event=dry_run_ended msg=\"open incidents of the dry run closed: "
+                            "later faults are decided anew\"");
+    }
     policy_rules(ctl);
     /* Every add, update and the sync come here (at start, once per
      * RecoveryPolicy and once more): the line is logged when what it says

@@ -301,6 +301,21 @@ void gh_decider_node_returned(struct gh_decider *d, const char *node, int64_t ts
         ep->expires = ts;
 }
 
+static bool close_episode(const char *key, void *value, void *ctx)
+{
+    (void)key;
+    struct episode *ep = value;
+    int64_t ts = *(const int64_t *)ctx;
+    if (ep && ep->active && ep->decided <= ts && ep->expires > ts)
+        ep->expires = ts;
+    return false; /* kept: gh_decider_expire forgets it in time */
+}
+
+void gh_decider_close_all(struct gh_decider *d, int64_t ts)
+{
+    gh_strmap_remove_if(d->episodes, close_episode, &ts);
+}
+
 int64_t gh_decider_last_hardware(const struct gh_decider *d) { return d->last_hw; }
 
 /* How disruptive a set of actions is: an absorbed finding may not call for

@@ -73,6 +73,11 @@ void gh_decider_count_absorbed(struct gh_decider *d);
  * incident that took it out (decided at or before ts) ends at ts, so later
  * evidence on the node is a new incident (docs/engine.md, "Episodes"). */
 void gh_decider_node_returned(struct gh_decider *d, const char *node, int64_t ts);
+/* Every incident decided at or before stream time ts stops absorbing
+ * evidence after ts: what follows is a new incident (escalated on repeats
+ * as ever). For a driver whose earlier decisions were not carried out: a
+ * dry run that ended. */
+void gh_decider_close_all(struct gh_decider *d, int64_t ts);
 /* Stream time of the latest hardware-class incident anywhere (GPU, memory,
  * interconnect), INT64_MIN when none. */
 int64_t gh_decider_last_hardware(const struct gh_decider *d);

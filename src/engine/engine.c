@@ -633,6 +633,11 @@ void gh_engine_node_returned(struct gh_engine *e, const char *node, int64_t ts)
         gh_decider_node_returned(e->decider, node, ts);
 }
 
+void gh_engine_decisions_not_acted(struct gh_engine *e)
+{
+    gh_decider_close_all(e->decider, e->now);
+}
+
 struct sweep_ctx {
     struct gh_engine *e;
     int64_t before; /* older than this is idle / expired */

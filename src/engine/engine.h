@@ -142,6 +142,12 @@ void gh_engine_set_job_costs(struct gh_engine *e, const char *job, double remain
  * with no such incident. */
 void gh_engine_node_returned(struct gh_engine *e, const char *node, int64_t ts);
 
+/* The incidents decided so far were not acted on (a dry run ended): each
+ * stops absorbing evidence now, so the next fault of an episode that a dry
+ * run only recorded is decided, and acted on, as a new incident instead of
+ * joining one nobody acted on until it expires. */
+void gh_engine_decisions_not_acted(struct gh_engine *e);
+
 /* Stream time: the time of the latest signal or deadline handled. */
 int64_t gh_engine_stream_time(const struct gh_engine *e);
 const struct gh_topology *gh_engine_topology(const struct gh_engine *e);
