@@ -75,6 +75,44 @@ static void shared_cause_spec(json_t *spec, const json_t *inc)
     json_object_set_new(spec, "affectedNodesCount", json_integer((json_int_t)json_array_size(an)));
 }
 
+/* What `kubectl get incidents` shows of the actions and the GPU: the
+ * actions as one comma-separated string (a printer column of an array
+ * prints its JSON), the GPU's index, else the PCI bus id of the first
+ * evidence that names one (a kernel-log XID names only the bus). */
+static void columns(json_t *spec, const json_t *inc)
+{
+    char text[512] = "";
+    size_t used = 0, i;
+    json_t *a;
+    json_array_foreach(json_object_get(spec, "actions"), i, a)
+    {
+        const char *name = json_string_value(a);
+        if (!name)
+            continue;
+        int w = snprintf(text + used, sizeof text - used, "%s%s", used ? "," : "", name);
+        if (w < 0 || (size_t)w >= sizeof text - used)
+            break;
+        used += (size_t)w;
+    }
+    json_object_set_new(spec, "actionsSummary", json_string(text));
+    json_t *gpu = json_object_get(inc, "gpu");
+    if (json_is_integer(gpu)) {
+        snprintf(text, sizeof text, "%lld", (long long)json_integer_value(gpu));
+        json_object_set_new(spec, "device", json_string(text));
+        return;
+    }
+    json_t *e;
+    json_array_foreach(json_object_get(inc, "evidence"), i, e)
+    {
+        const char *pci = gh_json_str(e, "pci");
+        const char *node = gh_json_str(e, "node"), *blamed = gh_json_str(inc, "node");
+        if (pci && *pci && strlen(pci) < 64 && node && blamed && !strcmp(node, blamed)) {
+            json_object_set_new(spec, "device", json_string(pci));
+            return;
+        }
+    }
+}
+
 static json_t *incident_spec(const json_t *inc, const char *mode)
 {
     json_t *spec = json_object();
@@ -103,6 +141,7 @@ static json_t *incident_spec(const json_t *inc, const char *mode)
     json_object_set_new(spec, "actions",
                         json_is_array(acts) && json_array_size(acts) ? json_deep_copy(acts)
                                                                      : json_pack("[s]", "none"));
+    columns(spec, inc);
     json_t *ck = json_object_get(inc, "checkpoint");
     if (json_is_object(ck))
         json_object_set_new(spec, "checkpoint", json_deep_copy(ck));

@@ -6,7 +6,8 @@
 # was in neither explain nor timeline). A RecoveryPolicy with dryRun: true:
 # an XID 79 on n1 is recorded and not acted on; the policy patched to
 # dryRun: false; a second XID 79 on n1 is a new incident, acted on (n1
-# cordoned), in explain and timeline. RecoveryPolicy objects are
+# cordoned), in explain and timeline; `kubectl get incidents` shows the
+# actions as a list and a PCI-only GPU by its bus id. RecoveryPolicy objects are
 # cluster-scoped and read by every controller: CMakeLists.txt runs this
 # test alone (RUN_SERIAL).
 #
@@ -19,6 +20,7 @@ K="$GH_KUBE_BIN/kubectl"
 NS="ctl-dre-$$-$RANDOM"
 RP="dryrun-$NS"
 NODES="n1 n2"
+
 TMP=$(mktemp -d /tmp/gh-ctl-dre.XXXXXX)
 CTL_PID=""
 HB_PID=""
@@ -89,6 +91,20 @@ check "enforce: explain shows an isolation done, not a dry run" \
   wait_for 20 sh -c "'$GH_BIN/gpuheal' explain node/$NS-n1 --db '$DB' | grep -q 'isolate_node node/$NS-n1: succeeded'"
 check "enforce: timeline has both XID 79s" \
   sh -c "[ \$('$GH_BIN/gpuheal' timeline node/$NS-n1 --db '$DB' | grep -c 'xid 79\|Xid.*79\|code 79\|XID 79') -ge 2 ]"
+# What `kubectl get incidents` shows (issue 26): the actions as a list, not
+# a JSON array; the GPU column from the PCI bus id when the line names only
+# that (it was empty).
+echo '{"ts":"'"$(now)"'","node":"'"$NS-n2"'","pci":"0000:3b:00.0","source":"kmsg","kind":"xid","code":79,"msg":"NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, GPU has fallen off the bus.","id":"xid-pci-'"$RANDOM"'"}' | inject || bad "inject pci"
+# col NAME: the column NAME of n2's row of `kubectl get incidents`, by its
+# position under the header (kubectl aligns columns; an empty one is a gap)
+col() {
+  "$K" get incidents 2>/dev/null | awk -v h="$1" -v n="$NS-n2" '
+    NR == 1 { c = index($0, h); nc = index($0, "NODE") }
+    NR > 1 && c { split(substr($0, nc), x, " "); if (x[1] == n) { split(substr($0, c), w, " "); print w[1] } }'
+}
+check "kubectl get incidents: n2's GPU column reads 0000:3b:00.0" wait_for 30 is 0000:3b:00.0 col GPU
+check "kubectl get incidents: the ACTIONS column is a list (isolate_node...), no JSON array ($(col ACTIONS))" \
+  sh -c "echo '$(col ACTIONS)' | grep -Eq '^isolate_node(,[a-z_]+)*\$'"
 check "controller stops cleanly" stop_controller
 
 echo "controller_dry_run_enforce: $pass passed, $fail failed"

@@ -47,6 +47,8 @@ spec:
   gpu: 3
   job: team-a/llm-$sfx
   actions: [isolate_node, restart_from_checkpoint]
+  actionsSummary: isolate_node,restart_from_checkpoint
+  device: "3"
   decidedTime: "2026-11-29T10:00:00Z"
   reason: GPU 3 fell off the bus (XID 79)
   dryRun: true
@@ -59,7 +61,7 @@ row=$(echo "$out" | sed -n 2p | tr -s ' ')
 check "Incident columns: NAME CLASS NODE GPU SCOPE JOB ACTIONS PHASE DRY-RUN AGE" \
   test "$hdr" = "NAME CLASS NODE GPU SCOPE JOB ACTIONS PHASE DRY-RUN AGE"
 case $row in
-  "$inc gpu_hardware node-$sfx 3 team-a/llm-$sfx [\"isolate_node\",\"restart_from_checkpoint\"] true "[0-9]*) ok "Incident row shows the spec's values (no phase yet, DRY-RUN true)" ;;
+  "$inc gpu_hardware node-$sfx 3 team-a/llm-$sfx isolate_node,restart_from_checkpoint true "[0-9]*) ok "Incident row shows the spec's values (no phase yet, DRY-RUN true)" ;;
   *) bad "Incident row: '$row'" ;;
 esac
 wide=$(k get incident "$inc" -o wide | head -n1 | tr -s ' ')
@@ -113,13 +115,14 @@ spec:
   affectedNodes: [a-$sfx, b-$sfx]
   affectedNodesCount: 40
   actions: [none]
+  actionsSummary: none
   decidedTime: "2026-11-29T10:00:00Z"
   dryRun: false
 EOF
 check "a shared-cause Incident is created" k create -f "$tmp/shared.yaml"
 row=$(k get incident "$inc-shared" -o wide --no-headers | tr -s ' ')
 case $row in
-  "$inc-shared network switch [\"none\"] false example.com/ib-leaf=leaf-$sfx 40 "*) ok "its row shows SCOPE, and -o wide COMPONENT and AFFECTED" ;;
+  "$inc-shared network switch none false example.com/ib-leaf=leaf-$sfx 40 "*) ok "its row shows SCOPE, and -o wide COMPONENT and AFFECTED" ;;
   *) bad "shared-cause row: '$row'" ;;
 esac
 k delete incident "$inc-shared" --wait=false >/dev/null 2>&1
