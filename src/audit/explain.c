@@ -17,6 +17,94 @@ static const char *ts(int64_t ns, char *buf)
 
 static const char *or(const char *s, const char *dflt) { return s && *s ? s : dflt; }
 
+/* Appends to buf (cap bytes) the measured values of e's signal, which the
+ * record keeps only in its JSON: a step's time, a counter's count, a
+ * temperature. "" for kinds whose message says it all. */
+static void ev_facts(char *buf, size_t cap, const struct gh_audit_ev_rec *e)
+{
+    buf[0] = '\0';
+    json_t *j = e->json ? json_loads(e->json, 0, NULL) : NULL;
+    if (!j || !e->kind)
+        goto out;
+    const json_t *v;
+#define NUM(k) ((v = json_object_get(j, k)) && json_is_number(v))
+#define STR(k)                                                                                     \
+    (json_is_string(json_object_get(j, k)) ? json_string_value(json_object_get(j, k)) : NULL)
+    size_t u = 0;
+#define PUT(...)                                                                                   \
+    do {                                                                                           \
+        int w_ = u < cap ? snprintf(buf + u, cap - u, __VA_ARGS__) : 0;                            \
+        u += w_ > 0 ? (size_t)w_ : 0;                                                              \
+    } while (0)
+    if (!strcmp(e->kind, "step")) {
+        if (NUM("rank"))
+            PUT(" rank %lld", (long long)json_integer_value(v));
+        if (NUM("step"))
+            PUT(" step %lld", (long long)json_integer_value(v));
+        if (NUM("step_ms"))
+            PUT(": %.1f ms", json_number_value(v));
+        if (NUM("comm_ms"))
+            PUT(" (communication %.1f ms)", json_number_value(v));
+        if (NUM("loss"))
+            PUT(", loss %.4g", json_number_value(v));
+        else if (STR("loss"))
+            PUT(", loss %s", STR("loss"));
+    } else if (!strcmp(e->kind, "checkpoint")) {
+        if (NUM("step"))
+            PUT(" step %lld", (long long)json_integer_value(v));
+        if (STR("state"))
+            PUT(" %s", STR("state"));
+        if (STR("path"))
+            PUT(" at %.200s", STR("path"));
+    } else if (!strcmp(e->kind, "replica_checksum")) {
+        if (NUM("rank"))
+            PUT(" rank %lld", (long long)json_integer_value(v));
+        if (NUM("replica"))
+            PUT(" replica %lld", (long long)json_integer_value(v));
+        if (NUM("step"))
+            PUT(" step %lld", (long long)json_integer_value(v));
+        if (STR("value"))
+            PUT(": %.40s", STR("value"));
+    } else if (!strcmp(e->kind, "thermal") || !strcmp(e->kind, "power")) {
+        if (NUM("celsius"))
+            PUT(" %.0f C", json_number_value(v));
+        if (NUM("watts"))
+            PUT(" %.0f W", json_number_value(v));
+        if (json_is_true(json_object_get(j, "throttled")))
+            PUT(", throttled");
+    } else if (!strcmp(e->kind, "nvlink") || !strcmp(e->kind, "pcie") || !strcmp(e->kind, "nic") ||
+               !strcmp(e->kind, "ecc")) {
+        if (STR("device"))
+            PUT(" %.40s", STR("device"));
+        if (NUM("port"))
+            PUT(" port %lld", (long long)json_integer_value(v));
+        if (NUM("link"))
+            PUT(" link %lld", (long long)json_integer_value(v));
+        if (STR("bits"))
+            PUT(" %s-bit", STR("bits"));
+        if (STR("counter"))
+            PUT(" %.40s", STR("counter"));
+        if (NUM("count"))
+            PUT(" = %lld", (long long)json_integer_value(v));
+        if (STR("state"))
+            PUT(", link %s", STR("state"));
+    } else if (!strcmp(e->kind, "node_condition")) {
+        if (STR("condition"))
+            PUT(" %.60s=%s", STR("condition"), or (STR("status"), "?"));
+        if (STR("reason"))
+            PUT(" (%.60s)", STR("reason"));
+    } else if (!strcmp(e->kind, "probe_result")) {
+        if (STR("check"))
+            PUT(" %.60s", STR("check"));
+        PUT(json_is_true(json_object_get(j, "passed")) ? " passed" : " failed");
+    }
+#undef PUT
+#undef STR
+#undef NUM
+out:
+    json_decref(j);
+}
+
 /* "kmsg on gpu-17 GPU 3: xid 79" */
 static void ev_head(char *buf, size_t cap, const struct gh_audit_ev_rec *e)
 {
@@ -39,8 +127,12 @@ static void ev_head(char *buf, size_t cap, const struct gh_audit_ev_rec *e)
         w = snprintf(buf + u, cap - u, ": %s", or(e->kind, "?"));
         u += w > 0 ? (size_t)w : 0;
     }
-    if (e->code >= 0 && u < cap)
-        snprintf(buf + u, cap - u, " %ld", e->code);
+    if (e->code >= 0 && u < cap) {
+        w = snprintf(buf + u, cap - u, " %ld", e->code);
+        u += w > 0 ? (size_t)w : 0;
+    }
+    if (u < cap)
+        ev_facts(buf + u, cap - u, e);
 }
 
 static const char *verdict_words(const char *v)
@@ -212,6 +304,7 @@ struct row {
     char what[12];
     char subject[160];
     char detail[1200];
+    const char *sig; /* a seen row: its signal's JSON (borrowed from the records) */
 };
 
 static int cmp_rows(const void *a, const void *b)
@@ -242,18 +335,20 @@ void gh_timeline_write(FILE *out, const struct gh_audit_subject *subj,
         const struct gh_audit_incident_rec *r = &recs[i];
         for (size_t k = 0; k < r->n_ev; k++) {
             const struct gh_audit_ev_rec *e = &r->ev[k];
-            /* the same signal may support several incidents: show it once */
+            /* the same signal may support several incidents: show it once
+             * (the same signal, all of it: two pods failing at once with one
+             * message on one node are two rows) */
             bool dup = false;
             for (size_t j = 0; j < m && !dup; j++)
-                dup = rows[j].order == 0 && rows[j].t == e->ts_ns &&
-                      strstr(rows[j].detail, or(e->msg, "")) && e->json &&
-                      strcmp(rows[j].subject, or(e->node, or(e->pod, "-"))) == 0;
+                dup = rows[j].order == 0 && rows[j].t == e->ts_ns && e->json && rows[j].sig &&
+                      strcmp(rows[j].sig, e->json) == 0;
             if (dup)
                 continue;
             struct row *w = &rows[m++];
             w->t = e->ts_ns;
             w->order = 0;
             w->seq = m;
+            w->sig = e->json;
             snprintf(w->what, sizeof w->what, "seen");
             if (e->gpu >= 0)
                 snprintf(w->subject, sizeof w->subject, "%s GPU %d", or(e->node, "-"), e->gpu);

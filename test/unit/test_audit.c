@@ -294,6 +294,74 @@ static void test_explain_deferred(void **st)
     free(out);
 }
 
+static int count_of(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p++)
+        n++;
+    return n;
+}
+
+/* Issue 26: explain printed straggler evidence without the step time, and
+ * the timeline showed 2 pod failures where explain showed 3 (three pods
+ * failing at once with one message on one node were taken for one). */
+static void test_explain_facts_and_timeline_rows(void **st)
+{
+    (void)st;
+    static char step_json[] = "{\"ts\":\"2026-11-29T07:00:05Z\",\"node\":\"gpu-17\",\"gpu\":3,"
+                              "\"source\":\"telemetry\",\"kind\":\"step\",\"job\":\"ml/llm\","
+                              "\"rank\":27,\"step\":1200,\"step_ms\":1412.5,\"comm_ms\":301.25}";
+    char pods[3][300], podn[3][32];
+    struct gh_audit_ev_rec ev[4];
+    memset(ev, 0, sizeof ev);
+    ev[0] = (struct gh_audit_ev_rec){
+        T0 - 5000000000LL, "telemetry", "step", "gpu-17", "ml/llm", NULL, NULL,
+        step_json,         3,           -1,     false};
+    for (int i = 0; i < 3; i++) {
+        snprintf(
+            pods[i], sizeof pods[i],
+            "{\"ts\":\"2026-11-29T07:00:09Z\",\"node\":\"gpu-17\",\"source\":\"kube\","
+            "\"kind\":\"pod_failed\",\"namespace\":\"ml\",\"pod\":\"llm-%d\",\"job\":\"ml/llm\","
+            "\"reason\":\"Error\",\"msg\":\"NCCL watchdog timeout\"}",
+            i);
+        snprintf(podn[i], sizeof podn[i], "ml/llm-%d", i);
+        ev[1 + i] = (struct gh_audit_ev_rec){
+            T0 - 1000000000LL,       "kube",  "pod_failed", "gpu-17", "ml/llm", podn[i],
+            "NCCL watchdog timeout", pods[i], -1,           -1,       false};
+    }
+    struct gh_audit_incident_rec r;
+    memset(&r, 0, sizeof r);
+    r.id = "inc-00000000000000bb";
+    r.cls = "straggler";
+    r.node = "gpu-17";
+    r.job = "ml/llm";
+    r.rule = "straggler-evict";
+    r.actions = "isolate_node";
+    r.gpu = 3;
+    r.ckpt_step = -1;
+    r.decided_ns = T0;
+    r.ev = ev;
+    r.n_ev = 4;
+    struct gh_audit_subject s;
+    struct gh_err err = {{0}};
+    assert_int_equal(gh_audit_subject_parse("node/gpu-17", &s, &err), 0);
+    char *text = render(explain_fn, &s, &r, 1);
+    assert_non_null(strstr(text, "step rank 27 step 1200: 1412.5 ms (communication 301.2 ms)"));
+    assert_int_equal(count_of(text, "pod_failed"), 3);
+    free(text);
+    text = render(timeline_fn, &s, &r, 1);
+    assert_non_null(strstr(text, "rank 27 step 1200: 1412.5 ms"));
+    assert_int_equal(count_of(text, "pod_failed"), 3);
+    free(text);
+    /* the same signal behind two incidents is still one row */
+    struct gh_audit_incident_rec two[2] = {r, r};
+    two[1].id = "inc-00000000000000cc";
+    text = render(timeline_fn, &s, two, 2);
+    assert_int_equal(count_of(text, "pod_failed"), 3);
+    assert_int_equal(count_of(text, "rank 27 step 1200"), 1);
+    free(text);
+}
+
 static void test_subject_parse(void **st)
 {
     (void)st;
@@ -323,6 +391,7 @@ static void test_subject_parse(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_explain_facts_and_timeline_rows),
         cmocka_unit_test(test_subject_parse),
         cmocka_unit_test(test_explain_deferred),
         cmocka_unit_test(test_sqlite),
