@@ -517,9 +517,10 @@ int gh_act_restart_execute(const struct gh_act_ctx *x, const json_t *pl, struct 
         rc = gh_kube_create_dry_run(x->c, &coll, repl, &st, err);
         if (rc && st.kind != GH_KUBE_R_ALREADY_EXISTS) {
             gh_act_result_api_fail(r, &st, err);
-            gh_act_result_set(r, "failed", "the replacement of %s %s/%s would be refused (a "
-                              "dry run of its create); the old one is left running", kind, ns,
-                              name);
+            gh_act_result_set(r, "failed",
+                              "the replacement of %s %s/%s would be refused (a "
+                              "dry run of its create); the old one is left running",
+                              kind, ns, name);
             return rc;
         }
         if (err)
