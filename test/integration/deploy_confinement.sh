@@ -172,6 +172,26 @@ out=$(ssa_cm "$NS" x-gpuheal-resume '{"gpuheal.io/job":"x"}' '{"step":"1","path"
   ok "a resume ConfigMap as the controller writes it: admitted" ||
   { bad "a resume ConfigMap as the controller writes it: admitted"; sed 's/^/     | /' <<< "$out"; }
 
+# Nodes: only the cordon, its taint, gpuheal's label and annotations
+for n in g1 g2 g3; do mknode $n || bad "node $n"; done
+N1=$NS-g1
+refused "controller: label $N1 node-restriction.kubernetes.io/tenant=secret-team" "$vap_deny.*only the label gpuheal.io/replace" \
+  as_ctl label node "$N1" node-restriction.kubernetes.io/tenant=secret-team
+refused "controller: remove $N1's gpuheal.io/pool label (its node selector)" "$vap_deny.*only the label gpuheal.io/replace" \
+  as_ctl label node "$N1" gpuheal.io/pool-
+refused "controller: annotate $N1 outside gpuheal.io/" "$vap_deny.*only the label gpuheal.io/replace" \
+  as_ctl annotate node "$N1" example.com/owner=x
+refused "controller: another taint on $N1" "$vap_deny.*only spec.unschedulable" \
+  as_ctl taint node "$N1" example.com/evil=x:NoExecute
+refused "controller: remove $N1's other taint" "$vap_deny.*only spec.unschedulable" \
+  as_ctl taint node "$N1" gpuheal.io/test-only-
+refused "controller: $N1's podCIDR" "$vap_deny.*only spec.unschedulable" \
+  as_ctl patch node "$N1" --type=merge -p '{"spec":{"podCIDR":"10.9.0.0/24"}}'
+out=$(as_ctl patch node "$N1" --type=merge -p '{"spec":{"unschedulable":true,"taints":[{"key":"gpuheal.io/test-only","effect":"NoSchedule"},{"key":"gpuheal.io/unhealthy","value":"true","effect":"NoSchedule"}]},"metadata":{"labels":{"gpuheal.io/replace":"true"},"annotations":{"gpuheal.io/cordoned-by":"inc-x"}}}' 2>&1) &&
+  as_ctl patch node "$N1" --type=json -p '[{"op":"remove","path":"/spec/unschedulable"},{"op":"remove","path":"/spec/taints/1"},{"op":"remove","path":"/metadata/labels/gpuheal.io~1replace"},{"op":"remove","path":"/metadata/annotations/gpuheal.io~1cordoned-by"}]' > "$TMP/undo.out" 2>&1 &&
+  ok "controller: cordon, its taint, gpuheal.io/replace and gpuheal.io/* annotations, and back: admitted" ||
+  { bad "controller: cordon, its taint, gpuheal's label and annotation: admitted"; sed 's/^/     | /' <<< "$out" "$TMP/undo.out"; }
+
 # ---- the real controller with its ServiceAccount's token ---------------------
 server=$("$K" config view --minify -o jsonpath='{.clusters[0].cluster.server}')
 "$K" config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}' | base64 -d > "$TMP/ca.crt"
@@ -186,7 +206,6 @@ current-context: c
 EOF
 echo "secret-token-$RANDOM" > "$TMP/token"
 "$GH_BIN/gpuheal" policy default | sed 's/^\(  hold:\) *30s/\1 2s/' > "$TMP/policy.yaml"
-for n in g1 g2 g3; do mknode $n || bad "node $n"; done
 start_kubelet
 tjob() { # name: an Indexed Job of 1 pod running as trainer
   cat <<EOF | "$K" -n "$NS" create -f - >/dev/null
