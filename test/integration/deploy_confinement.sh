@@ -166,8 +166,6 @@ refused "ConfigMap $NS/x-gpuheal-resume labelled for another job" "$vap_deny.*on
   ssa_cm "$NS" x-gpuheal-resume '{"gpuheal.io/job":"y"}' '{"step":"1"}'
 refused "resume ConfigMap with a key of its own" "$vap_deny.*holds only" \
   ssa_cm "$NS" x-gpuheal-resume '{"gpuheal.io/job":"x"}' '{"step":"1","LD_PRELOAD":"/x.so"}'
-ca=$("$K" -n kube-system get configmap kube-root-ca.crt -o jsonpath='{.data.ca\.crt}')
-check "kube-system/kube-root-ca.crt unchanged" bash -c "! grep -q forged <<< '$ca'"
 out=$(ssa_cm "$NS" x-gpuheal-resume '{"gpuheal.io/job":"x"}' '{"step":"1","path":"s3://c/x","job":"'"$NS"'/x","incident":"i","restart-count":"1"}' 2>&1) &&
   ok "a resume ConfigMap as the controller writes it: admitted" ||
   { bad "a resume ConfigMap as the controller writes it: admitted"; sed 's/^/     | /' <<< "$out"; }
@@ -237,12 +235,14 @@ if GH_KUBECONFIG=$TMP/ctl.kubeconfig start_controller "$DB"; then
     echo '{"ts":"'"$(now)"'","source":"telemetry","kind":"checkpoint","job":"'"$NS"'/llm","step":700,"path":"s3://ckpt/llm/step-700","state":"saved"}'
     xid79 "$B" 3
   } | inject || bad "inject"
-  check "as its ServiceAccount: $B cordoned" wait_for 30 cordoned "$B"
-  check "as its ServiceAccount: Job llm restarted" wait_for 30 restarted_for llm
+  check "as its ServiceAccount: $B cordoned" wait_for 60 cordoned "$B"
+  check "as its ServiceAccount: Job llm restarted" wait_for 60 restarted_for llm
   sa=$("$K" -n "$NS" get job llm -o jsonpath='{.spec.template.spec.serviceAccountName}' 2>/dev/null)
   claim=$("$K" -n "$NS" get job llm -o jsonpath='{.spec.template.metadata.annotations.gpuheal\.io/service-account}' 2>/dev/null)
   check "the replacement runs as trainer ($sa), its template says so ($claim)" \
     [ "$sa" = trainer -a "$claim" = "system:serviceaccount:$NS:trainer" ]
+  cnt=$("$K" -n "$NS" get job llm -o jsonpath='{.metadata.annotations.gpuheal\.io/restart-count}' 2>/dev/null)
+  check "restarted once (restart-count $cnt)" [ "$cnt" = 1 ]
   step=$("$K" -n "$NS" get configmap llm-gpuheal-resume -o jsonpath='{.data.step}' 2>/dev/null)
   check "resume ConfigMap written by the controller (step $step)" [ "$step" = 700 ]
   check "no 403 in the controller's log" sh -c "! grep -qiE 'forbidden|HTTP 403|(code|status|http)=403' '$CTL_LOG'"
@@ -255,7 +255,7 @@ if GH_KUBECONFIG=$TMP/ctl.kubeconfig start_controller "$DB"; then
   "$K" annotate ns "$NS" gpuheal.io/restart-service-accounts=other >/dev/null
   xid79 "$B2" 5 | inject || bad "inject"
   said_refused() { "$GH_BIN/gpuheal" explain "job/$NS/llm2" --db "$DB" 2>/dev/null | grep -q "would be refused"; }
-  check "refused replacement: the controller says so (would be refused)" wait_for 40 said_refused
+  check "refused replacement: the controller says so (would be refused)" wait_for 60 said_refused
   "$GH_BIN/gpuheal" explain "job/$NS/llm2" --db "$DB" 2>/dev/null | grep -m1 "would be refused" | sed 's/^/     | /' 
   check "refused replacement: the old Job llm2 is left running (same uid)" \
     [ "$("$K" -n "$NS" get job llm2 -o jsonpath='{.metadata.uid}' 2>/dev/null)" = "$uid" ]
