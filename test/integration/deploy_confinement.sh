@@ -9,10 +9,14 @@
 #      refused by RBAC, and by the admission policy when RBAC is bound there
 #      too; in a job namespace a Job that is no replacement, one that names
 #      another ServiceAccount than it runs as or one of another namespace,
-#      one outside the namespace's allowed list, are refused; kube-root-ca.crt
-#      (kube-system and the job namespace), a ConfigMap not named
-#      <job>-gpuheal-resume and a resume ConfigMap with other keys are
-#      refused. Then the real gpuheal-controller, run with a token of that
+#      one outside the namespace's allowed list, a JobSet one of whose
+#      templates runs as another account than it names, are refused;
+#      kube-root-ca.crt (kube-system and the job namespace), a ConfigMap not
+#      named <job>-gpuheal-resume and a resume ConfigMap with other keys are
+#      refused; on a Node any label but gpuheal.io/replace (the tenant label,
+#      the pool label), a foreign annotation or taint, a spec field are
+#      refused, the cordon and its own taint admitted. Then the real
+#      gpuheal-controller, run with a token of that
 #      ServiceAccount, restarts a Job (XID 79 on its node): recreated with
 #      its ServiceAccount, resume ConfigMap written, no 403; and, with the
 #      namespace allowing other accounts only, it refuses to delete a job
@@ -154,6 +158,41 @@ refused "replacement without the ServiceAccount annotation" "$vap_deny.*runs as 
 out=$(as_ctl create --dry-run=server -f <(job ok "$NS" trainer "system:serviceaccount:$NS:trainer" inc-x) 2>&1) &&
   ok "a replacement as the ServiceAccount it names, in its namespace: admitted (dry run)" ||
   { bad "a replacement as the ServiceAccount it names: admitted"; sed 's/^/     | /' <<< "$out"; }
+# a JobSet: every replicated Job's template (the CRD stand-in of test/kube/crds)
+jobset() { # driver-sa driver-claim worker-claim
+  cat <<EOF
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata: {name: js, namespace: $NS, annotations: {gpuheal.io/restarted-for: inc-x}}
+spec:
+  replicatedJobs:
+  - name: driver
+    replicas: 1
+    template:
+      spec:
+        template:
+          metadata: {annotations: {gpuheal.io/service-account: "$2"}}
+          spec: {serviceAccountName: $1, restartPolicy: Never, containers: [{name: c, image: x}]}
+  - name: worker
+    replicas: 1
+    template:
+      spec:
+        template:
+          metadata: {annotations: {gpuheal.io/service-account: "$3"}}
+          spec: {restartPolicy: Never, containers: [{name: c, image: x}]}
+EOF
+}
+if "$K" apply -f "$SRC/test/kube/crds/jobset.x-k8s.io_jobsets.yaml" >/dev/null 2>&1 &&
+  WAIT_BY=clock wait_for 30 "$K" get jobsets -n "$NS"; then
+  sa=system:serviceaccount:$NS
+  out=$(as_ctl create --dry-run=server -f <(jobset trainer "$sa:trainer" "$sa:default") 2>&1) &&
+    ok "a JobSet replacement, each template as the account it names: admitted (dry run)" ||
+    { bad "a JobSet replacement, each template as the account it names: admitted"; sed 's/^/     | /' <<< "$out"; }
+  refused "a JobSet replacement whose worker template runs as another account than it names" "$vap_deny.*runs as the ServiceAccount" \
+    as_ctl create --dry-run=server -f <(jobset trainer "$sa:trainer" "$sa:trainer")
+else
+  bad "the JobSet CRD (test/kube/crds)"
+fi
 "$K" annotate ns "$NS" gpuheal.io/restart-service-accounts=other >/dev/null
 refused "replacement outside the namespace's gpuheal.io/restart-service-accounts" "$vap_deny.*allows restarts only as" \
   as_ctl create --dry-run=server -f <(job ok "$NS" trainer "system:serviceaccount:$NS:trainer" inc-x)
