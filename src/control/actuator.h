@@ -33,6 +33,9 @@
 #define GH_ANN_RESTARTED_FOR "gpuheal.io/restarted-for"
 #define GH_ANN_RESTART_COUNT "gpuheal.io/restart-count"
 #define GH_ANN_AVOID_NODES "gpuheal.io/avoid-nodes"
+/* on each pod template of a replacement job: the identity it runs as,
+ * "system:serviceaccount:NS:NAME", copied from the job it replaces */
+#define GH_ANN_SERVICE_ACCOUNT "gpuheal.io/service-account"
 #define GH_ANN_APPROVED "gpuheal.io/approved"
 #define GH_LABEL_REPLACE "gpuheal.io/replace"
 #define GH_RESUME_SUFFIX "-gpuheal-resume"

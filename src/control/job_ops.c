@@ -225,9 +225,24 @@ static int find_workload(const struct gh_act_ctx *x, const char *ns, const char 
     return gh_err_set(err, GH_ENOTFOUND, "no Job, JobSet or PyTorchJob %s/%s", ns, name);
 }
 
-/* Sets the resume annotations and the node affinity away from avoid on one
- * pod template (PodTemplateSpec, borrowed). */
-static int prepare_template(json_t *tmpl, int64_t step, const char *path, json_t *avoid)
+/* The identity a pod template runs as, "system:serviceaccount:NS:NAME"
+ * (serviceAccountName, else its deprecated alias, else "default"), into buf.
+ * Written on the replacement's template (GH_ANN_SERVICE_ACCOUNT): the
+ * admission policy deploy/rbac/controller-restart-policy.yaml refuses a
+ * replacement whose template runs as another. */
+static void runs_as(const json_t *tspec, const char *ns, char *buf, size_t cap)
+{
+    const char *sa = gh_json_str(tspec, "serviceAccountName");
+    if (!sa || !*sa)
+        sa = gh_json_str(tspec, "serviceAccount");
+    snprintf(buf, cap, "system:serviceaccount:%s:%s", ns, sa && *sa ? sa : "default");
+}
+
+/* Sets the resume annotations, the ServiceAccount it runs as (namespace ns)
+ * and the node affinity away from avoid on one pod template
+ * (PodTemplateSpec, borrowed). */
+static int prepare_template(json_t *tmpl, const char *ns, int64_t step, const char *path,
+                            json_t *avoid)
 {
     json_t *tspec = json_object_get(tmpl, "spec");
     if (!json_is_object(tspec))
@@ -243,6 +258,10 @@ static int prepare_template(json_t *tmpl, int64_t step, const char *path, json_t
         json_object_set_new(tmeta, "annotations", tann);
     }
     if (!tmeta || !tann)
+        return GH_ENOMEM;
+    char who[400];
+    runs_as(tspec, ns, who, sizeof who);
+    if (json_object_set_new(tann, GH_ANN_SERVICE_ACCOUNT, json_string(who)))
         return GH_ENOMEM;
     if (step >= 0) {
         char s[24];
@@ -345,7 +364,7 @@ int gh_act_restart_prepare(const struct gh_act_ctx *x, const char *ns, const cha
         goto out;
     }
     for (size_t i = 0; i < nt; i++) {
-        if ((rc = prepare_template(tmpls[i], step, path, avoid_arr))) {
+        if ((rc = prepare_template(tmpls[i], ns, step, path, avoid_arr))) {
             gh_err_set(err, rc, rc == GH_ENOMEM ? "out of memory"
                                                 : "%s %s/%s: a pod template without spec",
                        kind, ns, name);
@@ -490,6 +509,23 @@ int gh_act_restart_execute(const struct gh_act_ctx *x, const json_t *pl, struct 
                               "decision; left alone", kind, ns, name);
             return GH_OK;
         }
+        /* the replacement must be admitted before the old one goes: an
+         * admission policy (deploy/rbac/controller-restart-policy.yaml) or
+         * a quota refusing it after the delete would lose the job. Admitted,
+         * the dry run answers AlreadyExists (the old one is still there). */
+        struct gh_kube_ref coll = {res, ns, NULL};
+        rc = gh_kube_create_dry_run(x->c, &coll, repl, &st, err);
+        if (rc && st.kind != GH_KUBE_R_ALREADY_EXISTS) {
+            gh_act_result_api_fail(r, &st, err);
+            gh_act_result_set(r, "failed",
+                              "the replacement of %s %s/%s would be refused (a "
+                              "dry run of its create); the old one is left running",
+                              kind, ns, name);
+            return rc;
+        }
+        if (err)
+            err->msg[0] = '\0';
+        gh_kube_status_reset(&st);
         struct gh_kube_delete_opts d = {.uid = uid, .grace_period_s = -1,
                                         .propagation = "Background"};
         rc = gh_kube_delete(x->c, &ref, &d, &st, err);

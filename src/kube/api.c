@@ -459,6 +459,25 @@ int gh_kube_create(struct gh_kube_client *c, const struct gh_kube_ref *ref, cons
     return rc ? rc : run(c, &req, out, st, err);
 }
 
+int gh_kube_create_dry_run(struct gh_kube_client *c, const struct gh_kube_ref *ref,
+                           const json_t *obj, struct gh_kube_status *st, struct gh_err *err)
+{
+    reset_out(NULL, st);
+    struct gh_kube_req req;
+    struct gh_kube_ref coll = *ref;
+    coll.name = NULL;
+    if (!coll.ns && ref->res->namespaced)
+        coll.ns = gh_kube_meta_namespace(obj);
+    int rc = gh_kube_req_create(&req, &coll, NULL, obj, err);
+    if (!rc)
+        rc = gh_kube_query_add(req.path, sizeof req.path, "dryRun", "All", err);
+    if (rc) {
+        gh_kube_req_clear(&req);
+        return rc;
+    }
+    return run(c, &req, NULL, st, err);
+}
+
 int gh_kube_update(struct gh_kube_client *c, const struct gh_kube_ref *ref, const char *sub,
                    const json_t *obj, json_t **out, struct gh_kube_status *st, struct gh_err *err)
 {

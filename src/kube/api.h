@@ -122,6 +122,12 @@ int gh_kube_list_all(struct gh_kube_client *c, const struct gh_kube_ref *ref,
                      size_t rv_cap, struct gh_kube_status *st, struct gh_err *err);
 int gh_kube_create(struct gh_kube_client *c, const struct gh_kube_ref *ref, const json_t *obj,
                    json_t **out, struct gh_kube_status *st, struct gh_err *err);
+/* The create, validated and admitted but not stored (dryRun=All): GH_OK when
+ * it would be created; an existing object of the name answers AlreadyExists
+ * only after admission has passed it, so a refusal (403, 422) says the real
+ * create would be refused too. */
+int gh_kube_create_dry_run(struct gh_kube_client *c, const struct gh_kube_ref *ref,
+                           const json_t *obj, struct gh_kube_status *st, struct gh_err *err);
 int gh_kube_update(struct gh_kube_client *c, const struct gh_kube_ref *ref, const char *sub,
                    const json_t *obj, json_t **out, struct gh_kube_status *st, struct gh_err *err);
 int gh_kube_patch(struct gh_kube_client *c, const struct gh_kube_ref *ref, const char *sub,

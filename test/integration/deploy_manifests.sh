@@ -123,7 +123,7 @@ for f in "$deploy"/crds/*.yaml; do
   check "apply --dry-run=server crds/$(basename "$f")" "$K" apply --dry-run=server -f "$f"
 done
 manifests=(rbac/agent.yaml rbac/agent-node-restriction.yaml rbac/controller.yaml
-  ingest-token-secret.yaml agent-daemonset.yaml controller-deployment.yaml policy-default.yaml)
+  rbac/controller-restart-policy.yaml ingest-token-secret.yaml agent-daemonset.yaml controller-deployment.yaml policy-default.yaml)
 for m in "${manifests[@]}"; do
   if [[ ! -f $deploy/$m ]]; then bad "deploy/$m missing"; continue; fi
   out=$work/$(tr / - <<<"$m")
@@ -151,7 +151,7 @@ echo "note agent vs \"restricted\" (expected: it needs \"privileged\"): $(grep -
 "$K" label namespace "$NS" pod-security.kubernetes.io/warn- >/dev/null 2>&1
 
 # ------------------------------------------------------------------ 2. RBAC, for real
-for m in rbac/agent.yaml rbac/controller.yaml rbac/agent-node-restriction.yaml; do
+for m in rbac/agent.yaml rbac/controller.yaml rbac/agent-node-restriction.yaml rbac/controller-restart-policy.yaml; do
   f=$work/rbac-$(basename "$m")
   render "$deploy/$m" >"$f"
   check "apply $m" "$K" apply -f "$f"
@@ -220,18 +220,22 @@ echo "# controller: what it needs"
 # update: isolate_node writes the node back with its resourceVersion (a
 # 403 here once refused every cordon of the shipped controller)
 for v in get list watch patch update; do can "$CTRL" yes "$v" nodes; done
-for v in get list watch delete; do can "$CTRL" yes "$v" pods -A; done
+for v in get list watch; do can "$CTRL" yes "$v" pods -A; done
+can "$CTRL" yes delete pods -n default # retry_in_place, in a job namespace only
 can "$CTRL" yes create pods --subresource=eviction -n default
 can "$CTRL" yes create tokenreviews.authentication.k8s.io # who an agent is (its node)
 can "$CTRL" yes create events.events.k8s.io -n default
 can "$CTRL" yes patch events -n default
-for v in get list watch create delete patch; do can "$CTRL" yes "$v" jobs.batch -n default; done
+for v in get list watch; do can "$CTRL" yes "$v" jobs.batch -A; done
+# the restart's writes: only in the job namespaces (here "default")
+for v in create delete; do can "$CTRL" yes "$v" jobs.batch -n default; done
 for gr in jobset.x-k8s.io/jobsets kubeflow.org/pytorchjobs; do
-  for v in get list watch create delete patch; do ssar "$CTRL" yes "$v" "${gr%/*}" "${gr#*/}" default; done
-  ssar "$CTRL" no update "${gr%/*}" "${gr#*/}" default
+  for v in get list watch create delete; do ssar "$CTRL" yes "$v" "${gr%/*}" "${gr#*/}" default; done
+  for v in update patch; do ssar "$CTRL" no "$v" "${gr%/*}" "${gr#*/}" default; done
+  for v in create delete; do ssar "$CTRL" no "$v" "${gr%/*}" "${gr#*/}" kube-system; done
 done
 ssar "$AGENT" no delete jobset.x-k8s.io jobsets default
-for v in get create update; do can "$CTRL" yes "$v" configmaps -n default; done
+for v in create patch; do can "$CTRL" yes "$v" configmaps -n default; done
 can "$CTRL" yes get poddisruptionbudgets.policy -n default
 can "$CTRL" yes list poddisruptionbudgets.policy -A
 for v in get list watch; do can "$CTRL" yes "$v" recoverypolicies.gpuheal.io; done
@@ -250,7 +254,19 @@ can "$CTRL" no create nodes
 can "$CTRL" no create pods -n default
 can "$CTRL" no create pods --subresource=exec -n default
 can "$CTRL" no list configmaps -A
+can "$CTRL" no get configmaps -n default
+can "$CTRL" no update configmaps -n default
 can "$CTRL" no delete configmaps -n default
+# issue 24: no job, pod or ConfigMap write outside the job namespaces
+for v in create delete patch update; do can "$CTRL" no "$v" jobs.batch -n kube-system; done
+can "$CTRL" no create jobs.batch -A
+can "$CTRL" no patch jobs.batch -n default
+can "$CTRL" no update jobs.batch -n default
+can "$CTRL" no delete pods -n kube-system
+can "$CTRL" no delete pods -A
+can "$CTRL" no patch configmaps/kube-root-ca.crt -n kube-system
+can "$CTRL" no create configmaps -n kube-system
+can "$CTRL" no patch configmaps -n "$NS"
 can "$CTRL" no create leases.coordination.k8s.io -n kube-system
 can "$CTRL" no patch recoverypolicies.gpuheal.io
 can "$CTRL" no delete recoverypolicies.gpuheal.io
@@ -384,7 +400,7 @@ for o in items:
   }
   if command -v python3 >/dev/null 2>&1; then
     for pair in "ClusterRole $AGENT rbac-agent.yaml gpuheal-$SUF-agent" "ClusterRole $CTRL rbac-controller.yaml gpuheal-$SUF-controller" \
-      "ClusterRole $CTRL-resume rbac-controller.yaml gpuheal-$SUF-controller-resume" "Role $CTRL-leader rbac-controller.yaml gpuheal-$SUF-controller-leader" \
+      "ClusterRole $CTRL-restart rbac-controller.yaml gpuheal-$SUF-controller-restart" "Role $CTRL-leader rbac-controller.yaml gpuheal-$SUF-controller-leader" \
       "Role $AGENT-events rbac-agent.yaml gpuheal-$SUF-agent-events"; do
       read -r kind plain file hname <<<"$pair"
       a=$(rules_of "$work/$file" "$kind" "$plain")
@@ -393,7 +409,38 @@ for o in items:
     done
   fi
 
-  # controller.jobNamespaces: the resume-ConfigMap permission only there.
+  # The chart's admission policies are the plain manifests' (the same files,
+  # names and namespace substituted).
+  if command -v python3 >/dev/null 2>&1; then
+    spec_of() { # FILE NAME -> JSON spec, names made generic
+      "$K" create --dry-run=client -f "$1" -o json 2>/dev/null |
+        python3 -c 'import json,sys,re
+text=sys.stdin.read(); dec=json.JSONDecoder(); i=0; items=[]
+while True:
+    while i < len(text) and text[i].isspace(): i += 1
+    if i >= len(text): break
+    o, i = dec.raw_decode(text, i); items.extend(o.get("items", [o]))
+for o in items:
+    if o["kind"]=="ValidatingAdmissionPolicy" and o["metadata"]["name"]==sys.argv[1]:
+        t=json.dumps(o["spec"],sort_keys=True)
+        print(re.sub(r"gpuheal-(t[0-9]+-)?(agent|controller)(-t[0-9]+)?", r"gpuheal-\2", t))' "$2"
+    }
+    for pair in "$AGENT-own-node rbac-agent-node-restriction.yaml gpuheal-$SUF-agent-own-node" \
+      "$CTRL-restart rbac-controller-restart-policy.yaml gpuheal-$SUF-controller-restart"; do
+      read -r plain file hname <<<"$pair"
+      a=$(spec_of "$work/$file" "$plain")
+      b=$(spec_of "$d" "$hname")
+      [[ -n $a && $a == "$b" ]] && ok "chart ValidatingAdmissionPolicy ${hname/-$SUF/} == deploy/rbac's" ||
+        bad "chart ValidatingAdmissionPolicy $hname differs from deploy/rbac's"
+    done
+  fi
+  for jn in kube-system "$NS"; do
+    if hq template "$REL" "$chart" -n "$NS" --set ingestToken.existingSecret=x --set "controller.jobNamespaces={$jn}" >/dev/null 2>&1; then
+      bad "chart must refuse controller.jobNamespaces={${jn/$NS/<release namespace>}}"
+    else ok "chart refuses controller.jobNamespaces={${jn/$NS/<release namespace>}}"; fi
+  done
+
+  # controller.jobNamespaces: what a restart writes, only there.
   f=$work/helm-rbac-jobns.yaml
   hq template "$REL" "$chart" -n "$NS" --set agent.enabled=false --set policy.create=false \
     --set ingestToken.existingSecret=x --set controller.jobNamespaces='{default}' \
@@ -404,6 +451,10 @@ for o in items:
     got_k=$("$K" auth can-i create configmaps -n kube-system --as="system:serviceaccount:$NS:gpuheal-$SUF-controller" 2>/dev/null)
     [[ $got_d == yes && $got_k == no ]] && ok "chart jobNamespaces={default}: create configmaps in default = yes, in kube-system = no" ||
       bad "chart jobNamespaces={default}: configmaps default=$got_d kube-system=$got_k (want yes/no)"
+    got_d=$("$K" auth can-i create jobs.batch -n default --as="system:serviceaccount:$NS:gpuheal-$SUF-controller" 2>/dev/null)
+    got_k=$("$K" auth can-i create jobs.batch -n kube-system --as="system:serviceaccount:$NS:gpuheal-$SUF-controller" 2>/dev/null)
+    [[ $got_d == yes && $got_k == no ]] && ok "chart jobNamespaces={default}: create jobs in default = yes, in kube-system = no" ||
+      bad "chart jobNamespaces={default}: jobs default=$got_d kube-system=$got_k (want yes/no)"
   fi
 fi
 

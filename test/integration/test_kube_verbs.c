@@ -1,5 +1,5 @@
 /* test_kube_verbs.c - every Kubernetes verb of src/kube against the real
- * control plane (test/kube): get, paginated list, create, update with
+ * control plane (test/kube): get, paginated list, create (and its dry run), update with
  * conflict retry, four patch kinds, status subresource, delete with
  * preconditions, Events, Leases, Status decoding of errors, HTTP/2 with
  * connection reuse, rate limit and in-flight bound. */
@@ -119,6 +119,29 @@ static void test_create_get_and_errors(void **state)
     json_decref(cm);
     json_decref(made);
     json_decref(got);
+}
+
+/* gh_kube_create_dry_run: admitted and validated, never stored; an existing
+ * name answers AlreadyExists (the restart's check before it deletes). */
+static void test_create_dry_run(void **state)
+{
+    struct env *e = *state;
+    struct gh_kube_status st;
+    struct gh_err err = {{0}};
+    struct gh_kube_ref coll = {&gh_kube_res_configmaps, e->ns, NULL};
+    json_t *cm = configmap(e->ns, "cm-dry", "a", "1");
+    assert_int_equal(gh_kube_create_dry_run(e->c, &coll, cm, &st, &err), GH_OK);
+    struct gh_kube_ref ref = {&gh_kube_res_configmaps, e->ns, "cm-dry"};
+    assert_int_equal(gh_kube_get(e->c, &ref, NULL, NULL, NULL), GH_ENOTFOUND);
+    json_decref(create_cm(e, "cm-dry"));
+    assert_int_equal(gh_kube_create_dry_run(e->c, &coll, cm, &st, &err), GH_EIO);
+    assert_int_equal(st.kind, GH_KUBE_R_ALREADY_EXISTS);
+    json_decref(cm);
+    /* invalid: refused like the real create */
+    cm = configmap(e->ns, "Bad_Name", "a", "1");
+    assert_int_equal(gh_kube_create_dry_run(e->c, &coll, cm, &st, &err), GH_EIO);
+    assert_int_equal(st.kind, GH_KUBE_R_INVALID);
+    json_decref(cm);
 }
 
 static int count_item(void *ud, json_t *item)
@@ -529,6 +552,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_get_missing_decodes_status),
         cmocka_unit_test(test_create_get_and_errors),
+        cmocka_unit_test(test_create_dry_run),
         cmocka_unit_test(test_list_pagination),
         cmocka_unit_test(test_conflict_and_retry),
         cmocka_unit_test(test_patch_kinds),
