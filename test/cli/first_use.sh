@@ -57,5 +57,13 @@ check "straggler reason: the 24 h remaining run is said to be the policy's defau
 check "a job that states its remaining run: only the restart cost is called a default" \
   grep -q "over the remaining 0.25 h do not exceed a restart's 0.17 h (restart cost: the policy's defaults, the job does not say)" "$tmp/net.out"
 
+# The controller's --help states the budget a chart install has in force
+# (it said "(10, 10%)" while the chart's policy sets 5%).
+src="${GH_SOURCE_DIR:-$(dirname "$0")/../..}"
+chart=$(sed -n 's/^ *maxUnavailableNodes: *"\{0,1\}\([0-9]*%\{0,1\}\)"\{0,1\}.*/\1/p' "$src/deploy/helm/gpuheal/values.yaml" | head -1)
+help=$("$GH_BIN/gpuheal-controller" --help 2>&1 | grep -- '--max-unavailable')
+check "controller --help: the default budget and the chart's ($chart) as the values say" \
+  bash -c "[ -n '$chart' ] && grep -q \"the chart's sets $chart\" <<< \"\$1\" && grep -q '10 nodes and 10%, the lower' <<< \"\$1\"" _ "$help"
+
 echo "first_use: $pass passed, $fail failed"
 [ $fail -eq 0 ]

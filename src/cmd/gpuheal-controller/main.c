@@ -74,7 +74,9 @@ static const struct setting {
      "24 MiB; at most 67108864)"},
     {"dry-run", true, "decide and record, never act"},
     {"require-approval", true, "act only on incidents approved with `gpuheal approve ID`"},
-    {"max-unavailable", false, "nodes gpuheal may hold out of service: N or P% (10, 10%)"},
+    {"max-unavailable", false,
+     "nodes gpuheal may hold out of service: N or P% (unset: 10 nodes and 10%, the lower; a "
+     "RecoveryPolicy's budgets.maxUnavailableNodes can only lower it: the chart's sets 5%)"},
     {"max-actions-per-hour", false, "actions in any hour (30; 0 = no limit)"},
     {"node-cooldown", false, "no new node action this soon after the last (30m)"},
     {"storm-nodes", false, "nodes blamed within --storm-window that pause isolations (5; 0 = off)"},
