@@ -9,6 +9,7 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "common/closest.h"
 #include "engine/policy.h"
 
 #define MAX_VISITS 200000
@@ -22,6 +23,10 @@ struct ctx {
     struct gh_policy_diags *diags;
     long visits;
     int errors;
+    /* rules with an error of their own: left out of the warnings about
+     * other rules (a misspelt key leaves a rule matching everything, and
+     * "can never match" after it would blame the rules that follow) */
+    bool rule_bad[GH_POLICY_MAX_RULES];
 };
 
 static void diag(struct ctx *c, const yaml_node_t *n, bool error, const char *fmt, ...)
@@ -57,6 +62,17 @@ static void diag(struct ctx *c, const yaml_node_t *n, bool error, const char *fm
 
 static void diag_line(struct ctx *c, int line, bool error, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* "where: unknown key "clas" (did you mean "class"?)" */
+static void unknown_key(struct ctx *c, const yaml_node_t *k, const char *where, const char *key,
+                        const char *const *known)
+{
+    const char *near = gh_closest_word(key, known);
+    if (near)
+        diag(c, k, true, "%s: unknown key \"%s\" (did you mean \"%s\"?)", where, key, near);
+    else
+        diag(c, k, true, "%s: unknown key \"%s\"", where, key);
+}
 static void diag_line(struct ctx *c, int line, bool error, const char *fmt, ...)
 {
     va_list ap;
@@ -477,7 +493,10 @@ static void match_pair(struct ctx *c, const char *key, yaml_node_t *k, yaml_node
     } else if (strcmp(key, "boot_grace") == 0) {
         get_dur(c, v, "match.boot_grace", &r->boot_grace_ns);
     } else {
-        diag(c, k, true, "match: unknown key \"%s\"", key);
+        static const char *const keys[] = {"class",  "kind",         "codes",      "condition",
+                                           "impact", "min_severity", "threshold",  "repetitions",
+                                           "window", "debounce",     "boot_grace", NULL};
+        unknown_key(c, k, "match", key, keys);
     }
 }
 
@@ -552,7 +571,8 @@ static void rule_pair(struct ctx *c, const char *key, yaml_node_t *k, yaml_node_
             r->n_escalations++;
         }
     } else {
-        diag(c, k, true, "rule: unknown key \"%s\"", key);
+        static const char *const keys[] = {"name", "match", "actions", "escalate", NULL};
+        unknown_key(c, k, "rule", key, keys);
     }
 }
 
@@ -577,11 +597,13 @@ static void parse_rules(struct ctx *c, yaml_node_t *v, struct gh_policy *p)
         r->line = (int)it->start_mark.line + 1;
         r->repetitions = 1;
         struct rule_arg ra = {r, false, false};
+        int errors_before = c->errors;
         each_pair(c, it, "rule", rule_pair, &ra);
         if (!ra.has_name)
             diag(c, it, true, "rule: needs a \"name\"");
         if (!ra.has_actions || (r->n_actions == 0 && !r->catalog_actions))
             diag(c, it, true, "rule \"%s\": needs a non-empty \"actions\" list", r->name);
+        c->rule_bad[p->n_rules - 1] = c->errors > errors_before;
         if (r->n_conditions && r->kinds && !(r->kinds & (1u << GH_KIND_NODE_CONDITION)))
             diag(c, it, false,
                  "rule \"%s\": \"condition\" matches node_condition findings, and the rule's "
@@ -610,7 +632,12 @@ static void top_pair(struct ctx *c, const char *key, yaml_node_t *k, yaml_node_t
     } else if (strcmp(key, "rules") == 0) {
         parse_rules(c, v, p);
     } else {
-        diag(c, k, true, "unknown top-level key \"%s\" (version, settings, rules)", key);
+        static const char *const keys[] = {"version", "settings", "rules", NULL};
+        const char *near = gh_closest_word(key, keys);
+        if (near)
+            diag(c, k, true, "unknown top-level key \"%s\" (did you mean \"%s\"?)", key, near);
+        else
+            diag(c, k, true, "unknown top-level key \"%s\" (version, settings, rules)", key);
     }
 }
 
@@ -707,8 +734,10 @@ static void lint(struct ctx *c, const struct gh_policy *p)
             diag_line(c, r->line, false,
                       "rule \"%s\": repetitions without a \"window\" count occurrences forever",
                       r->name);
-        for (int j = 0; j < i; j++) {
+        for (int j = 0; j < i && !c->rule_bad[i]; j++) {
             const struct gh_rule *q = &p->rules[j];
+            if (c->rule_bad[j])
+                continue;
             bool always = q->repetitions <= 1 && q->boot_grace_ns == 0;
             bool thr = !q->has_threshold || (r->has_threshold && r->threshold >= q->threshold);
             if (always && thr && subset(r->classes, q->classes) && subset(r->kinds, q->kinds) &&

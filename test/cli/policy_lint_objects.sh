@@ -26,10 +26,15 @@ lint() {
 n=$(grep -c '^  - name:' deploy/policy-default.yaml)
 lint deploy/policy-default.yaml 0 "deploy/policy-default.yaml: ok (1 RecoveryPolicy, $n rules, 0 warnings)"
 
+# every bad class is reported, each at its own line (the CRD's schema, as
+# the API server checks it; issue 26: line 1 and only the first before)
 sed 's/class: gpu_hardware/class: gpu_hw/' deploy/policy-default.yaml > "$t/badclass.yaml"
-lint "$t/badclass.yaml" 1 \
-  "$t/badclass.yaml:1: error: RecoveryPolicy \"default\": spec.rules[0].match.class: unknown class \"gpu_hw\"" \
-  "$t/badclass.yaml: 1 error"
+want=()
+while IFS=: read -r ln _; do
+  ri=$(( $(head -n "$ln" "$t/badclass.yaml" | grep -c '^  - name:') - 1 ))
+  want+=("$t/badclass.yaml:$ln: error: RecoveryPolicy \"default\": spec.rules[$ri].match.class: \"gpu_hw\" is not one of the allowed values")
+done < <(grep -n 'class: gpu_hw' "$t/badclass.yaml")
+lint "$t/badclass.yaml" 1 "${want[@]}" "$t/badclass.yaml: ${#want[@]} errors"
 sed 's|^apiVersion: gpuheal.io/v1alpha1|apiVersion: gpuheal.io/v1|' deploy/policy-default.yaml > "$t/api.yaml"
 lint "$t/api.yaml" 1 "$t/api.yaml:1: error: apiVersion \"gpuheal.io/v1\": expected gpuheal.io/v1alpha1" \
   "$t/api.yaml: 1 error"
@@ -40,11 +45,11 @@ lint "$t/noname.yaml" 1 "$t/noname.yaml:1: error: metadata.name missing" "$t/non
 printf 'apiVersion: gpuheal.io/v1alpha1\nkind: RecoveryPolicy\nmetadata: {name: x}\n' > "$t/nospec.yaml"
 lint "$t/nospec.yaml" 1 "$t/nospec.yaml:1: error: RecoveryPolicy \"x\": spec missing" "$t/nospec.yaml: 1 error"
 
-# two objects: the second's bad code is reported at the line its document starts
+# two objects: the second's bad code is reported at its own line
 { cat deploy/policy-default.yaml; echo ---; sed 's/name: default/name: two/; s/codes: \[79\]/codes: [79000]/' deploy/policy-default.yaml; } > "$t/two.yaml"
-second=$(( $(wc -l < deploy/policy-default.yaml) + 2 ))
+second=$(grep -n 'codes: \[79000\]' "$t/two.yaml" | head -1 | cut -d: -f1)
 lint "$t/two.yaml" 1 \
-  "$t/two.yaml:$second: error: RecoveryPolicy \"two\": spec.rules[1].match.codes[0]: an integer 0-65535" \
+  "$t/two.yaml:$second: error: RecoveryPolicy \"two\": spec.rules[1].match.codes[0]: 79000 is above the maximum 65535" \
   "$t/two.yaml: 1 error"
 { cat deploy/policy-default.yaml; echo ---; sed 's/name: default/name: two/' deploy/policy-default.yaml; echo ---; } > "$t/two-ok.yaml"
 lint "$t/two-ok.yaml" 0 "$t/two-ok.yaml: ok (2 RecoveryPolicies, $((2 * n)) rules, 0 warnings)"
@@ -57,8 +62,9 @@ lint "$t/dup.yaml" 1 \
 # match.conditions (Node conditions): each must be a condition type
 sed 's/conditions: \[KernelDeadlock, /conditions: ["", /' deploy/policy-default.yaml > "$t/cond.yaml"
 ri=$(( $(grep '^  - name:' deploy/policy-default.yaml | grep -n 'node-cannot-run-work' | cut -d: -f1) - 1 ))
+cl=$(grep -n 'conditions: \["",' "$t/cond.yaml" | head -1 | cut -d: -f1)
 lint "$t/cond.yaml" 1 \
-  "$t/cond.yaml:1: error: RecoveryPolicy \"default\": spec.rules[$ri].match.conditions[0]: a condition type of 1-63 characters" \
+  "$t/cond.yaml:$cl: error: RecoveryPolicy \"default\": spec.rules[$ri].match.conditions[0]: empty (at least 1 character)" \
   "$t/cond.yaml: 1 error"
 
 # the file form, unchanged
@@ -69,6 +75,51 @@ printf 'version: 1\nbogus: 1\nrules: []\n' > "$t/bogus.yaml"
 out=$("$g" policy lint "$t/bogus.yaml" 2>&1); st=$?
 [ $st = 1 ] && grep -q 'unknown top-level key "bogus"' <<<"$out" && ok "file form: unknown key still refused" ||
   bad "file form: exit $st: $out"
+
+# Issue 26: what a new user typed - a boolean misspelt, a misspelt key, a
+# misspelt class and action: each refused at its line, with "did you mean"
+cat > "$t/typos.yaml" <<'YAML'
+apiVersion: gpuheal.io/v1alpha1
+kind: RecoveryPolicy
+metadata:
+  name: typos
+spec:
+  dryRun: flase
+  rulez:
+    - name: a
+      match: {class: gpu_hardwre, codes: [79]}
+      actions: [{action: drain_nod}]
+YAML
+lint "$t/typos.yaml" 1 \
+  "$t/typos.yaml:5: error: RecoveryPolicy \"typos\": spec.rules: required, missing" \
+  "$t/typos.yaml:6: error: RecoveryPolicy \"typos\": spec.dryRun: a boolean (true or false) is needed, not a string \"flase\"" \
+  "$t/typos.yaml:7: error: RecoveryPolicy \"typos\": spec.rulez: unknown field \"rulez\" (did you mean \"rules\"?)" \
+  "$t/typos.yaml: 3 errors"
+sed -i 's/rulez:/rules:/' "$t/typos.yaml"
+lint "$t/typos.yaml" 1 \
+  "$t/typos.yaml:6: error: RecoveryPolicy \"typos\": spec.dryRun: a boolean (true or false) is needed, not a string \"flase\"" \
+  "$t/typos.yaml:9: error: RecoveryPolicy \"typos\": spec.rules[0].match.class: \"gpu_hardwre\" is not one of the allowed values (did you mean \"gpu_hardware\"?)" \
+  "$t/typos.yaml:10: error: RecoveryPolicy \"typos\": spec.rules[0].actions[0].action: \"drain_nod\" is not one of the allowed values (did you mean \"drain_node\"?)" \
+  "$t/typos.yaml: 3 errors"
+
+# The policy file form: a misspelt key gets "did you mean", and the rule
+# it broke does not make the rules after it "never match" (it used to).
+cat > "$t/file-typo.yaml" <<'YAML'
+version: 1
+rules:
+  - name: a
+    match: {kind: xid, codes: [79]}
+    actions: [isolate_node]
+  - name: b
+    match: {clas: gpu_hardware}
+    actions: [drain_node]
+  - name: c
+    match: {class: gpu_hardware, kind: xid}
+    actions: [drain_node]
+YAML
+lint "$t/file-typo.yaml" 1 \
+  "$t/file-typo.yaml:7: error: match: unknown key \"clas\" (did you mean \"class\"?)" \
+  "$t/file-typo.yaml: 1 error"
 
 echo "policy_lint_objects: $pass passed, $fail failed"
 [ $fail = 0 ]

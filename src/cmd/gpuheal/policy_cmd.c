@@ -15,7 +15,9 @@
 #include "common/file.h"
 #include "common/json.h"
 #include "control/policy_cr.h"
+#include "kube/schema.h"
 #include "kube/yaml_json.h"
+#include "kube/yaml_lines.h"
 
 #define CR_API_VERSION "gpuheal.io/v1alpha1"
 
@@ -38,10 +40,86 @@ struct lint_names {
     int n;
 };
 
-/* One document of the object form, starting at line `line`: 0 ok, 1 error,
- * 2 an empty document (a trailing ---, only comments). */
+/* The RecoveryPolicy CRD's openAPIV3Schema (new reference), NULL when the
+ * embedded CRD does not parse (a build defect: said on stderr). */
+static json_t *policy_schema(void)
+{
+    const char *crd = gh_crd_recoverypolicy_yaml();
+    json_t *doc = NULL;
+    struct gh_err err = {{0}};
+    if (gh_yaml_to_json(crd, strlen(crd), &doc, &err) != GH_OK) {
+        fprintf(stderr, "gpuheal policy lint: the embedded RecoveryPolicy CRD: %s\n", err.msg);
+        return NULL;
+    }
+    json_t *s = json_object_get(
+        json_object_get(
+            json_array_get(json_object_get(json_object_get(doc, "spec"), "versions"), 0), "schema"),
+        "openAPIV3Schema");
+    json_incref(s);
+    json_decref(doc);
+    return s;
+}
+
+/* Where a document's problem is reported: its field's line when the path
+ * is found in the document's text, else the document's first line. */
+struct lint_doc {
+    const char *path; /* the file */
+    int line;         /* the document's first line in it */
+    const char *text;
+    size_t len;
+    const char *name; /* the object's metadata.name */
+};
+
+static int doc_line(const struct lint_doc *d, const char *field)
+{
+    char f[200];
+    snprintf(f, sizeof f, "%s", field ? field : "");
+    /* a field that is missing: the line of the nearest enclosing one */
+    for (;;) {
+        int at = *f ? gh_yaml_line_of(d->text, d->len, f) : 0;
+        if (at)
+            return d->line + at - 1;
+        char *cut = strrchr(f, '.'), *br = strrchr(f, '[');
+        if (br && (!cut || br > cut))
+            cut = br;
+        if (!cut)
+            return d->line;
+        *cut = '\0';
+    }
+}
+
+struct schema_count {
+    const struct lint_doc *doc;
+    int n;
+};
+
+static int schema_problem(void *ctx, const struct gh_schema_problem *p)
+{
+    const struct lint_doc *d = ((struct schema_count *)ctx)->doc;
+    ((struct schema_count *)ctx)->n++;
+    printf("%s:%d: error: RecoveryPolicy \"%s\": %s: %s\n", d->path, doc_line(d, p->path), d->name,
+           p->path, p->msg);
+    return 0;
+}
+
+/* The field path a controller message starts with ("spec.rules[0].name: ..."),
+ * into buf; NULL when it names none. */
+static const char *message_field(const char *msg, char *buf, size_t cap)
+{
+    size_t n = strcspn(msg, ": ");
+    if (strncmp(msg, "spec.", 5) != 0 || msg[n] != ':' || n >= cap)
+        return NULL;
+    memcpy(buf, msg, n);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* One document of the object form, starting at line `line`: how many
+ * errors it has (0: ok), -1 for an empty document (a trailing ---, only
+ * comments). */
 static int lint_object(const char *path, int line, const char *text, size_t len,
-                       struct gh_policy_crset *set, struct lint_names *seen, int *n_rules)
+                       const json_t *schema, struct gh_policy_crset *set, struct lint_names *seen,
+                       int *n_rules)
 {
     json_t *doc = NULL;
     struct gh_err err = {{0}};
@@ -53,11 +131,13 @@ static int lint_object(const char *path, int line, const char *text, size_t len,
     const char *api = gh_json_str(doc, "apiVersion");
     const char *kind = gh_json_str(doc, "kind");
     const char *name = gh_json_str(doc, "metadata", "name");
+    struct lint_doc ld = {path, line, text, len, name};
+    struct schema_count sc = {&ld, 0};
     bool dup = false;
     for (int i = 0; name && i < seen->n; i++)
         dup = dup || !strcmp(seen->name[i], name);
     if (json_is_null(doc)) {
-        rc = 2;
+        rc = -1;
     } else if (!json_is_object(doc)) {
         printf("%s:%d: error: a RecoveryPolicy object is a mapping\n", path, line);
     } else if (!api || strcmp(api, CR_API_VERSION) != 0) {
@@ -75,6 +155,11 @@ static int lint_object(const char *path, int line, const char *text, size_t len,
                LINT_MAX_OBJECTS);
     } else if (!json_is_object(json_object_get(doc, "spec"))) {
         printf("%s:%d: error: RecoveryPolicy \"%s\": spec missing\n", path, line, name);
+    } else if (schema && gh_schema_check(schema, doc, "", schema_problem, &sc)) {
+        /* refused by the API server as it stands: what the controller would
+         * say of the rest would only follow from these */
+        snprintf(seen->name[seen->n++], sizeof seen->name[0], "%s", name);
+        rc = sc.n;
     } else {
         snprintf(seen->name[seen->n++], sizeof seen->name[0], "%s", name);
         struct gh_policy_cr_verdict v;
@@ -87,7 +172,9 @@ static int lint_object(const char *path, int line, const char *text, size_t len,
             char *cut = strstr(v.message, "; this policy's rules are not used");
             if (cut)
                 *cut = '\0';
-            printf("%s:%d: error: RecoveryPolicy \"%s\": %s\n", path, line, name, v.message);
+            char field[200];
+            printf("%s:%d: error: RecoveryPolicy \"%s\": %s\n", path,
+                   doc_line(&ld, message_field(v.message, field, sizeof field)), name, v.message);
         }
     }
     json_decref(doc);
@@ -112,6 +199,7 @@ static int lint_objects(const char *path, const char *buf, size_t len)
         gh_policy_free(base);
         return 1;
     }
+    json_t *schema = policy_schema();
     int errors = 0, objects = 0, rules = 0, line = 1, start_line = 1;
     size_t start = 0;
     for (size_t i = 0; i <= len; i++) {
@@ -126,9 +214,10 @@ static int lint_objects(const char *path, const char *buf, size_t len)
         if (marker || i == len) {
             size_t end = marker ? ls : len;
             if (end > start && strspn(buf + start, " \t\r\n") < end - start) {
-                int e = lint_object(path, start_line, buf + start, end - start, set, seen, &rules);
-                errors += e == 1;
-                objects += e != 2;
+                int e = lint_object(path, start_line, buf + start, end - start, schema, set, seen,
+                                    &rules);
+                errors += e > 0 ? e : 0;
+                objects += e >= 0;
             }
             start = i + 1 < len ? i + 1 : len;
             start_line = line + 1;
@@ -136,6 +225,7 @@ static int lint_objects(const char *path, const char *buf, size_t len)
         line++;
     }
     free(seen);
+    json_decref(schema);
     gh_policy_free(gh_policy_crset_end(set, NULL));
     gh_policy_crset_free(set);
     gh_policy_free(base);
