@@ -109,6 +109,14 @@ check "helm lint --strict (taint key, dcgm-exporter, postgres, monitoring on)" h
 
 # ---- helm install --dry-run=server (the CRDs are on this control plane)
 check "helm install --dry-run=server (defaults)" hq install "$REL" "$chart" -n "$NS" --dry-run=server
+# Issue 26: without the agent's RuntimeClass (none on this control plane) the
+# DaemonSet would have 0 pods and only its Events said why: the NOTES say so
+"$helm" install "$REL" "$chart" -n "$NS" --dry-run=server >"$work/notes.txt" 2>&1
+check "NOTES warn: no RuntimeClass \"nvidia\", the DaemonSet stays at 0 pods" \
+  grep -q 'WARNING: no RuntimeClass "nvidia" was found in the cluster' "$work/notes.txt"
+"$helm" install "$REL" "$chart" -n "$NS" --dry-run=server --set agent.runtimeClassName= >"$work/notes2.txt" 2>&1
+check "NOTES: no such warning with agent.runtimeClassName=\"\"" \
+  sh -c "grep -q 'installed in namespace' '$work/notes2.txt' && ! grep -q 'WARNING: no RuntimeClass' '$work/notes2.txt'"
 
 # ---- monitoring objects: off by default
 hq template "$REL" "$chart" -n "$NS" >"$work/default.yaml" 2>/dev/null
