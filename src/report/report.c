@@ -572,9 +572,14 @@ static int add_step(struct gh_report *r, const struct gh_signal *s, struct gh_er
     double x = (double)(s->ts_ns - r->t0) / 1e9;
     if (j && s->has_rank && isfinite(s->step_ms)) {
         j->steps++;
+        /* a series per rank and placement: a rank a restart moved to another
+         * node is a new line, named after that node (keyed by rank alone,
+         * the old node's name stayed on the moved rank's times) */
         struct gh_rep_series *rs = NULL;
         for (size_t i = 0; i < j->n_ranks && !rs; i++)
-            if (j->ranks[i].rank == s->rank)
+            if (j->ranks[i].rank == s->rank && j->ranks[i].gpu == s->gpu &&
+                (j->ranks[i].node && s->node ? strcmp(j->ranks[i].node, s->node) == 0
+                                             : j->ranks[i].node == s->node))
                 rs = &j->ranks[i];
         if (!rs && j->n_ranks < r->lim.max_rank_series) {
             if (!j->ranks && !(j->ranks = calloc(r->lim.max_rank_series, sizeof *j->ranks)))

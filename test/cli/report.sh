@@ -72,4 +72,23 @@ size=$(wc -c < "$tmp/long.html")
 grep -q 'Points averaged for drawing' "$tmp/long.html" || fail "long run: decimation not said"
 grep -q 'More than 64 ranks: drawn per node' "$tmp/long.html" || fail "long run: per-node chart not said"
 grep -q 'polyline class="series blamed"' "$tmp/long.html" || fail "long run: slow node not highlighted"
+
+# Issue 26: a rank a restart moved to another node is a new series named
+# after that node (keyed by rank alone, its times after the move were drawn
+# under the first node's name)
+python3 - > "$tmp/moved.jsonl" <<'PY'
+import json
+print(json.dumps({"scenario": "moved", "nodes": ["n1", "n2", "n3"], "gpus_per_node": 8,
+                  "jobs": [{"name": "ml/j", "nodes": ["n1", "n2"], "ranks_per_node": 1}]}))
+for step in range(1, 11):
+    placed = ((0, "n1"), (1, "n2")) if step <= 5 else ((0, "n3"), (1, "n2"))
+    for rank, node in placed:
+        print(json.dumps({"ts": "2026-11-29T07:00:%02d.000000Z" % (step * 3), "node": node, "gpu": 0,
+                          "source": "telemetry", "kind": "step", "job": "ml/j", "rank": rank,
+                          "step": step, "step_ms": 1000.0}))
+PY
+"$bin" report --scenario "$tmp/moved.jsonl" --html "$tmp/moved.html" 2> /dev/null || fail "moved: report"
+titles=$(grep -o '<title>rank [0-9] on [^<]*' "$tmp/moved.html" | sed 's/<title>//' | sort | tr '\n' ';')
+[ "$titles" = "rank 0 on n1 GPU 0;rank 0 on n3 GPU 0;rank 1 on n2 GPU 0;" ] ||
+  fail "moved rank: series are [$titles], want rank 0 on n1, rank 0 on n3, rank 1 on n2"
 echo "report: ok"
