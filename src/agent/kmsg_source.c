@@ -525,10 +525,15 @@ static void path_dir(const struct gh_kmsg_source *src, char *dir, size_t cap)
         snprintf(dir, cap, ".");
 }
 
-/* Finds, in the directory of src->path, the file that was saved->ino (a log
- * rotated while the agent was down: kern.log -> kern.log.1) into out. */
-static bool find_rotated(const struct gh_kmsg_source *src, const struct fpos *saved, char *out,
-                         size_t cap)
+/* Which file next to the path a search wants: fn says of one regular file
+ * (its name, its stat, the directory's fd) whether it is the one. */
+typedef bool (*file_match_fn)(const void *want, int dirfd, const char *name,
+                              const struct stat *st);
+
+/* The first regular file in the directory of src->path that match accepts,
+ * its path into out (cap bytes); false when none. */
+static bool find_next_to(const struct gh_kmsg_source *src, file_match_fn match, const void *want,
+                         char *out, size_t cap)
 {
     char dir[PATH_MAX];
     path_dir(src, dir, sizeof dir);
@@ -540,14 +545,51 @@ static bool find_rotated(const struct gh_kmsg_source *src, const struct fpos *sa
     while (!found && (e = readdir(d))) {
         struct stat st;
         if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-            S_ISREG(st.st_mode) && (uint64_t)st.st_dev == saved->dev &&
-            (uint64_t)st.st_ino == saved->ino) {
+            S_ISREG(st.st_mode) && match(want, dirfd(d), e->d_name, &st)) {
             int n = snprintf(out, cap, "%s/%s", dir, e->d_name);
             found = n > 0 && (size_t)n < cap;
         }
     }
     closedir(d);
     return found;
+}
+
+static bool is_inode(const void *want, int dirfd, const char *name, const struct stat *st)
+{
+    (void)dirfd, (void)name;
+    const struct fpos *saved = want;
+    return (uint64_t)st->st_dev == saved->dev && (uint64_t)st->st_ino == saved->ino;
+}
+
+/* Finds, in the directory of src->path, the file that was saved->ino (a log
+ * rotated while the agent was down: kern.log -> kern.log.1) into out. */
+static bool find_rotated(const struct gh_kmsg_source *src, const struct fpos *saved, char *out,
+                         size_t cap)
+{
+    return find_next_to(src, is_inode, saved, out, cap);
+}
+
+struct copy_want {
+    const struct fpos *at;
+    const char *base; /* the followed file's name */
+    uint64_t not_dev, not_ino;
+};
+
+static bool is_copy(const void *want, int dirfd, const char *name, const struct stat *st)
+{
+    const struct copy_want *w = want;
+    size_t blen = strlen(w->base);
+    if (strncmp(name, w->base, blen) != 0 || (name[blen] != '.' && name[blen] != '-') ||
+        (uint64_t)st->st_size <= w->at->off ||
+        ((uint64_t)st->st_dev == w->not_dev && (uint64_t)st->st_ino == w->not_ino))
+        return false;
+    int fd = openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    uint64_t h;
+    bool same = hash_at(fd, w->at->off, w->at->hlen, &h) && h == w->at->hash;
+    close(fd);
+    return same;
 }
 
 /* Finds the copy a copytruncate made of the followed file (logrotate's
@@ -561,37 +603,9 @@ static bool find_copy(const struct gh_kmsg_source *src, const struct fpos *at, u
 {
     if (!at->hlen)
         return false; /* nothing read yet: the file at the path has it all */
-    char dir[PATH_MAX];
-    path_dir(src, dir, sizeof dir);
     const char *slash = strrchr(src->path, '/');
-    const char *base = slash ? slash + 1 : src->path;
-    size_t blen = strlen(base);
-    DIR *d = opendir(dir);
-    if (!d)
-        return false;
-    bool found = false;
-    struct dirent *e;
-    while (!found && (e = readdir(d))) {
-        struct stat st;
-        if (strncmp(e->d_name, base, blen) != 0 ||
-            (e->d_name[blen] != '.' && e->d_name[blen] != '-'))
-            continue;
-        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
-            (uint64_t)st.st_size <= at->off ||
-            ((uint64_t)st.st_dev == not_dev && (uint64_t)st.st_ino == not_ino))
-            continue;
-        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        uint64_t h;
-        if (hash_at(fd, at->off, at->hlen, &h) && h == at->hash) {
-            int n = snprintf(out, cap, "%s/%s", dir, e->d_name);
-            found = n > 0 && (size_t)n < cap;
-        }
-        close(fd);
-    }
-    closedir(d);
-    return found;
+    struct copy_want w = {at, slash ? slash + 1 : src->path, not_dev, not_ino};
+    return find_next_to(src, is_copy, &w, out, cap);
 }
 
 /* The file open now was truncated (or rewritten) under position at: when a
