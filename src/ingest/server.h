@@ -7,10 +7,15 @@
  *                      result, bytes, dedup set size (plus the owner's own
  *                      lines, opts.extra_metrics)
  *
- * The server runs on its own thread (libmicrohttpd's internal epoll
- * thread); accepted signals are handed to opts.sink on that thread, which
- * normally pushes them to a gh_sigqueue read by the owner's event loop
- * (gh_ingest_queue_sink). Nothing the owner's loop does blocks on it.
+ * The server runs on threads of its own: libmicrohttpd's request threads
+ * (opts.threads), which never wait on a dependency, and two worker queues
+ * (ingest/workq.h): token reviews (opts.authenticate) and batches (parse,
+ * duplicates, opts.sink, one at a time). A request waiting for either has
+ * its connection suspended, holding no thread, and is answered 503 with
+ * Retry-After when its worker is stalled or its answer late; /healthz,
+ * /readyz and /metrics answer from memory. The sink normally pushes to a
+ * gh_sigqueue read by the owner's event loop (gh_ingest_queue_sink).
+ * Nothing the owner's loop does blocks on it.
  *
  * Senders (docs/design.md, "Threat model"): a request is authenticated
  * before its body is read, as one of
