@@ -25,14 +25,14 @@ static const struct gh_kube_res tokenreviews = {"authentication.k8s.io", "v1", "
  * the slot. Only an accepted token takes a slot here. */
 struct known {
     unsigned char digest[SHA256_DIGEST_LENGTH];
-    int64_t until;                 /* clock ns the verdict holds to; 0: empty */
+    int64_t until; /* clock ns the verdict holds to; 0: empty */
     char node[GH_INGEST_NODE_MAX];
 };
 
 /* A refused token, for negative_cache_ns (one slot per digest, overwritten). */
 struct refusal {
     unsigned char digest[SHA256_DIGEST_LENGTH];
-    int64_t until;                 /* 0: empty */
+    int64_t until; /* 0: empty */
     char why[256];
 };
 
@@ -48,9 +48,9 @@ struct gh_agent_auth {
     int64_t window_start;          /* the rate's one-second window */
     int in_window;
 
-    pthread_mutex_t mu;            /* the tables and the stats; never held across I/O */
-    struct known *known;           /* GH_AGENT_AUTH_CACHE: accepted tokens */
-    struct refusal *refused;       /* GH_AGENT_AUTH_REFUSED: refused tokens */
+    pthread_mutex_t mu;      /* the tables and the stats; never held across I/O */
+    struct known *known;     /* GH_AGENT_AUTH_CACHE: accepted tokens */
+    struct refusal *refused; /* GH_AGENT_AUTH_REFUSED: refused tokens */
     struct gh_agent_auth_stats st;
 };
 
@@ -242,8 +242,8 @@ static int judge(struct gh_agent_auth *a, const json_t *status, char *node, size
     return GH_OK;
 }
 
-int gh_agent_auth_cached(void *ctx, const char *token, size_t len,
-                         struct gh_ingest_sender *out, bool *urgent, struct gh_err *err)
+int gh_agent_auth_cached(void *ctx, const char *token, size_t len, struct gh_ingest_sender *out,
+                         bool *urgent, struct gh_err *err)
 {
     struct gh_agent_auth *a = ctx;
     unsigned char d[SHA256_DIGEST_LENGTH];

@@ -607,13 +607,13 @@ int gh_controller_new(const struct gh_controller_opts *o, struct gh_controller *
         if ((rc = gh_agent_auth_new(&ao, &ctl->agent_auth, err)))
             goto fail;
     }
+    gh_ingest_auth_cached_fn auth_cached = ctl->agent_auth ? gh_agent_auth_cached : NULL;
     struct gh_ingest_server_opts io = {.listen = o->listen,
                                        .token_file = o->token_file,
                                        .allow_anonymous = o->allow_anonymous && !o->token_file &&
                                                           !o->agent_service_account,
                                        .authenticate = ctl->agent_auth ? gh_agent_auth_check : NULL,
-                                       .authenticate_cached =
-                                           ctl->agent_auth ? gh_agent_auth_cached : NULL,
+                                       .authenticate_cached = auth_cached,
                                        .auth_ctx = ctl->agent_auth,
                                        .header_timeout_s = o->ingest_header_timeout_s,
                                        .max_per_client = o->ingest_max_per_client,

@@ -47,34 +47,34 @@ struct gh_ingest_server {
     gh_ingest_metrics_fn extra_metrics;
     void *metrics_ctx;
     pthread_mutex_t metrics_mu;   /* one extra_metrics call at a time */
-    gh_ingest_auth_fn authenticate; /* optional; on the review worker */
+    gh_ingest_auth_fn authenticate;               /* optional; on the review worker */
     gh_ingest_auth_cached_fn authenticate_cached; /* optional; on the request threads */
     void *auth_ctx;
-    struct gh_workq *reviews;     /* token reviews (authenticate) */
-    struct gh_workq *writes;      /* parse, dedup and sink of a batch, one at a time */
+    struct gh_workq *reviews; /* token reviews (authenticate) */
+    struct gh_workq *writes;  /* parse, dedup and sink of a batch, one at a time */
     int64_t review_wait_ns, write_wait_ns;
     unsigned header_timeout_s, idle_timeout_s;
     bool (*ready)(void *ctx); /* optional; NULL: always ready */
     void *ready_ctx;
     char *tls_cert, *tls_key;     /* PEM text, kept while the daemon runs */
 
-    pthread_mutex_t mu;           /* the tokens and the dedup set; never held across
+    pthread_mutex_t mu; /* the tokens and the dedup set; never held across
                                      a network or store call */
     struct gh_token_set tokens;
     struct stat token_st;         /* the file as last loaded */
     int64_t token_checked_ns;     /* CLOCK_MONOTONIC of the last stat */
     struct gh_dedup *dedup;
 
-    pthread_mutex_t st_mu;        /* the stats only: held for a copy or an increment */
+    pthread_mutex_t st_mu; /* the stats only: held for a copy or an increment */
     struct gh_ingest_server_stats st;
 };
 
 /* Where a request is, between libmicrohttpd's calls of on_request. */
 enum phase {
     PH_NEW,
-    PH_REVIEW,   /* suspended: its token is being reviewed */
-    PH_BODY,     /* reading (or draining) the body */
-    PH_WRITE,    /* suspended: its batch is being committed */
+    PH_REVIEW, /* suspended: its token is being reviewed */
+    PH_BODY,   /* reading (or draining) the body */
+    PH_WRITE,  /* suspended: its batch is being committed */
     PH_ANSWERED,
 };
 
@@ -88,9 +88,9 @@ struct request {
     size_t len, cap;
     size_t discarded;     /* body bytes read and dropped */
     /* a review's or a write's answer, set before the connection resumes */
-    unsigned status;      /* 0: the review accepted the sender */
+    unsigned status; /* 0: the review accepted the sender */
     enum gh_ingest_refusal reason;
-    char *answer;         /* the reply body (200, 422), or NULL: why */
+    char *answer; /* the reply body (200, 422), or NULL: why */
     char why[GH_ERR_MAX + 128];
 };
 
@@ -358,8 +358,7 @@ static enum MHD_Result start_auth(struct gh_ingest_server *srv, struct MHD_Conne
         int rc = srv->authenticate_cached(srv->auth_ctx, tok, n, &who, &urgent, &err);
         if (rc != GH_ENOTFOUND) {
             review_verdict(rq, rc, &who, err.msg);
-            return rq->status ? refuse(srv, c, rq->status, rq->reason, rq->why)
-                              : admit(srv, c, rq);
+            return rq->status ? refuse(srv, c, rq->status, rq->reason, rq->why) : admit(srv, c, rq);
         }
     }
     struct review_job *j = calloc(1, sizeof *j);
@@ -485,12 +484,12 @@ struct write_job {
     struct MHD_Connection *c; /* suspended until the answer */
     struct request *rq;       /* valid until the answer resumes c */
     struct gh_ingest_sender sender;
-    char *buf;                /* the body */
+    char *buf; /* the body */
     size_t len;
     /* the outcome */
-    unsigned status;          /* 200, 422, 413, 503, 500 */
+    unsigned status; /* 200, 422, 413, 503, 500 */
     enum gh_ingest_refusal reason;
-    char *answer;             /* the summary (200, 422) */
+    char *answer; /* the summary (200, 422) */
     char why[GH_ERR_MAX + 64];
 };
 
@@ -541,8 +540,9 @@ static void write_run(struct gh_workq_job *wj)
     } else if (rc == GH_EAGAIN) {
         j->status = MHD_HTTP_SERVICE_UNAVAILABLE;
         j->reason = GH_REFUSED_STORE_FAILED;
-        snprintf(j->why, sizeof j->why, "receiver cannot take the batch now (queue full or "
-                                        "journal write failed); retry later");
+        snprintf(j->why, sizeof j->why,
+                 "receiver cannot take the batch now (queue full or "
+                 "journal write failed); retry later");
     }
     free(res);
 }
@@ -610,8 +610,7 @@ static enum MHD_Result start_write(struct gh_ingest_server *srv, struct MHD_Conn
         write_release(&j->j);
         rq->status = MHD_HTTP_SERVICE_UNAVAILABLE;
         rq->reason = GH_REFUSED_STORE_BUSY;
-        snprintf(rq->why, sizeof rq->why, "the store cannot take the batch now (%s); retry",
-                 why);
+        snprintf(rq->why, sizeof rq->why, "the store cannot take the batch now (%s); retry", why);
         MHD_resume_connection(c);
     }
     return MHD_YES;
@@ -932,7 +931,8 @@ int gh_ingest_server_new(const struct gh_ingest_server_opts *opts,
     srv->authenticate = opts->authenticate;
     srv->authenticate_cached = opts->authenticate_cached;
     srv->auth_ctx = opts->auth_ctx;
-    srv->review_wait_ns = (int64_t)(opts->review_wait_ms ? opts->review_wait_ms : 2000) * GH_NS_PER_MS;
+    srv->review_wait_ns = (int64_t)(opts->review_wait_ms ? opts->review_wait_ms : 2000) *
+                          GH_NS_PER_MS;
     srv->write_wait_ns = (int64_t)(opts->write_wait_ms ? opts->write_wait_ms : 2000) * GH_NS_PER_MS;
     srv->header_timeout_s = opts->header_timeout_s ? opts->header_timeout_s : 5u;
     srv->idle_timeout_s = opts->idle_timeout_s ? opts->idle_timeout_s : 30u;
@@ -972,10 +972,16 @@ int gh_ingest_server_new(const struct gh_ingest_server_opts *opts,
      * worker on one review for over 1 s is stalled, and further tokens
      * are refused at once rather than queued behind it. Writes: one
      * worker, so the sink sees one batch at a time, as before. */
-    struct gh_workq_opts rqo = {.name = "token review", .threads = 1, .cap = 64,
-                                .wait_ns = srv->review_wait_ns, .stall_ns = GH_NS_PER_S};
-    struct gh_workq_opts wqo = {.name = "batch commit", .threads = 1, .cap = 64,
-                                .wait_ns = srv->write_wait_ns, .stall_ns = GH_NS_PER_S};
+    struct gh_workq_opts rqo = {.name = "token review",
+                                .threads = 1,
+                                .cap = 64,
+                                .wait_ns = srv->review_wait_ns,
+                                .stall_ns = GH_NS_PER_S};
+    struct gh_workq_opts wqo = {.name = "batch commit",
+                                .threads = 1,
+                                .cap = 64,
+                                .wait_ns = srv->write_wait_ns,
+                                .stall_ns = GH_NS_PER_S};
     if ((rc = gh_workq_new(&rqo, &srv->reviews, err)) ||
         (rc = gh_workq_new(&wqo, &srv->writes, err)))
         goto fail;

@@ -113,16 +113,16 @@ typedef int (*gh_ingest_auth_cached_fn)(void *ctx, const char *token, size_t len
 
 /* Why a request was refused (gpuheal_ingest_refused_total{reason}). */
 enum gh_ingest_refusal {
-    GH_REFUSED_UNAUTHORIZED,      /* 401: no bearer token, or a wrong operator one */
-    GH_REFUSED_TOKEN,             /* 401: the token review refused the token */
-    GH_REFUSED_REVIEW_RATE,       /* 503: more token reviews a second than allowed */
+    GH_REFUSED_UNAUTHORIZED,       /* 401: no bearer token, or a wrong operator one */
+    GH_REFUSED_TOKEN,              /* 401: the token review refused the token */
+    GH_REFUSED_REVIEW_RATE,        /* 503: more token reviews a second than allowed */
     GH_REFUSED_REVIEW_UNAVAILABLE, /* 503: the review failed (API server) */
-    GH_REFUSED_REVIEW_BUSY,       /* 503: the review queue is full, stalled or late */
-    GH_REFUSED_NOT_READY,         /* 503: not the leader, or its store cannot record */
-    GH_REFUSED_STORE_BUSY,        /* 503: the write queue is full, stalled or late */
-    GH_REFUSED_STORE_FAILED,      /* 503: the sink could not take the batch */
-    GH_REFUSED_TOO_LARGE,         /* 413 */
-    GH_REFUSED_BAD_REQUEST,       /* 404, 405 */
+    GH_REFUSED_REVIEW_BUSY,        /* 503: the review queue is full, stalled or late */
+    GH_REFUSED_NOT_READY,          /* 503: not the leader, or its store cannot record */
+    GH_REFUSED_STORE_BUSY,         /* 503: the write queue is full, stalled or late */
+    GH_REFUSED_STORE_FAILED,       /* 503: the sink could not take the batch */
+    GH_REFUSED_TOO_LARGE,          /* 413 */
+    GH_REFUSED_BAD_REQUEST,        /* 404, 405 */
     GH_REFUSED__COUNT
 };
 /* The label value of r ("unauthorized", "token", ...). */
@@ -202,7 +202,7 @@ struct gh_ingest_server_stats {
     uint64_t forged;              /* lines refused for their sender: another node's, kube */
     uint64_t auth_unavailable;    /* requests answered 503: the token could not be checked */
     uint64_t refused[GH_REFUSED__COUNT]; /* every refused request, by reason */
-    uint64_t reviews_late, writes_late; /* answered 503 while still running */
+    uint64_t reviews_late, writes_late;  /* answered 503 while still running */
     size_t dedup_size;
     uint64_t dedup_evicted;
     unsigned connections;         /* open now */

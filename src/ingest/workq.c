@@ -27,23 +27,20 @@ struct gh_workq {
     int64_t wait_ns, stall_ns;
     unsigned nthreads;
 
-    pthread_mutex_t mu;        /* everything below; never held across a callback */
-    pthread_cond_t work;       /* a job waits, or stopping */
-    pthread_cond_t tick;       /* the timer's sleep (stopping wakes it) */
+    pthread_mutex_t mu;  /* everything below; never held across a callback */
+    pthread_cond_t work; /* a job waits, or stopping */
+    pthread_cond_t tick; /* the timer's sleep (stopping wakes it) */
     struct gh_workq_job *head, *tail;
     size_t waiting;
     bool stopping, stopped;
-    struct worker *w;          /* nthreads */
+    struct worker *w; /* nthreads */
     pthread_t timer;
     bool timer_started;
     struct gh_workq_stats st;
 };
 
 /* Drops one reference (mu held); true when the caller must release j. */
-static bool unref(struct gh_workq_job *j)
-{
-    return --j->refs == 0;
-}
+static bool unref(struct gh_workq_job *j) { return --j->refs == 0; }
 
 static void drop(struct gh_workq *q, struct gh_workq_job *j)
 {

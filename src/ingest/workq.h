@@ -33,7 +33,7 @@ enum gh_workq_end { GH_WORKQ_DONE, GH_WORKQ_LATE, GH_WORKQ_STOPPED };
  * owner sets the three callbacks before the push; the rest is the
  * queue's. After a GH_OK push the job belongs to the queue until release. */
 struct gh_workq_job {
-    void (*run)(struct gh_workq_job *j);    /* on a worker; may block (bounded) */
+    void (*run)(struct gh_workq_job *j); /* on a worker; may block (bounded) */
     /* exactly once, on a worker or the queue's timer thread, no lock held */
     void (*answer)(struct gh_workq_job *j, enum gh_workq_end end);
     void (*release)(struct gh_workq_job *j); /* once the run (if any) and the
@@ -46,11 +46,11 @@ struct gh_workq_job {
 };
 
 struct gh_workq_opts {
-    const char *name;  /* borrowed, kept: "review", "write" (for messages) */
-    unsigned threads;  /* workers; 0: 1 */
-    size_t cap;        /* jobs waiting (not running); 0: 64 */
-    int64_t wait_ns;   /* a job's deadline after its push; 0: 2 s */
-    int64_t stall_ns;  /* a worker on one job longer is stalled; 0: 1 s */
+    const char *name; /* borrowed, kept: "review", "write" (for messages) */
+    unsigned threads; /* workers; 0: 1 */
+    size_t cap;       /* jobs waiting (not running); 0: 64 */
+    int64_t wait_ns;  /* a job's deadline after its push; 0: 2 s */
+    int64_t stall_ns; /* a worker on one job longer is stalled; 0: 1 s */
 };
 
 struct gh_workq;
@@ -60,8 +60,7 @@ int gh_workq_new(const struct gh_workq_opts *opts, struct gh_workq **out, struct
 
 /* Queues j (at the head when urgent). GH_OK, or GH_EAGAIN (refused, see
  * above; j untouched and still the caller's), with why[cap] saying why. */
-int gh_workq_push(struct gh_workq *q, struct gh_workq_job *j, bool urgent, char *why,
-                  size_t cap);
+int gh_workq_push(struct gh_workq *q, struct gh_workq_job *j, bool urgent, char *why, size_t cap);
 
 struct gh_workq_stats {
     size_t waiting, running;

@@ -212,8 +212,8 @@ static void request(const char *base, const char *path, const char *token, const
     curl_easy_cleanup(h);
 }
 
-#define XID(id)                                                                          \
-    "{\"ts\":\"2026-11-29T07:00:00Z\",\"node\":\"n1\",\"source\":\"kmsg\","               \
+#define XID(id)                                                                                    \
+    "{\"ts\":\"2026-11-29T07:00:00Z\",\"node\":\"n1\",\"source\":\"kmsg\","                        \
     "\"kind\":\"xid\",\"code\":79,\"id\":\"" id "\"}"
 
 /* Clients that keep a request of their own in flight: each posts with
@@ -285,7 +285,8 @@ static void test_review_hangs(void **state)
     request(f->url, GH_INGEST_PATH, "never-seen", XID("new-1"), &r);
     double new_ms = r.ms;
     assert_int_equal(r.status, 503);
-    assert_non_null(strstr(r.body, "cannot be reviewed now") ? r.body : strstr(r.body, "did not end within"));
+    assert_non_null(
+        strstr(r.body, "cannot be reviewed now") ? r.body : strstr(r.body, "did not end within"));
     for (int i = 0; i < 8; i++)
         atomic_store(&att[i].stop, true);
     int sent = 0, slowest = 0;
