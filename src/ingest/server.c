@@ -774,10 +774,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
     if (rq->phase == PH_REVIEW) {
         /* resumed: the token's review answered (or its deadline passed) */
-        if (rq->status) {
-            rq->phase = PH_ANSWERED;
+        rq->phase = PH_ANSWERED; /* admit makes it PH_BODY when the body is wanted */
+        if (rq->status)
             return refuse(srv, c, rq->status, rq->reason, rq->why);
-        }
         return admit(srv, c, rq);
     }
     if (rq->phase == PH_WRITE) {
@@ -788,6 +787,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             rq->answer = NULL;
             return reply(c, rq->status, "application/json", body, false);
         }
+        if (rq->status == MHD_HTTP_INTERNAL_SERVER_ERROR)
+            return reply_error(c, rq->status, rq->why);
         return refuse(srv, c, rq->status, rq->reason, rq->why);
     }
     if (rq->phase == PH_ANSWERED)

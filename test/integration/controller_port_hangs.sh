@@ -125,11 +125,15 @@ healthz_ok() {
 all_within() { awk -v c="$2" -v m="$3" '{ if ($c + 0 > m || $NF == 0) bad++ } END { exit bad > 0 }' "$1"; }
 
 echo "--- 1. a token flood, the API server up"
-T1=$(token agent-n1) || { echo "FAIL: token"; exit 1; }
+T1=$(token agent-n1) && TN1=$(token agent-n2) || { echo "FAIL: tokens"; exit 1; }
 check "the agent's first POST: 200" test "$(post_ok "$T1" f-00)" = 200
-python3 "$LOAD" attack "$BASE" 8 100 "$TMP/flood.out" "$T1" & BG+=($!)
-python3 "$LOAD" agent "$BASE" "$T1" "$NS-n1" 8 0.5 f "$TMP/flood-agent.out"
-wait "${BG[-1]}"
+python3 "$LOAD" attack "$BASE" 8 100 "$TMP/flood.out" "$T1" & BG+=($!); ATT=$!
+python3 "$LOAD" agent "$BASE" "$T1" "$NS-n1" 8 0.5 f "$TMP/flood-agent.out" & BG+=($!); AG=$!
+sleep 2
+t0=$(date +%s%N); st=$(post_ok "$TN1" f-new); t1=$(date +%s%N)
+check "an agent never seen, during the flood: 200 after its retries ($st in $(( (t1 - t0) / 1000000 )) ms)" \
+  test "$st" = 200
+wait "$ATT" "$AG"
 echo "flood: $(wc -l < "$TMP/flood.out") made-up tokens sent, answers: $(awk '{print $2}' "$TMP/flood.out" | sort | uniq -c | tr '\n' ' ')"
 echo "agent during the flood: $(awk '{print $3}' "$TMP/flood-agent.out" | sort | uniq -c | tr '\n' ' ')"
 check "every POST of the accepted agent during the flood: 200" awk '$3 != 200 { exit 1 }' "$TMP/flood-agent.out"
