@@ -608,6 +608,8 @@ int gh_controller_new(const struct gh_controller_opts *o, struct gh_controller *
             goto fail;
     }
     gh_ingest_auth_cached_fn auth_cached = ctl->agent_auth ? gh_agent_auth_cached : NULL;
+    struct gh_ingest_limits limits = {.line_max = o->ingest_line_max,
+                                      .max_lines = o->ingest_max_lines};
     struct gh_ingest_server_opts io = {.listen = o->listen,
                                        .token_file = o->token_file,
                                        .allow_anonymous = o->allow_anonymous && !o->token_file &&
@@ -620,7 +622,7 @@ int gh_controller_new(const struct gh_controller_opts *o, struct gh_controller *
                                        .tls_cert = o->tls_cert,
                                        .tls_key = o->tls_key,
                                        .body_max = o->ingest_body_max,
-                                       .limits = {o->ingest_line_max, o->ingest_max_lines},
+                                       .limits = limits,
                                        .dedup_capacity = o->ingest_dedup_capacity,
                                        .max_connections = o->ingest_max_connections,
                                        .idle_timeout_s = o->ingest_idle_timeout_s,
