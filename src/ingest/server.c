@@ -177,6 +177,13 @@ static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned status, co
     return reply(c, status, "application/json", body, status == MHD_HTTP_SERVICE_UNAVAILABLE);
 }
 
+static void count(struct gh_ingest_server *srv, uint64_t *counter)
+{
+    pthread_mutex_lock(&srv->st_mu);
+    (*counter)++;
+    pthread_mutex_unlock(&srv->st_mu);
+}
+
 /* Re-reads the token file when it changed (at most once a second). Called
  * with mu held. */
 static void maybe_reload_tokens(struct gh_ingest_server *srv)
@@ -194,9 +201,9 @@ static void maybe_reload_tokens(struct gh_ingest_server *srv)
         return;
     if (gh_token_set_load(srv->token_file, &srv->tokens, NULL) == GH_OK) {
         srv->token_st = st;
-        srv->st.token_reloads++;
+        count(srv, &srv->st.token_reloads);
     } else {
-        srv->st.token_reload_errors++;
+        count(srv, &srv->st.token_reload_errors);
     }
 }
 
@@ -216,13 +223,6 @@ static const char *bearer(const char *h, size_t *len)
         return NULL;
     *len = n;
     return t;
-}
-
-static void count(struct gh_ingest_server *srv, uint64_t *counter)
-{
-    pthread_mutex_lock(&srv->st_mu);
-    (*counter)++;
-    pthread_mutex_unlock(&srv->st_mu);
 }
 
 /* Answers a refused request: counted by status and by reason. */
