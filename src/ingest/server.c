@@ -58,8 +58,8 @@ struct gh_ingest_server {
     void *ready_ctx;
     char *tls_cert, *tls_key;     /* PEM text, kept while the daemon runs */
 
-    pthread_mutex_t mu; /* the tokens and the dedup set; never held across
-                                     a network or store call */
+    /* the tokens and the dedup set; never held across a network or store call */
+    pthread_mutex_t mu;
     struct gh_token_set tokens;
     struct stat token_st;         /* the file as last loaded */
     int64_t token_checked_ns;     /* CLOCK_MONOTONIC of the last stat */
