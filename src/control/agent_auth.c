@@ -1,5 +1,6 @@
 /* agent_auth.c - agents authenticated by TokenReview of their bound
- * ServiceAccount tokens, with a cache of verdicts by token digest. */
+ * ServiceAccount tokens, with the accepted tokens and the refused ones
+ * remembered apart, by token digest. */
 #include "control/agent_auth.h"
 
 #include <jansson.h>
@@ -17,12 +18,22 @@
 static const struct gh_kube_res tokenreviews = {"authentication.k8s.io", "v1", "tokenreviews",
                                                 "TokenReview", false};
 
-struct slot {
+#define WAYS 8 /* an accepted token's slots: its set of WAYS consecutive ones */
+
+/* An accepted token: kept past its verdict's end (stale: reviewed again
+ * first, ahead of tokens never seen) until another accepted token needs
+ * the slot. Only an accepted token takes a slot here. */
+struct known {
     unsigned char digest[SHA256_DIGEST_LENGTH];
-    int64_t until;                 /* clock ns; 0: empty */
-    bool ok;
-    char node[GH_INGEST_NODE_MAX]; /* ok */
-    char why[256];                 /* !ok */
+    int64_t until; /* clock ns the verdict holds to; 0: empty */
+    char node[GH_INGEST_NODE_MAX];
+};
+
+/* A refused token, for negative_cache_ns (one slot per digest, overwritten). */
+struct refusal {
+    unsigned char digest[SHA256_DIGEST_LENGTH];
+    int64_t until; /* 0: empty */
+    char why[256];
 };
 
 struct gh_agent_auth {
@@ -37,8 +48,9 @@ struct gh_agent_auth {
     int64_t window_start;          /* the rate's one-second window */
     int in_window;
 
-    pthread_mutex_t mu;            /* the cache and the stats */
-    struct slot *cache;            /* GH_AGENT_AUTH_CACHE */
+    pthread_mutex_t mu;      /* the tables and the stats; never held across I/O */
+    struct known *known;     /* GH_AGENT_AUTH_CACHE: accepted tokens */
+    struct refusal *refused; /* GH_AGENT_AUTH_REFUSED: refused tokens */
     struct gh_agent_auth_stats st;
 };
 
@@ -51,7 +63,10 @@ int gh_agent_auth_new(const struct gh_agent_auth_opts *o, struct gh_agent_auth *
         return gh_err_set(err, GH_EINVAL, "agent service account \"%.300s\" is not NAMESPACE/NAME",
                           sa ? sa : "");
     struct gh_agent_auth *a = calloc(1, sizeof *a);
-    if (!a || !(a->cache = calloc(GH_AGENT_AUTH_CACHE, sizeof *a->cache))) {
+    if (!a || !(a->known = calloc(GH_AGENT_AUTH_CACHE, sizeof *a->known)) ||
+        !(a->refused = calloc(GH_AGENT_AUTH_REFUSED, sizeof *a->refused))) {
+        if (a)
+            free(a->known);
         free(a);
         return gh_err_set(err, GH_ENOMEM, "agent authentication: out of memory");
     }
@@ -83,36 +98,59 @@ void gh_agent_auth_free(struct gh_agent_auth *a)
     if (!a)
         return;
     gh_kube_client_free(a->c);
-    if (a->cache)
-        OPENSSL_cleanse(a->cache, GH_AGENT_AUTH_CACHE * sizeof *a->cache);
-    free(a->cache);
+    if (a->known)
+        OPENSSL_cleanse(a->known, GH_AGENT_AUTH_CACHE * sizeof *a->known);
+    if (a->refused)
+        OPENSSL_cleanse(a->refused, GH_AGENT_AUTH_REFUSED * sizeof *a->refused);
+    free(a->known);
+    free(a->refused);
     pthread_mutex_destroy(&a->mu);
     pthread_mutex_destroy(&a->review_mu);
     free(a);
 }
 
-static struct slot *slot_of(struct gh_agent_auth *a, const unsigned char *d)
+static uint32_t hash_of(const unsigned char *d)
 {
     uint32_t h;
     memcpy(&h, d, sizeof h);
-    return &a->cache[h % GH_AGENT_AUTH_CACHE];
+    return h;
 }
 
-/* A verdict from the cache: 1 accepted, 0 refused, -1 not there. */
+/* The accepted token d's slot, or NULL (mu held). */
+static struct known *known_find(struct gh_agent_auth *a, const unsigned char *d)
+{
+    uint32_t base = hash_of(d) % GH_AGENT_AUTH_CACHE;
+    for (uint32_t i = 0; i < WAYS; i++) {
+        struct known *k = &a->known[(base + i) % GH_AGENT_AUTH_CACHE];
+        if (k->until && CRYPTO_memcmp(k->digest, d, SHA256_DIGEST_LENGTH) == 0)
+            return k;
+    }
+    return NULL;
+}
+
+/* A verdict already known (mu taken here): 1 accepted (*out set), 0
+ * refused (err says why), -1 not known (*stale: accepted before, its
+ * verdict ended). */
 static int cached(struct gh_agent_auth *a, const unsigned char *d, int64_t now,
-                  struct gh_ingest_sender *out, struct gh_err *err)
+                  struct gh_ingest_sender *out, bool *stale, struct gh_err *err)
 {
     int r = -1;
+    *stale = false;
     pthread_mutex_lock(&a->mu);
-    struct slot *s = slot_of(a, d);
-    if (s->until > now && CRYPTO_memcmp(s->digest, d, SHA256_DIGEST_LENGTH) == 0) {
+    struct known *k = known_find(a, d);
+    if (k && k->until > now) {
         a->st.cache_hits++;
-        if (s->ok) {
-            out->kind = GH_SENDER_NODE;
-            snprintf(out->node, sizeof out->node, "%s", s->node);
-            r = 1;
-        } else {
-            gh_err_set(err, GH_EINVAL, "%s", s->why);
+        out->kind = GH_SENDER_NODE;
+        snprintf(out->node, sizeof out->node, "%s", k->node);
+        r = 1;
+    } else if (k) {
+        *stale = true;
+    } else {
+        struct refusal *f = &a->refused[hash_of(d) % GH_AGENT_AUTH_REFUSED];
+        if (f->until > now && CRYPTO_memcmp(f->digest, d, SHA256_DIGEST_LENGTH) == 0) {
+            a->st.cache_hits++;
+            a->st.refused_cached++;
+            gh_err_set(err, GH_EINVAL, "%s", f->why);
             r = 0;
         }
     }
@@ -120,20 +158,40 @@ static int cached(struct gh_agent_auth *a, const unsigned char *d, int64_t now,
     return r;
 }
 
+/* Records a review's verdict. An accepted token takes its own slot, an
+ * empty one, else the one of its set whose verdict ends first (only
+ * accepted tokens live there: no number of refusals evicts an agent); a
+ * refused one overwrites its slot of the refusal table, and forgets the
+ * token's accepted verdict (a token once good, now refused). */
 static void remember(struct gh_agent_auth *a, const unsigned char *d, int64_t until, bool ok,
                      const char *node, const char *why)
 {
     pthread_mutex_lock(&a->mu);
-    struct slot *s = slot_of(a, d);
-    memcpy(s->digest, d, SHA256_DIGEST_LENGTH);
-    s->until = until;
-    s->ok = ok;
-    snprintf(s->node, sizeof s->node, "%s", ok ? node : "");
-    snprintf(s->why, sizeof s->why, "%s", ok ? "" : why);
-    if (ok)
+    struct known *k = known_find(a, d);
+    if (ok) {
+        if (!k) {
+            uint32_t base = hash_of(d) % GH_AGENT_AUTH_CACHE;
+            for (uint32_t i = 0; i < WAYS; i++) {
+                struct known *c = &a->known[(base + i) % GH_AGENT_AUTH_CACHE];
+                if (!k || c->until < k->until)
+                    k = c;
+            }
+            if (k->until)
+                a->st.known_evicted++;
+        }
+        memcpy(k->digest, d, SHA256_DIGEST_LENGTH);
+        k->until = until;
+        snprintf(k->node, sizeof k->node, "%s", node);
         a->st.accepted++;
-    else
+    } else {
+        if (k)
+            OPENSSL_cleanse(k, sizeof *k);
+        struct refusal *f = &a->refused[hash_of(d) % GH_AGENT_AUTH_REFUSED];
+        memcpy(f->digest, d, SHA256_DIGEST_LENGTH);
+        f->until = until;
+        snprintf(f->why, sizeof f->why, "%s", why);
         a->st.refused++;
+    }
     pthread_mutex_unlock(&a->mu);
 }
 
@@ -184,6 +242,18 @@ static int judge(struct gh_agent_auth *a, const json_t *status, char *node, size
     return GH_OK;
 }
 
+int gh_agent_auth_cached(void *ctx, const char *token, size_t len, struct gh_ingest_sender *out,
+                         bool *urgent, struct gh_err *err)
+{
+    struct gh_agent_auth *a = ctx;
+    unsigned char d[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *)token, len, d);
+    memset(out, 0, sizeof *out);
+    int r = cached(a, d, gh_clock_now(a->clock), out, urgent, err);
+    OPENSSL_cleanse(d, sizeof d);
+    return r < 0 ? GH_ENOTFOUND : r ? GH_OK : GH_EINVAL;
+}
+
 int gh_agent_auth_check(void *ctx, const char *token, size_t len, struct gh_ingest_sender *out,
                         struct gh_err *err)
 {
@@ -191,15 +261,16 @@ int gh_agent_auth_check(void *ctx, const char *token, size_t len, struct gh_inge
     unsigned char d[SHA256_DIGEST_LENGTH];
     SHA256((const unsigned char *)token, len, d);
     int64_t t = gh_clock_now(a->clock);
+    bool stale;
     memset(out, 0, sizeof *out);
-    int r = cached(a, d, t, out, err);
+    int r = cached(a, d, t, out, &stale, err);
     if (r >= 0)
         return r ? GH_OK : GH_EINVAL;
 
     pthread_mutex_lock(&a->review_mu);
     /* another thread may have reviewed the same token meanwhile */
     t = gh_clock_now(a->clock);
-    if ((r = cached(a, d, t, out, err)) >= 0) {
+    if ((r = cached(a, d, t, out, &stale, err)) >= 0) {
         pthread_mutex_unlock(&a->review_mu);
         return r ? GH_OK : GH_EINVAL;
     }
@@ -207,12 +278,15 @@ int gh_agent_auth_check(void *ctx, const char *token, size_t len, struct gh_inge
         a->window_start = t;
         a->in_window = 0;
     }
-    if (a->in_window >= a->max_per_s) {
+    /* the rate bounds what tokens never seen cost the API server; an
+     * accepted token's renewal is not held back by them */
+    if (!stale && a->in_window >= a->max_per_s) {
         pthread_mutex_unlock(&a->review_mu);
-        count(a, &a->st.unavailable);
-        return gh_err_set(err, GH_EAGAIN, "more than %d token reviews a second", a->max_per_s);
+        count(a, &a->st.rate_limited);
+        return gh_err_set(err, GH_ELIMIT, "more than %d token reviews a second", a->max_per_s);
     }
-    a->in_window++;
+    if (!stale)
+        a->in_window++;
     count(a, &a->st.reviews);
     json_t *tr = json_pack("{s:s, s:s, s:{s:s%, s:[s]}}", "apiVersion", "authentication.k8s.io/v1",
                            "kind", "TokenReview", "spec", "token", token, len, "audiences",

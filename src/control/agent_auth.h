@@ -7,18 +7,25 @@
  * node-name, set on tokens bound to a pod); the sender may then report
  * only for that node (ingest/server.h, "Senders").
  *
- * Results are cached by the token's SHA-256 (never the token): an accepted
- * token for opts.cache_ns, a refused one for opts.negative_cache_ns, in a
- * fixed table (GH_AGENT_AUTH_CACHE slots; a full slot is overwritten). A
- * review runs on the calling thread (an ingest server thread), one at a
- * time, each bounded by opts.timeout_ns; reviews beyond opts.max_per_s in
- * a second answer GH_EAGAIN (503, the agent retries) so that a stream of
- * made-up tokens costs the API server a bounded rate.
+ * Verdicts are remembered by the token's SHA-256 (never the token), the
+ * accepted and the refused apart, so that a flood of made-up tokens cannot
+ * push a known agent out: an accepted token for opts.cache_ns in a table
+ * of its own (GH_AGENT_AUTH_CACHE slots, sets of 8; only another accepted
+ * token takes its slot, the one whose verdict ends first), kept past that
+ * as "known" (its renewal is reviewed ahead of unknown tokens and is not
+ * held by the rate below); a refused one for opts.negative_cache_ns in a
+ * second table (GH_AGENT_AUTH_REFUSED slots, overwritten). A review runs
+ * on the calling thread (the ingest server's review worker, never a
+ * request thread), one at a time, each bounded by opts.timeout_ns;
+ * reviews of tokens never accepted beyond opts.max_per_s in a second
+ * answer GH_ELIMIT (503, the agent retries) so that a stream of made-up
+ * tokens costs the API server a bounded rate.
  *
  * Thread-safe: gh_agent_auth_check may be called from several threads. */
 #ifndef GH_CONTROL_AGENT_AUTH_H
 #define GH_CONTROL_AGENT_AUTH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,6 +35,7 @@
 #include "kube/kubeconfig.h"
 
 #define GH_AGENT_AUTH_CACHE 4096
+#define GH_AGENT_AUTH_REFUSED 4096
 #define GH_AGENT_AUTH_NODE_KEY "authentication.kubernetes.io/node-name"
 
 struct gh_agent_auth_opts {
@@ -49,12 +57,23 @@ int gh_agent_auth_new(const struct gh_agent_auth_opts *opts, struct gh_agent_aut
                       struct gh_err *err);
 void gh_agent_auth_free(struct gh_agent_auth *a);
 
-/* A gh_ingest_auth_fn (ctx: the gh_agent_auth). */
+/* A gh_ingest_auth_fn (ctx: the gh_agent_auth): the remembered verdict,
+ * else a TokenReview (blocks up to opts.timeout_ns). GH_OK, GH_EINVAL
+ * (refused), GH_EAGAIN (the review failed), GH_ELIMIT (over the rate). */
 int gh_agent_auth_check(void *ctx, const char *token, size_t len, struct gh_ingest_sender *out,
                         struct gh_err *err);
 
+/* A gh_ingest_auth_cached_fn: the remembered verdict only, never blocks
+ * on the API server. GH_OK, GH_EINVAL, or GH_ENOTFOUND (*urgent: an
+ * accepted token whose verdict ended). */
+int gh_agent_auth_cached(void *ctx, const char *token, size_t len, struct gh_ingest_sender *out,
+                         bool *urgent, struct gh_err *err);
+
 struct gh_agent_auth_stats {
     uint64_t reviews, cache_hits, accepted, refused, unavailable;
+    uint64_t rate_limited;   /* reviews not sent: over max_per_s */
+    uint64_t refused_cached; /* answered from the refusal table */
+    uint64_t known_evicted;  /* accepted tokens pushed out by other accepted ones */
 };
 void gh_agent_auth_stats(struct gh_agent_auth *a, struct gh_agent_auth_stats *out);
 

@@ -441,7 +441,31 @@ static void reports(struct gh_controller *ctl)
 static size_t metrics_text(void *ud, char *buf, size_t cap)
 {
     struct gh_controller *ctl = ud;
-    return gh_ctl_metrics_write(ctl->metrics, buf, cap);
+    size_t n = gh_ctl_metrics_write(ctl->metrics, buf, cap);
+    if (!ctl->agent_auth || n + 1 >= cap)
+        return n;
+    struct gh_agent_auth_stats s;
+    gh_agent_auth_stats(ctl->agent_auth, &s);
+    int k = snprintf(buf + n, cap - n,
+                     "# HELP gpuheal_agent_token_reviews_total Agents' tokens checked, by result: "
+                     "reviewed (a TokenReview sent), cached (a remembered verdict), accepted, "
+                     "refused, unavailable (the review failed), rate_limited (not sent: over the "
+                     "rate), known_evicted (an accepted token pushed out by another).\n"
+                     "# TYPE gpuheal_agent_token_reviews_total counter\n"
+                     "gpuheal_agent_token_reviews_total{result=\"reviewed\"} %llu\n"
+                     "gpuheal_agent_token_reviews_total{result=\"cached\"} %llu\n"
+                     "gpuheal_agent_token_reviews_total{result=\"accepted\"} %llu\n"
+                     "gpuheal_agent_token_reviews_total{result=\"refused\"} %llu\n"
+                     "gpuheal_agent_token_reviews_total{result=\"unavailable\"} %llu\n"
+                     "gpuheal_agent_token_reviews_total{result=\"rate_limited\"} %llu\n"
+                     "gpuheal_agent_token_reviews_total{result=\"known_evicted\"} %llu\n",
+                     (unsigned long long)s.reviews, (unsigned long long)s.cache_hits,
+                     (unsigned long long)s.accepted, (unsigned long long)s.refused,
+                     (unsigned long long)s.unavailable, (unsigned long long)s.rate_limited,
+                     (unsigned long long)s.known_evicted);
+    if (k < 0 || (size_t)k >= cap - n)
+        return n; /* no room: left out whole */
+    return n + (size_t)k;
 }
 
 struct load_ctx {
@@ -583,18 +607,22 @@ int gh_controller_new(const struct gh_controller_opts *o, struct gh_controller *
         if ((rc = gh_agent_auth_new(&ao, &ctl->agent_auth, err)))
             goto fail;
     }
+    gh_ingest_auth_cached_fn auth_cached = ctl->agent_auth ? gh_agent_auth_cached : NULL;
+    struct gh_ingest_limits limits = {.line_max = o->ingest_line_max,
+                                      .max_lines = o->ingest_max_lines};
     struct gh_ingest_server_opts io = {.listen = o->listen,
                                        .token_file = o->token_file,
                                        .allow_anonymous = o->allow_anonymous && !o->token_file &&
                                                           !o->agent_service_account,
                                        .authenticate = ctl->agent_auth ? gh_agent_auth_check : NULL,
+                                       .authenticate_cached = auth_cached,
                                        .auth_ctx = ctl->agent_auth,
                                        .header_timeout_s = o->ingest_header_timeout_s,
                                        .max_per_client = o->ingest_max_per_client,
                                        .tls_cert = o->tls_cert,
                                        .tls_key = o->tls_key,
                                        .body_max = o->ingest_body_max,
-                                       .limits = {o->ingest_line_max, o->ingest_max_lines},
+                                       .limits = limits,
                                        .dedup_capacity = o->ingest_dedup_capacity,
                                        .max_connections = o->ingest_max_connections,
                                        .idle_timeout_s = o->ingest_idle_timeout_s,

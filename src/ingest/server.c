@@ -1,7 +1,13 @@
 /* server.c - the ingest HTTP endpoint (POST /v1/signals, /healthz, /readyz,
  * /metrics) on libmicrohttpd's thread pool, with sender authentication,
  * per-sender signal checks, connection and body bounds
- * and duplicate drop, handing accepted signals to the owner's sink. */
+ * and duplicate drop, handing accepted signals to the owner's sink.
+ *
+ * The request threads never wait on a dependency: a token review and a
+ * batch's commit run on worker queues (ingest/workq.h) while the request's
+ * connection is suspended (MHD_suspend_connection), and health, readiness
+ * and metrics answer from memory (the locks they take are never held
+ * across I/O), so a hung API server or store cannot freeze the port. */
 #include "ingest/server.h"
 
 #include <errno.h>
@@ -19,6 +25,7 @@
 #include "common/listen.h"
 #include "common/timeutil.h"
 #include "ingest/dedup.h"
+#include "ingest/workq.h"
 #include "wire/token.h"
 
 #define DEFAULT_BODY_MAX (8u * 1024 * 1024)
@@ -40,30 +47,70 @@ struct gh_ingest_server {
     gh_ingest_metrics_fn extra_metrics;
     void *metrics_ctx;
     pthread_mutex_t metrics_mu;   /* one extra_metrics call at a time */
-    gh_ingest_auth_fn authenticate; /* optional */
+    gh_ingest_auth_fn authenticate;               /* optional; on the review worker */
+    gh_ingest_auth_cached_fn authenticate_cached; /* optional; on the request threads */
     void *auth_ctx;
+    struct gh_workq *reviews; /* token reviews (authenticate) */
+    struct gh_workq *writes;  /* parse, dedup and sink of a batch, one at a time */
+    int64_t review_wait_ns, write_wait_ns;
     unsigned header_timeout_s, idle_timeout_s;
     bool (*ready)(void *ctx); /* optional; NULL: always ready */
     void *ready_ctx;
     char *tls_cert, *tls_key;     /* PEM text, kept while the daemon runs */
 
-    pthread_mutex_t mu;           /* guards everything below */
+    /* the tokens and the dedup set; never held across a network or store call */
+    pthread_mutex_t mu;
     struct gh_token_set tokens;
     struct stat token_st;         /* the file as last loaded */
     int64_t token_checked_ns;     /* CLOCK_MONOTONIC of the last stat */
     struct gh_dedup *dedup;
+
+    pthread_mutex_t st_mu; /* the stats only: held for a copy or an increment */
     struct gh_ingest_server_stats st;
+};
+
+/* Where a request is, between libmicrohttpd's calls of on_request. */
+enum phase {
+    PH_NEW,
+    PH_REVIEW, /* suspended: its token is being reviewed */
+    PH_BODY,   /* reading (or draining) the body */
+    PH_WRITE,  /* suspended: its batch is being committed */
+    PH_ANSWERED,
 };
 
 /* Per-request state (MHD's con_cls). */
 struct request {
+    enum phase phase;
     bool ingest;          /* POST /v1/signals, authorised, within limits so far */
     struct gh_ingest_sender sender; /* who sent it (ingest) */
     int refuse;           /* != 0: answer this status once the body is drained */
     char *buf;
     size_t len, cap;
     size_t discarded;     /* body bytes read and dropped */
+    /* a review's or a write's answer, set before the connection resumes */
+    unsigned status; /* 0: the review accepted the sender */
+    enum gh_ingest_refusal reason;
+    char *answer; /* the reply body (200, 422), or NULL: why */
+    char why[GH_ERR_MAX + 128];
 };
+
+static const char *const refusal_names[GH_REFUSED__COUNT] = {
+    [GH_REFUSED_UNAUTHORIZED] = "unauthorized",
+    [GH_REFUSED_TOKEN] = "token_refused",
+    [GH_REFUSED_REVIEW_RATE] = "review_rate",
+    [GH_REFUSED_REVIEW_UNAVAILABLE] = "review_unavailable",
+    [GH_REFUSED_REVIEW_BUSY] = "review_busy",
+    [GH_REFUSED_NOT_READY] = "not_ready",
+    [GH_REFUSED_STORE_BUSY] = "store_busy",
+    [GH_REFUSED_STORE_FAILED] = "store_failed",
+    [GH_REFUSED_TOO_LARGE] = "too_large",
+    [GH_REFUSED_BAD_REQUEST] = "bad_request",
+};
+
+const char *gh_ingest_refusal_name(enum gh_ingest_refusal r)
+{
+    return (unsigned)r < GH_REFUSED__COUNT ? refusal_names[r] : "unknown";
+}
 
 int gh_ingest_queue_sink(void *queue, struct gh_signal *sigs, size_t n)
 {
@@ -130,6 +177,13 @@ static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned status, co
     return reply(c, status, "application/json", body, status == MHD_HTTP_SERVICE_UNAVAILABLE);
 }
 
+static void count(struct gh_ingest_server *srv, uint64_t *counter)
+{
+    pthread_mutex_lock(&srv->st_mu);
+    (*counter)++;
+    pthread_mutex_unlock(&srv->st_mu);
+}
+
 /* Re-reads the token file when it changed (at most once a second). Called
  * with mu held. */
 static void maybe_reload_tokens(struct gh_ingest_server *srv)
@@ -147,9 +201,9 @@ static void maybe_reload_tokens(struct gh_ingest_server *srv)
         return;
     if (gh_token_set_load(srv->token_file, &srv->tokens, NULL) == GH_OK) {
         srv->token_st = st;
-        srv->st.token_reloads++;
+        count(srv, &srv->st.token_reloads);
     } else {
-        srv->st.token_reload_errors++;
+        count(srv, &srv->st.token_reload_errors);
     }
 }
 
@@ -171,15 +225,113 @@ static const char *bearer(const char *h, size_t *len)
     return t;
 }
 
-/* Who sent the request: 0 (known, *out set), or the status to answer
- * (401, 503) with why[cap]. */
-static unsigned authenticate(struct gh_ingest_server *srv, struct MHD_Connection *c,
-                             struct gh_ingest_sender *out, char *why, size_t cap)
+/* Answers a refused request: counted by status and by reason. */
+static enum MHD_Result refuse(struct gh_ingest_server *srv, struct MHD_Connection *c,
+                              unsigned status, enum gh_ingest_refusal reason, const char *why)
 {
-    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&srv->st_mu);
+    srv->st.refused[reason]++;
+    if (status == MHD_HTTP_UNAUTHORIZED)
+        srv->st.unauthorized++;
+    else if (status == MHD_HTTP_SERVICE_UNAVAILABLE)
+        srv->st.unavailable++;
+    else if (status == MHD_HTTP_CONTENT_TOO_LARGE)
+        srv->st.too_large++;
+    else
+        srv->st.bad_requests++;
+    if (reason == GH_REFUSED_REVIEW_RATE || reason == GH_REFUSED_REVIEW_UNAVAILABLE ||
+        reason == GH_REFUSED_REVIEW_BUSY)
+        srv->st.auth_unavailable++;
+    pthread_mutex_unlock(&srv->st_mu);
+    return reply_error(c, status, why);
+}
+
+/* ---- token reviews, on the review worker */
+
+struct review_job {
+    struct gh_workq_job j; /* first */
+    struct gh_ingest_server *srv;
+    struct MHD_Connection *c; /* suspended until the answer */
+    struct request *rq;       /* valid until the answer resumes c */
+    size_t len;
+    char token[GH_TOKEN_MAX + 1];
+    int rc;
+    struct gh_ingest_sender sender;
+    struct gh_err err;
+};
+
+static void review_run(struct gh_workq_job *wj)
+{
+    struct review_job *j = (struct review_job *)wj;
+    j->rc = j->srv->authenticate(j->srv->auth_ctx, j->token, j->len, &j->sender, &j->err);
+}
+
+/* The review's verdict into rq: status 0 (the sender is known) or the
+ * status and reason to refuse with. */
+static void review_verdict(struct request *rq, int rc, const struct gh_ingest_sender *who,
+                           const char *msg)
+{
+    if (rc == GH_OK && who->kind == GH_SENDER_NODE && who->node[0]) {
+        rq->sender = *who;
+        rq->status = 0;
+        return;
+    }
+    rq->status = rc == GH_EAGAIN || rc == GH_ELIMIT ? MHD_HTTP_SERVICE_UNAVAILABLE
+                                                    : MHD_HTTP_UNAUTHORIZED;
+    rq->reason = rc == GH_EAGAIN   ? GH_REFUSED_REVIEW_UNAVAILABLE
+                 : rc == GH_ELIMIT ? GH_REFUSED_REVIEW_RATE
+                                   : GH_REFUSED_TOKEN;
+    if (rq->status == MHD_HTTP_SERVICE_UNAVAILABLE)
+        snprintf(rq->why, sizeof rq->why, "the bearer token cannot be checked now: %s", msg);
+    else
+        snprintf(rq->why, sizeof rq->why, "bearer token refused: %s", rc ? msg : "no node");
+}
+
+static void review_answer(struct gh_workq_job *wj, enum gh_workq_end end)
+{
+    struct review_job *j = (struct review_job *)wj;
+    struct request *rq = j->rq;
+    if (end == GH_WORKQ_DONE) {
+        review_verdict(rq, j->rc, &j->sender, j->err.msg);
+    } else {
+        rq->status = MHD_HTTP_SERVICE_UNAVAILABLE;
+        rq->reason = GH_REFUSED_REVIEW_BUSY;
+        if (end == GH_WORKQ_LATE) {
+            count(j->srv, &j->srv->st.reviews_late);
+            snprintf(rq->why, sizeof rq->why,
+                     "the bearer token's review did not end within %.1f s (the API server is "
+                     "slow or not answering); retry",
+                     (double)j->srv->review_wait_ns / 1e9);
+        } else {
+            snprintf(rq->why, sizeof rq->why, "shutting down; retry");
+        }
+    }
+    struct MHD_Connection *c = j->c;
+    j->c = NULL;
+    j->rq = NULL;
+    MHD_resume_connection(c); /* rq may be gone from here on */
+}
+
+static void review_release(struct gh_workq_job *wj)
+{
+    OPENSSL_cleanse(wj, sizeof(struct review_job));
+    free(wj);
+}
+
+/* The token in rq's Authorization header: an operator's, a sender known
+ * to authenticate_cached, or one to review. Returns MHD_YES with
+ * rq->phase PH_REVIEW when the connection was suspended for a review, or
+ * what admit or refuse returned. */
+static enum MHD_Result admit(struct gh_ingest_server *srv, struct MHD_Connection *c,
+                             struct request *rq);
+
+static enum MHD_Result start_auth(struct gh_ingest_server *srv, struct MHD_Connection *c,
+                                  struct request *rq)
+{
+    memset(&rq->sender, 0, sizeof rq->sender);
     if (!srv->token_file && !srv->authenticate) {
-        out->kind = GH_SENDER_ANONYMOUS;
-        return 0;
+        rq->sender.kind = GH_SENDER_ANONYMOUS;
+        return admit(srv, c, rq);
     }
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
     if (srv->token_file) {
@@ -188,29 +340,55 @@ static unsigned authenticate(struct gh_ingest_server *srv, struct MHD_Connection
         bool ok = gh_token_set_check_header(&srv->tokens, h);
         pthread_mutex_unlock(&srv->mu);
         if (ok) {
-            out->kind = GH_SENDER_OPERATOR;
-            return 0;
+            rq->sender.kind = GH_SENDER_OPERATOR;
+            return admit(srv, c, rq);
         }
     }
     size_t n = 0;
     const char *tok = bearer(h, &n);
-    if (!tok || !srv->authenticate) {
-        snprintf(why, cap, "missing or wrong bearer token");
-        return MHD_HTTP_UNAUTHORIZED;
+    /* Answered before the body is read: an unauthorised client does not
+     * get to make us read megabytes. */
+    if (!tok || !srv->authenticate)
+        return refuse(srv, c, MHD_HTTP_UNAUTHORIZED, GH_REFUSED_UNAUTHORIZED,
+                      "missing or wrong bearer token");
+    bool urgent = false;
+    if (srv->authenticate_cached) {
+        struct gh_err err = {{0}};
+        struct gh_ingest_sender who = {0};
+        int rc = srv->authenticate_cached(srv->auth_ctx, tok, n, &who, &urgent, &err);
+        if (rc != GH_ENOTFOUND) {
+            review_verdict(rq, rc, &who, err.msg);
+            return rq->status ? refuse(srv, c, rq->status, rq->reason, rq->why) : admit(srv, c, rq);
+        }
     }
-    struct gh_err err = {{0}};
-    int rc = srv->authenticate(srv->auth_ctx, tok, n, out, &err);
-    if (rc == GH_OK && out->kind == GH_SENDER_NODE && out->node[0])
-        return 0;
-    if (rc == GH_EAGAIN) {
-        snprintf(why, cap, "the bearer token cannot be checked now: %s", err.msg);
-        return MHD_HTTP_SERVICE_UNAVAILABLE;
+    struct review_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return MHD_NO;
+    j->j.run = review_run;
+    j->j.answer = review_answer;
+    j->j.release = review_release;
+    j->srv = srv;
+    j->c = c;
+    j->rq = rq;
+    j->len = n;
+    memcpy(j->token, tok, n);
+    rq->phase = PH_REVIEW;
+    /* suspended before the push: the answer may come at once, from
+     * another thread, and resumes it */
+    MHD_suspend_connection(c);
+    char why[160];
+    if (gh_workq_push(srv->reviews, &j->j, urgent, why, sizeof why) != GH_OK) {
+        review_release(&j->j);
+        rq->status = MHD_HTTP_SERVICE_UNAVAILABLE;
+        rq->reason = GH_REFUSED_REVIEW_BUSY;
+        snprintf(rq->why, sizeof rq->why, "the bearer token cannot be reviewed now (%s); retry",
+                 why);
+        MHD_resume_connection(c);
     }
-    snprintf(why, cap, "bearer token refused: %s", rc ? err.msg : "no node");
-    return MHD_HTTP_UNAUTHORIZED;
+    return MHD_YES;
 }
 
-/* ---- the batch being taken from one body ---- */
+/* ---- the batch being taken from one body, on the write worker */
 
 struct batch {
     struct gh_ingest_server *srv;
@@ -220,6 +398,7 @@ struct batch {
     size_t n, cap;
     struct gh_dedup_key *keys;    /* ids inserted for this batch (undone on refusal) */
     size_t nkeys, keycap;
+    uint64_t forged;
 };
 
 static bool grow(void **p, size_t *cap, size_t elem)
@@ -237,7 +416,7 @@ static bool grow(void **p, size_t *cap, size_t elem)
 static enum gh_ingest_take forged(struct batch *b, long line, const char *msg)
 {
     gh_ingest_result_add_error(b->res, line, msg);
-    b->srv->st.forged++;
+    b->forged++;
     return GH_INGEST_REFUSED;
 }
 
@@ -268,11 +447,17 @@ static enum gh_ingest_take take(void *ctx, long line, struct gh_signal *sig)
     if (sig->id) {
         struct gh_dedup_key k;
         gh_dedup_signal_key(sig, &k);
-        if (gh_dedup_contains(b->srv->dedup, &k))
-            return GH_INGEST_DUPLICATE;
         if (b->nkeys == b->keycap && !grow((void **)&b->keys, &b->keycap, sizeof *b->keys))
             return GH_INGEST_STOP;
-        gh_dedup_insert(b->srv->dedup, &k);
+        /* one batch at a time comes here (the write worker): no other
+         * batch inserts between the check and the insert */
+        pthread_mutex_lock(&b->srv->mu);
+        bool dup = gh_dedup_contains(b->srv->dedup, &k);
+        if (!dup)
+            gh_dedup_insert(b->srv->dedup, &k);
+        pthread_mutex_unlock(&b->srv->mu);
+        if (dup)
+            return GH_INGEST_DUPLICATE;
         b->keys[b->nkeys++] = k;
     }
     b->sigs[b->n++] = *sig;
@@ -283,35 +468,57 @@ static void batch_free(struct batch *b, bool undo_keys)
 {
     for (size_t i = 0; i < b->n; i++)
         gh_signal_clear(&b->sigs[i]);
-    if (undo_keys)
+    if (undo_keys && b->nkeys) {
+        pthread_mutex_lock(&b->srv->mu);
         for (size_t i = 0; i < b->nkeys; i++)
             gh_dedup_remove(b->srv->dedup, &b->keys[i]);
+        pthread_mutex_unlock(&b->srv->mu);
+    }
     free(b->sigs);
     free(b->keys);
 }
 
-static enum MHD_Result handle_body(struct gh_ingest_server *srv, struct MHD_Connection *c,
-                                   struct request *rq)
-{
-    struct gh_ingest_result *res = malloc(sizeof *res);
-    struct batch b = {.srv = srv, .sender = &rq->sender, .res = res};
-    struct gh_err err = {{0}};
-    if (!res)
-        return reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+struct write_job {
+    struct gh_workq_job j; /* first */
+    struct gh_ingest_server *srv;
+    struct MHD_Connection *c; /* suspended until the answer */
+    struct request *rq;       /* valid until the answer resumes c */
+    struct gh_ingest_sender sender;
+    char *buf; /* the body */
+    size_t len;
+    /* the outcome */
+    unsigned status; /* 200, 422, 413, 503, 500 */
+    enum gh_ingest_refusal reason;
+    char *answer; /* the summary (200, 422) */
+    char why[GH_ERR_MAX + 64];
+};
 
-    pthread_mutex_lock(&srv->mu);
-    srv->st.bytes += rq->len;
-    int rc = gh_ingest_parse(rq->buf ? rq->buf : "", rq->len, &srv->limits, take, &b, res, &err);
+static void write_run(struct gh_workq_job *wj)
+{
+    struct write_job *j = (struct write_job *)wj;
+    struct gh_ingest_server *srv = j->srv;
+    struct gh_ingest_result *res = malloc(sizeof *res);
+    struct batch b = {.srv = srv, .sender = &j->sender, .res = res};
+    struct gh_err err = {{0}};
+    j->status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+    snprintf(j->why, sizeof j->why, "out of memory");
+    if (!res)
+        return;
+    struct gh_ingest_limits lim = srv->limits;
+    if (j->sender.kind == GH_SENDER_NODE)
+        lim.default_node = j->sender.node; /* a line without "node" is the sender's */
+    int rc = gh_ingest_parse(j->buf ? j->buf : "", j->len, &lim, take, &b, res, &err);
     bool undo = true;
     if (rc == GH_OK && b.n > 0) {
         rc = srv->sink(srv->sink_ctx, b.sigs, b.n);
-        if (rc == GH_OK) {
-            /* The sink stole them; nothing left to clear. */
-            b.n = 0;
-        } else {
+        if (rc == GH_OK)
+            b.n = 0; /* the sink stole them; nothing left to clear */
+        else
             rc = GH_EAGAIN;
-        }
     }
+    pthread_mutex_lock(&srv->st_mu);
+    srv->st.bytes += j->len;
+    srv->st.forged += b.forged;
     if (rc == GH_OK) {
         undo = false;
         srv->st.accepted += res->accepted;
@@ -319,28 +526,94 @@ static enum MHD_Result handle_body(struct gh_ingest_server *srv, struct MHD_Conn
         srv->st.rejected += res->rejected;
         if (res->rejected)
             srv->st.partial++;
-    } else if (rc == GH_ELIMIT) {
-        srv->st.too_large++;
-    } else if (rc == GH_EAGAIN) {
-        srv->st.unavailable++;
     }
+    pthread_mutex_unlock(&srv->st_mu);
     batch_free(&b, undo);
-    pthread_mutex_unlock(&srv->mu);
-
-    enum MHD_Result ret;
     if (rc == GH_OK) {
-        char *body = gh_ingest_reply_encode(res);
-        ret = body ? reply(c, res->rejected ? 422 : MHD_HTTP_OK, "application/json", body, false)
-                   : reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        j->answer = gh_ingest_reply_encode(res);
+        if (j->answer)
+            j->status = res->rejected ? 422 : MHD_HTTP_OK;
     } else if (rc == GH_ELIMIT) {
-        ret = reply_error(c, MHD_HTTP_CONTENT_TOO_LARGE, err.msg);
+        j->status = MHD_HTTP_CONTENT_TOO_LARGE;
+        j->reason = GH_REFUSED_TOO_LARGE;
+        snprintf(j->why, sizeof j->why, "%s", err.msg);
     } else if (rc == GH_EAGAIN) {
-        ret = reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "receiver cannot take the batch now (queue full or journal write failed); retry later");
-    } else {
-        ret = reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        j->status = MHD_HTTP_SERVICE_UNAVAILABLE;
+        j->reason = GH_REFUSED_STORE_FAILED;
+        snprintf(j->why, sizeof j->why,
+                 "receiver cannot take the batch now (queue full or "
+                 "journal write failed); retry later");
     }
     free(res);
-    return ret;
+}
+
+static void write_answer(struct gh_workq_job *wj, enum gh_workq_end end)
+{
+    struct write_job *j = (struct write_job *)wj;
+    struct request *rq = j->rq;
+    if (end == GH_WORKQ_DONE) {
+        rq->status = j->status;
+        rq->reason = j->reason;
+        rq->answer = j->answer;
+        j->answer = NULL;
+        snprintf(rq->why, sizeof rq->why, "%s", j->why);
+    } else {
+        rq->status = MHD_HTTP_SERVICE_UNAVAILABLE;
+        rq->reason = GH_REFUSED_STORE_BUSY;
+        if (end == GH_WORKQ_LATE) {
+            count(j->srv, &j->srv->st.writes_late);
+            snprintf(rq->why, sizeof rq->why,
+                     "the batch was not committed within %.1f s (the store is slow or not "
+                     "answering); retry: what was committed meanwhile is answered as duplicates",
+                     (double)j->srv->write_wait_ns / 1e9);
+        } else {
+            snprintf(rq->why, sizeof rq->why, "shutting down; retry");
+        }
+    }
+    struct MHD_Connection *c = j->c;
+    j->c = NULL;
+    j->rq = NULL;
+    MHD_resume_connection(c); /* rq may be gone from here on */
+}
+
+static void write_release(struct gh_workq_job *wj)
+{
+    struct write_job *j = (struct write_job *)wj;
+    free(j->buf);
+    free(j->answer);
+    free(j);
+}
+
+/* The whole body is in: its batch goes to the write worker while the
+ * connection waits suspended. */
+static enum MHD_Result start_write(struct gh_ingest_server *srv, struct MHD_Connection *c,
+                                   struct request *rq)
+{
+    struct write_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+    j->j.run = write_run;
+    j->j.answer = write_answer;
+    j->j.release = write_release;
+    j->srv = srv;
+    j->c = c;
+    j->rq = rq;
+    j->sender = rq->sender;
+    j->buf = rq->buf;
+    j->len = rq->len;
+    rq->buf = NULL;
+    rq->len = rq->cap = 0;
+    rq->phase = PH_WRITE;
+    MHD_suspend_connection(c);
+    char why[160];
+    if (gh_workq_push(srv->writes, &j->j, false, why, sizeof why) != GH_OK) {
+        write_release(&j->j);
+        rq->status = MHD_HTTP_SERVICE_UNAVAILABLE;
+        rq->reason = GH_REFUSED_STORE_BUSY;
+        snprintf(rq->why, sizeof rq->why, "the store cannot take the batch now (%s); retry", why);
+        MHD_resume_connection(c);
+    }
+    return MHD_YES;
 }
 
 static enum MHD_Result handle_metrics(struct gh_ingest_server *srv, struct MHD_Connection *c)
@@ -389,6 +662,25 @@ static enum MHD_Result handle_metrics(struct gh_ingest_server *srv, struct MHD_C
         (unsigned long long)s.dedup_evicted, s.connections);
     if (n < 0 || n >= METRICS_MAX)
         n = 0;
+    n += snprintf(buf + n, METRICS_MAX - (size_t)n,
+                  "# HELP gpuheal_ingest_refused_total Requests refused (4xx, 503), by reason: "
+                  "a token flood shows as unauthorized, token_refused or review_*, a slow store "
+                  "as store_busy.\n"
+                  "# TYPE gpuheal_ingest_refused_total counter\n");
+    for (int r = 0; r < GH_REFUSED__COUNT && n < METRICS_MAX; r++)
+        n += snprintf(buf + n, METRICS_MAX - (size_t)n,
+                      "gpuheal_ingest_refused_total{reason=\"%s\"} %llu\n", refusal_names[r],
+                      (unsigned long long)s.refused[r]);
+    if (n < METRICS_MAX)
+        n += snprintf(buf + n, METRICS_MAX - (size_t)n,
+                      "# HELP gpuheal_ingest_late_total Requests answered 503 while their token "
+                      "review or batch commit still ran, by stage.\n"
+                      "# TYPE gpuheal_ingest_late_total counter\n"
+                      "gpuheal_ingest_late_total{stage=\"review\"} %llu\n"
+                      "gpuheal_ingest_late_total{stage=\"write\"} %llu\n",
+                      (unsigned long long)s.reviews_late, (unsigned long long)s.writes_late);
+    if (n >= METRICS_MAX)
+        n = METRICS_MAX - 1;
     if (srv->extra_metrics && (size_t)n < METRICS_MAX - 1) {
         pthread_mutex_lock(&srv->metrics_mu);
         n += (int)srv->extra_metrics(srv->metrics_ctx, buf + n, METRICS_MAX - (size_t)n);
@@ -398,11 +690,47 @@ static enum MHD_Result handle_metrics(struct gh_ingest_server *srv, struct MHD_C
     return reply(c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8", buf, false);
 }
 
-static void count(struct gh_ingest_server *srv, uint64_t *counter)
+/* The sender is known: the checks that need no body (readiness, declared
+ * length), then the body is read. */
+static enum MHD_Result admit(struct gh_ingest_server *srv, struct MHD_Connection *c,
+                             struct request *rq)
 {
-    pthread_mutex_lock(&srv->mu);
-    (*counter)++;
-    pthread_mutex_unlock(&srv->mu);
+    if (srv->ready && !srv->ready(srv->ready_ctx))
+        /* A standby would only hold the incidents until a failover:
+         * the sender keeps the batch and retries (on the leader). */
+        return refuse(srv, c, MHD_HTTP_SERVICE_UNAVAILABLE, GH_REFUSED_NOT_READY,
+                      "not ready (not the leader, or its store cannot record); retry "
+                      "(a new connection may reach the leader)");
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(cl, &end, 10);
+        if (errno || *end || v > srv->body_max) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "request body over %zu bytes", srv->body_max);
+            return refuse(srv, c, MHD_HTTP_CONTENT_TOO_LARGE, GH_REFUSED_TOO_LARGE, msg);
+        }
+        if (v > 0) {
+            rq->buf = malloc((size_t)v);
+            if (!rq->buf)
+                return MHD_NO;
+            rq->cap = (size_t)v;
+        }
+    }
+    rq->phase = PH_BODY;
+    rq->ingest = true;
+    return MHD_YES;
+}
+
+static enum MHD_Result reply_ok(struct MHD_Connection *c)
+{
+    char *ok = malloc(4);
+    if (!ok)
+        return MHD_NO;
+    memcpy(ok, "ok\n", 4);
+    return reply(c, MHD_HTTP_OK, "text/plain", ok, false);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -425,6 +753,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         count(srv, &srv->st.requests);
         bool is_get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
                       strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+        rq->phase = PH_BODY;
         if (strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0 ||
             strcmp(url, "/metrics") == 0) {
             if (!is_get)
@@ -439,45 +768,31 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             rq->refuse = MHD_HTTP_METHOD_NOT_ALLOWED;
             return MHD_YES;
         }
-        char why[GH_ERR_MAX + 64];
-        unsigned refuse = authenticate(srv, c, &rq->sender, why, sizeof why);
-        if (refuse) {
-            count(srv, refuse == MHD_HTTP_UNAUTHORIZED ? &srv->st.unauthorized
-                                                       : &srv->st.auth_unavailable);
-            /* Answer before the body is read: an unauthorised client
-             * does not get to make us read megabytes. */
-            return reply_error(c, refuse, why);
-        }
-        if (srv->ready && !srv->ready(srv->ready_ctx)) {
-            /* A standby would only hold the incidents until a failover:
-             * the sender keeps the batch and retries (on the leader). */
-            count(srv, &srv->st.unavailable);
-            return reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE,
-                               "not ready (not the leader, or its store cannot record); retry "
-                               "(a new connection may reach the leader)");
-        }
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl) {
-            char *end;
-            errno = 0;
-            unsigned long long v = strtoull(cl, &end, 10);
-            if (errno || *end || v > srv->body_max) {
-                count(srv, &srv->st.too_large);
-                char msg[96];
-                snprintf(msg, sizeof msg, "request body over %zu bytes", srv->body_max);
-                return reply_error(c, MHD_HTTP_CONTENT_TOO_LARGE, msg);
-            }
-            if (v > 0) {
-                rq->buf = malloc((size_t)v);
-                if (!rq->buf)
-                    return MHD_NO;
-                rq->cap = (size_t)v;
-            }
-        }
-        rq->ingest = true;
-        return MHD_YES;
+        rq->phase = PH_NEW;
+        return start_auth(srv, c, rq);
     }
+
+    if (rq->phase == PH_REVIEW) {
+        /* resumed: the token's review answered (or its deadline passed) */
+        rq->phase = PH_ANSWERED; /* admit makes it PH_BODY when the body is wanted */
+        if (rq->status)
+            return refuse(srv, c, rq->status, rq->reason, rq->why);
+        return admit(srv, c, rq);
+    }
+    if (rq->phase == PH_WRITE) {
+        /* resumed: the batch's write answered (or its deadline passed) */
+        rq->phase = PH_ANSWERED;
+        if (rq->answer) {
+            char *body = rq->answer;
+            rq->answer = NULL;
+            return reply(c, rq->status, "application/json", body, false);
+        }
+        if (rq->status == MHD_HTTP_INTERNAL_SERVER_ERROR)
+            return reply_error(c, rq->status, rq->why);
+        return refuse(srv, c, rq->status, rq->reason, rq->why);
+    }
+    if (rq->phase == PH_ANSWERED)
+        return MHD_YES; /* a reply was queued */
 
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
@@ -493,7 +808,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             /* A chunked body that outgrew the limit: 413 once it ends. */
             rq->ingest = false;
             rq->refuse = MHD_HTTP_CONTENT_TOO_LARGE;
-            count(srv, &srv->st.too_large);
             free(rq->buf);
             rq->buf = NULL;
             rq->len = rq->cap = 0;
@@ -520,37 +834,31 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     /* Final call: the whole body is in. */
     if (rq->refuse == MHD_HTTP_CONTENT_TOO_LARGE) {
         char msg[96];
+        rq->phase = PH_ANSWERED;
         snprintf(msg, sizeof msg, "request body over %zu bytes", srv->body_max);
-        return reply_error(c, MHD_HTTP_CONTENT_TOO_LARGE, msg);
+        return refuse(srv, c, MHD_HTTP_CONTENT_TOO_LARGE, GH_REFUSED_TOO_LARGE, msg);
     }
     if (rq->refuse) {
-        count(srv, &srv->st.bad_requests);
-        return reply_error(c, (unsigned)rq->refuse,
-                           rq->refuse == MHD_HTTP_NOT_FOUND ? "no such path" : "method not allowed");
+        rq->phase = PH_ANSWERED;
+        return refuse(srv, c, (unsigned)rq->refuse, GH_REFUSED_BAD_REQUEST,
+                      rq->refuse == MHD_HTTP_NOT_FOUND ? "no such path" : "method not allowed");
     }
-    if (strcmp(url, "/healthz") == 0) {
-        char *ok = malloc(4);
-        if (!ok)
-            return MHD_NO;
-        memcpy(ok, "ok\n", 4);
-        return reply(c, MHD_HTTP_OK, "text/plain", ok, false);
-    }
+    /* health, readiness and metrics answer from memory: nothing here waits
+     * on the API server or the store */
+    if (strcmp(url, "/healthz") == 0)
+        return reply_ok(c);
     if (strcmp(url, "/readyz") == 0) {
         if (srv->ready && !srv->ready(srv->ready_ctx))
             return reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE,
                                "not ready (not the leader, or its store cannot record)");
-        char *ok = malloc(4);
-        if (!ok)
-            return MHD_NO;
-        memcpy(ok, "ok\n", 4);
-        return reply(c, MHD_HTTP_OK, "text/plain", ok, false);
+        return reply_ok(c);
     }
     if (strcmp(url, "/metrics") == 0)
         return handle_metrics(srv, c);
     if (!rq->ingest)
         return MHD_YES; /* a reply was queued earlier */
     rq->ingest = false;
-    return handle_body(srv, c, rq);
+    return start_write(srv, c, rq);
 }
 
 /* A new connection gets the header deadline until its first headers are
@@ -573,6 +881,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     struct request *rq = *con_cls;
     if (rq) {
         free(rq->buf);
+        free(rq->answer);
         free(rq);
         *con_cls = NULL;
     }
@@ -618,9 +927,14 @@ int gh_ingest_server_new(const struct gh_ingest_server_opts *opts,
     if (!srv)
         return gh_err_set(err, GH_ENOMEM, "ingest server: out of memory");
     pthread_mutex_init(&srv->mu, NULL);
+    pthread_mutex_init(&srv->st_mu, NULL);
     pthread_mutex_init(&srv->metrics_mu, NULL);
     srv->authenticate = opts->authenticate;
+    srv->authenticate_cached = opts->authenticate_cached;
     srv->auth_ctx = opts->auth_ctx;
+    srv->review_wait_ns = (int64_t)(opts->review_wait_ms ? opts->review_wait_ms : 2000) *
+                          GH_NS_PER_MS;
+    srv->write_wait_ns = (int64_t)(opts->write_wait_ms ? opts->write_wait_ms : 2000) * GH_NS_PER_MS;
     srv->header_timeout_s = opts->header_timeout_s ? opts->header_timeout_s : 5u;
     srv->idle_timeout_s = opts->idle_timeout_s ? opts->idle_timeout_s : 30u;
     if (srv->header_timeout_s > srv->idle_timeout_s)
@@ -655,12 +969,29 @@ int gh_ingest_server_new(const struct gh_ingest_server_opts *opts,
     if (opts->tls_cert && ((rc = read_small_file(opts->tls_cert, &srv->tls_cert, err)) ||
                            (rc = read_small_file(opts->tls_key, &srv->tls_key, err))))
         goto fail;
+    /* Reviews: one worker (the reviewer sends one at a time anyway); a
+     * worker on one review for over 1 s is stalled, and further tokens
+     * are refused at once rather than queued behind it. Writes: one
+     * worker, so the sink sees one batch at a time, as before. */
+    struct gh_workq_opts rqo = {.name = "token review",
+                                .threads = 1,
+                                .cap = 64,
+                                .wait_ns = srv->review_wait_ns,
+                                .stall_ns = GH_NS_PER_S};
+    struct gh_workq_opts wqo = {.name = "batch commit",
+                                .threads = 1,
+                                .cap = 64,
+                                .wait_ns = srv->write_wait_ns,
+                                .stall_ns = GH_NS_PER_S};
+    if ((rc = gh_workq_new(&rqo, &srv->reviews, err)) ||
+        (rc = gh_workq_new(&wqo, &srv->writes, err)))
+        goto fail;
     if (opts->preload)
         opts->preload(opts->preload_ctx, srv);
     if ((rc = gh_listen_tcp(opts->listen, &fd, &srv->port, err)))
         goto fail;
 
-    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD;
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME;
     if (srv->tls_cert)
         flags |= MHD_USE_TLS;
     struct MHD_OptionItem tls[] = {
@@ -711,8 +1042,10 @@ void gh_ingest_server_remember(struct gh_ingest_server *srv, const struct gh_sig
 
 void gh_ingest_server_stats(struct gh_ingest_server *srv, struct gh_ingest_server_stats *out)
 {
-    pthread_mutex_lock(&srv->mu);
+    pthread_mutex_lock(&srv->st_mu);
     *out = srv->st;
+    pthread_mutex_unlock(&srv->st_mu);
+    pthread_mutex_lock(&srv->mu);
     out->dedup_size = gh_dedup_size(srv->dedup);
     out->dedup_evicted = gh_dedup_evicted(srv->dedup);
     pthread_mutex_unlock(&srv->mu);
@@ -725,8 +1058,14 @@ void gh_ingest_server_free(struct gh_ingest_server *srv)
 {
     if (!srv)
         return;
+    /* every suspended connection is answered (and resumed) before the
+     * daemon stops; a run in progress ends within its own bound */
+    gh_workq_stop(srv->reviews);
+    gh_workq_stop(srv->writes);
     if (srv->mhd)
         MHD_stop_daemon(srv->mhd); /* closes the listening socket too */
+    gh_workq_free(srv->reviews);
+    gh_workq_free(srv->writes);
     gh_dedup_free(srv->dedup);
     free(srv->token_file);
     free(srv->tls_cert);
@@ -736,6 +1075,7 @@ void gh_ingest_server_free(struct gh_ingest_server *srv)
     }
     OPENSSL_cleanse(&srv->tokens, sizeof srv->tokens);
     pthread_mutex_destroy(&srv->mu);
+    pthread_mutex_destroy(&srv->st_mu);
     pthread_mutex_destroy(&srv->metrics_mu);
     free(srv);
 }

@@ -7,10 +7,15 @@
  *                      result, bytes, dedup set size (plus the owner's own
  *                      lines, opts.extra_metrics)
  *
- * The server runs on its own thread (libmicrohttpd's internal epoll
- * thread); accepted signals are handed to opts.sink on that thread, which
- * normally pushes them to a gh_sigqueue read by the owner's event loop
- * (gh_ingest_queue_sink). Nothing the owner's loop does blocks on it.
+ * The server runs on threads of its own: libmicrohttpd's request threads
+ * (opts.threads), which never wait on a dependency, and two worker queues
+ * (ingest/workq.h): token reviews (opts.authenticate) and batches (parse,
+ * duplicates, opts.sink, one at a time). A request waiting for either has
+ * its connection suspended, holding no thread, and is answered 503 with
+ * Retry-After when its worker is stalled or its answer late; /healthz,
+ * /readyz and /metrics answer from memory. The sink normally pushes to a
+ * gh_sigqueue read by the owner's event loop (gh_ingest_queue_sink).
+ * Nothing the owner's loop does blocks on it.
  *
  * Senders (docs/design.md, "Threat model"): a request is authenticated
  * before its body is read, as one of
@@ -59,8 +64,11 @@
 
 /* Takes sigs[0..n) (stealing each on GH_OK; the server clears them
  * otherwise). GH_EAGAIN = no room now: the request is answered 503 with
- * Retry-After and none of its signals counts as seen. Called on one of the
- * server's threads, one call at a time (the server serialises them). */
+ * Retry-After and none of its signals counts as seen. Called on the
+ * server's write worker, one call at a time; it may block for a bounded
+ * time (a commit): the request is answered 503 once write_wait_ms pass,
+ * and what the call then commits is still kept (the sender's retry is
+ * answered as duplicates). */
 typedef int (*gh_ingest_sink_fn)(void *ctx, struct gh_signal *sigs, size_t n);
 
 /* A sink that pushes to the gh_sigqueue ctx. */
@@ -87,11 +95,38 @@ struct gh_ingest_sender {
 /* Authenticates token[0..len) (borrowed; not an operator token). GH_OK
  * with *out filled (kind GH_SENDER_NODE and its node), GH_EINVAL when it is
  * refused (401; err says why, never with token bytes), GH_EAGAIN when it
- * cannot be checked now (503). Called on the server's threads, possibly
- * several at once; it may block for a bounded time (one thread of the
- * pool waits, the others keep serving). */
+ * cannot be checked now (503), GH_ELIMIT when too many tokens are being
+ * checked (503). It may block for a bounded time (a TokenReview): it runs
+ * on the server's review worker, never on a request thread, so a review
+ * in flight holds no thread another client needs. */
 typedef int (*gh_ingest_auth_fn)(void *ctx, const char *token, size_t len,
                                  struct gh_ingest_sender *out, struct gh_err *err);
+
+/* The non-blocking half of gh_ingest_auth_fn, on the request threads: a
+ * verdict already known (GH_OK, GH_EINVAL as above), or GH_ENOTFOUND when
+ * the token must be reviewed (by the gh_ingest_auth_fn, on the review
+ * worker); then *urgent is set when the token was accepted before (a known
+ * sender's renewal goes ahead of tokens never seen). */
+typedef int (*gh_ingest_auth_cached_fn)(void *ctx, const char *token, size_t len,
+                                        struct gh_ingest_sender *out, bool *urgent,
+                                        struct gh_err *err);
+
+/* Why a request was refused (gpuheal_ingest_refused_total{reason}). */
+enum gh_ingest_refusal {
+    GH_REFUSED_UNAUTHORIZED,       /* 401: no bearer token, or a wrong operator one */
+    GH_REFUSED_TOKEN,              /* 401: the token review refused the token */
+    GH_REFUSED_REVIEW_RATE,        /* 503: more token reviews a second than allowed */
+    GH_REFUSED_REVIEW_UNAVAILABLE, /* 503: the review failed (API server) */
+    GH_REFUSED_REVIEW_BUSY,        /* 503: the review queue is full, stalled or late */
+    GH_REFUSED_NOT_READY,          /* 503: not the leader, or its store cannot record */
+    GH_REFUSED_STORE_BUSY,         /* 503: the write queue is full, stalled or late */
+    GH_REFUSED_STORE_FAILED,       /* 503: the sink could not take the batch */
+    GH_REFUSED_TOO_LARGE,          /* 413 */
+    GH_REFUSED_BAD_REQUEST,        /* 404, 405 */
+    GH_REFUSED__COUNT
+};
+/* The label value of r ("unauthorized", "token", ...). */
+const char *gh_ingest_refusal_name(enum gh_ingest_refusal r);
 
 struct gh_ingest_server;
 
@@ -111,7 +146,18 @@ struct gh_ingest_server_opts {
     unsigned max_per_client;     /* connections from one client address; 0 = 32 */
     unsigned threads;            /* server threads; 0 = 4 */
     gh_ingest_auth_fn authenticate; /* optional: node senders (see above) */
+    gh_ingest_auth_cached_fn authenticate_cached; /* optional: its fast half; without
+                                                     it every token is reviewed */
     void *auth_ctx;
+    /* Work that may block runs on worker threads of the server's own
+     * (ingest/workq.h), never on the request threads: token reviews (one
+     * worker) and batch commits through the sink (one worker, so one sink
+     * call at a time). A request waits for either with its connection
+     * suspended (no thread held) and is answered 503 with Retry-After when
+     * the queue is full or its worker stalled (at once) or when its answer
+     * is not in within review_wait_ms / write_wait_ms. */
+    unsigned review_wait_ms;     /* 0 = 2000 */
+    unsigned write_wait_ms;      /* 0 = 2000 */
     gh_ingest_sink_fn sink;      /* required */
     void *sink_ctx;              /* borrowed */
     gh_ingest_metrics_fn extra_metrics; /* optional */
@@ -155,6 +201,8 @@ struct gh_ingest_server_stats {
     uint64_t accepted, duplicates, rejected, bytes;
     uint64_t forged;              /* lines refused for their sender: another node's, kube */
     uint64_t auth_unavailable;    /* requests answered 503: the token could not be checked */
+    uint64_t refused[GH_REFUSED__COUNT]; /* every refused request, by reason */
+    uint64_t reviews_late, writes_late;  /* answered 503 while still running */
     size_t dedup_size;
     uint64_t dedup_evicted;
     unsigned connections;         /* open now */

@@ -637,8 +637,8 @@ static int parse_line(const char *text, size_t len, long line_no, json_t **root,
     return line_err(err, GH_EINVAL, line_no, "invalid JSON: %s", shown);
 }
 
-int gh_signal_decode(const char *text, size_t len, long line_no, struct gh_signal *out,
-                     struct gh_err *err)
+int gh_signal_decode_for_node(const char *text, size_t len, long line_no, const char *node,
+                              struct gh_signal *out, struct gh_err *err)
 {
     json_t *root = NULL;
     int rc;
@@ -648,9 +648,20 @@ int gh_signal_decode(const char *text, size_t len, long line_no, struct gh_signa
         return line_err(err, GH_EINVAL, line_no, "longer than %d bytes", GH_SIGNAL_LINE_MAX);
     if ((rc = parse_line(text, len, line_no, &root, err)))
         return rc;
+    if (node && json_is_object(root) && !json_object_get(root, "node") &&
+        json_object_set_new(root, "node", json_string(node))) {
+        json_decref(root);
+        return line_err(err, GH_ENOMEM, line_no, "out of memory");
+    }
     rc = gh_signal_decode_json(root, line_no, out, err);
     json_decref(root);
     return rc;
+}
+
+int gh_signal_decode(const char *text, size_t len, long line_no, struct gh_signal *out,
+                     struct gh_err *err)
+{
+    return gh_signal_decode_for_node(text, len, line_no, NULL, out, err);
 }
 
 /* ---- encode ---------------------------------------------------------------- */

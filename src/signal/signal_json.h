@@ -91,6 +91,12 @@ bool gh_hex_valid(const char *s, size_t n);
 int gh_signal_decode(const char *text, size_t len, long line_no, struct gh_signal *out,
                      struct gh_err *err);
 
+/* gh_signal_decode, but an object without "node" takes node (borrowed;
+ * NULL: none) before it is checked: a line from a node's own sender need
+ * not name the node. */
+int gh_signal_decode_for_node(const char *text, size_t len, long line_no, const char *node,
+                              struct gh_signal *out, struct gh_err *err);
+
 /* The same from an already-parsed jansson object (borrowed). */
 int gh_signal_decode_json(const json_t *obj, long line_no, struct gh_signal *out,
                           struct gh_err *err);

@@ -87,7 +87,7 @@ int gh_ingest_parse(const char *body, size_t len, const struct gh_ingest_limits 
         }
         struct gh_signal sig;
         struct gh_err lerr;
-        int rc = gh_signal_decode(text, n, 0, &sig, &lerr);
+        int rc = gh_signal_decode_for_node(text, n, 0, lim ? lim->default_node : NULL, &sig, &lerr);
         if (rc == GH_ENOMEM)
             return gh_err_set(err, GH_ENOMEM, "line %ld: out of memory", line);
         if (rc) {

@@ -32,6 +32,8 @@
 struct gh_ingest_limits {
     size_t line_max;  /* 0 = GH_SIGNAL_LINE_MAX; longer lines are rejected */
     size_t max_lines; /* 0 = 10000; more lines is GH_ELIMIT (413) */
+    const char *default_node; /* borrowed; NULL, or the node a line without
+                                 "node" reports for (a node sender's own) */
 };
 
 struct gh_ingest_line_error {

@@ -12,7 +12,8 @@
 #   - a pre-sent id: 100 step lines with ids n3/boot/900..999 from n3's own
 #     agent and an operator's injected XID 31 with id n3/boot/951 do not make
 #     n3's kernel record n3/boot/950 (XID 79) a duplicate: n3 is cordoned;
-#   - the operator's token (--token-file) still reports for any node.
+#   - the operator's token (--token-file) still reports for any node;
+#   - a line of n1's agent without "node" is n1's (issue 24 #6; was 422).
 # Needs GH_BIN, GH_KUBECONFIG, GH_KUBE_ENV (CTest sets them).
 set -uo pipefail
 shopt -s lastpipe # post, at the end of a pipe, sets $code here
@@ -93,6 +94,10 @@ xid "$NS-n1" 79 "$NS-n1/boot/1" | post "$T1"
 check "n1's agent, XID 79 on n1: 200 ($code)" test "$code" = 200
 check "n1's agent: accepted 1" body_has '"accepted":1'
 check "n1 cordoned" wait_for 30 cordoned "$NS-n1"
+# issue 24 #6: a line without "node" takes the sender's (it was 422)
+echo '{"ts":"'"$(now)"'","gpu":0,"source":"kmsg","kind":"xid","code":31,"msg":"NVRM: Xid (PCI:0000:3b:00): 31, pid=4242","id":"'"$NS-n1/boot/nonode"'"}' | post "$T1"
+check "n1's agent, an XID line without node: 200, accepted as n1's ($code)" \
+  sh -c "[ $code = 200 ] && grep -q '\"accepted\":1' '$TMP/body'"
 xid "$NS-n2" 79 "$NS-n2/boot/1" | post "$T1"
 check "n1's agent, XID 79 on n2: 422 ($code)" test "$code" = 422
 check "the error names both nodes" body_has "\\\"$NS-n2\\\" is another node; this sender may report only for node \\\"$NS-n1\\\""

@@ -245,6 +245,28 @@ static void test_kube_source_refused(void **state)
     assert_int_equal(drain(f, NULL, NULL, 0), 0);
 }
 
+/* issue 24 #6: a node sender's XID line without "node" (a kind that must
+ * name its node) was refused with 422; it takes the sender's node, as the
+ * docs say. An operator's (no node of its own) is still refused. */
+static void test_node_sender_line_without_node(void **state)
+{
+    struct fixture *f = *state;
+    struct reply r;
+    static const char line[] = "{\"ts\":\"2026-11-29T07:00:00Z\",\"source\":\"kmsg\","
+                               "\"kind\":\"xid\",\"code\":79,\"id\":\"nonode-1\"}";
+    request(f, GH_INGEST_PATH, N1_TOKEN, line, &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(summary(&r).accepted, 1);
+    char ids[2][96], nodes[2][32];
+    assert_int_equal(drain(f, ids, nodes, 2), 1);
+    assert_string_equal(ids[0], "nonode-1");
+    assert_string_equal(nodes[0], "n1");
+    request(f, GH_INGEST_PATH, OP_TOKEN, line, &r);
+    assert_int_equal(r.status, 422);
+    assert_non_null(strstr(r.body, "field \\\"node\\\": missing"));
+    assert_int_equal(drain(f, NULL, NULL, 0), 0);
+}
+
 /* issue 15 #1: step lines and injected lines with the ids a kernel record
  * will have did not make it a duplicate */
 static void test_ids_per_sender_and_source(void **state)
@@ -387,6 +409,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_node_sender, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kube_source_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_node_sender_line_without_node, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ids_per_sender_and_source, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_tokens, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_connections, setup, teardown),
