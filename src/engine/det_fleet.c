@@ -545,29 +545,10 @@ static bool others(const struct fsig *s, const struct fnode *fn)
     return false;
 }
 
-bool gh_fleet_hold(void *state, struct gh_engine *e, const struct gh_finding *f)
+/* Keeps a copy of f (its strings and evidence references too) until
+ * stream time until, when it is decided again; false when out of memory. */
+static bool hold_copy(struct fleet *fl, const struct gh_finding *f, int64_t until)
 {
-    struct fleet *fl = state;
-    if (!fl || !f->node || f == fl->again)
-        return false;
-    char key[160];
-    struct fnode *fn = NULL;
-    struct fsig *s = finding_sig(fl, e, f, key, sizeof key, &fn);
-    const struct gh_policy_settings *st = gh_ctx_settings(e);
-    /* Only once another node showed it too (a node alone decides at once,
-     * as its own), and while more may follow: a node that showed it long
-     * enough ago for the others to show it too decides now. */
-    if (!s || s->shared_at)
-        return false;
-    bool other = others(s, fn);
-    /* the first node waits FIRST_HOLD_NS only: a cause many nodes share at
-     * once (a switch, an NVLink domain) shows on the others within it */
-    int64_t hold = other ? st->fleet_hold_ns : FIRST_HOLD_NS;
-    if (hold > st->fleet_hold_ns)
-        hold = st->fleet_hold_ns;
-    if (fn->first + hold <= gh_ctx_now(e) ||
-        gh_topology_node_count(gh_ctx_topology(e)) < (size_t)st->fleet_min_nodes)
-        return false;
     if (fl->n_held == fl->cap_held) {
         size_t ncap = fl->cap_held ? fl->cap_held * 2 : 8;
         struct held **nh = realloc(fl->held, ncap * sizeof *nh);
@@ -592,9 +573,35 @@ bool gh_fleet_hold(void *state, struct gh_engine *e, const struct gh_finding *f)
     }
     for (size_t i = 0; i < f->n_evidence; i++)
         gh_tl_ref(f->evidence[i]);
-    h->until = fn->first + hold;
+    h->until = until;
     fl->held[fl->n_held++] = h;
     return true;
+}
+
+bool gh_fleet_hold(void *state, struct gh_engine *e, const struct gh_finding *f)
+{
+    struct fleet *fl = state;
+    if (!fl || !f->node || f == fl->again)
+        return false;
+    char key[160];
+    struct fnode *fn = NULL;
+    struct fsig *s = finding_sig(fl, e, f, key, sizeof key, &fn);
+    const struct gh_policy_settings *st = gh_ctx_settings(e);
+    /* Only once another node showed it too (a node alone decides at once,
+     * as its own), and while more may follow: a node that showed it long
+     * enough ago for the others to show it too decides now. */
+    if (!s || s->shared_at)
+        return false;
+    bool other = others(s, fn);
+    /* the first node waits FIRST_HOLD_NS only: a cause many nodes share at
+     * once (a switch, an NVLink domain) shows on the others within it */
+    int64_t hold = other ? st->fleet_hold_ns : FIRST_HOLD_NS;
+    if (hold > st->fleet_hold_ns)
+        hold = st->fleet_hold_ns;
+    if (fn->first + hold <= gh_ctx_now(e) ||
+        gh_topology_node_count(gh_ctx_topology(e)) < (size_t)st->fleet_min_nodes)
+        return false;
+    return hold_copy(fl, f, fn->first + hold);
 }
 
 /* When shared cause s's record is due. */
