@@ -444,6 +444,7 @@ static void describe(const struct fsig *s, struct gh_topology *t, const char *ke
 
 /* Decides on shared cause s (key) for finding f (NULL: its signals). */
 static int add_due(struct fleet *fl, const char *key);
+static bool hold_copy(struct fleet *fl, const struct gh_finding *f, int64_t until);
 
 static enum gh_outcome decide(struct fleet *fl, struct gh_engine *e, struct fsig *s,
                               const char *key, const struct gh_finding *f)
@@ -459,6 +460,16 @@ static enum gh_outcome decide(struct fleet *fl, struct gh_engine *e, struct fsig
         }
         gh_ctx_absorbed(e, NULL);
         return GH_OUT_ABSORBED;
+    }
+    /* A harmed job's restart (the cause's first record) waits until its
+     * first node showed it FIRST_HOLD_NS ago: the nodes a switch or an
+     * NVLink domain takes within that second are named in it, not just
+     * the two that made the cause shared (a second is nothing to a restart) */
+    int64_t named_by = s->n ? s->nodes[0].first + FIRST_HOLD_NS : INT64_MIN;
+    if (f && !s->decided && gh_ctx_now(e) < named_by) {
+        if (hold_copy(fl, f, named_by))
+            return GH_OUT_PENDING;
+        gh_ctx_nomem(e); /* decided now, naming fewer nodes */
     }
     struct gh_topology *t = gh_ctx_topology(e);
     const char **names = malloc((s->n ? s->n : 1) * sizeof *names);
