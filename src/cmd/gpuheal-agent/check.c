@@ -194,7 +194,10 @@ static void gpu_row(struct check *c, const struct gh_nvml_gpu_health *h)
         }                                                                                 \
     } while (0)
     d[0] = '\0';
-    PUT("%s %s", h->pci[0] ? h->pci : "?", h->uuid[0] ? h->uuid : "?");
+    if (h->pci[0] || h->uuid[0])
+        PUT("%s %s", h->pci[0] ? h->pci : "(no PCI address)", h->uuid[0] ? h->uuid : "(no UUID)");
+    else
+        PUT("PCI address and UUID not read");
     if (h->lost) {
         st = ST_FAIL;
         PUT("; LOST: not answering NVML (fell off the bus or needs a reset)");
