@@ -61,6 +61,7 @@ struct check {
     int nvml_gpus;               /* -1 = NVML unavailable */
     int rdma_ports;
     long node_gpus;              /* -1 = unknown, -2 = Node has none */
+    const char *no_node;         /* why node_gpus is unknown */
     json_t *gpus;                /* per-GPU facts for --json */
 };
 
@@ -636,6 +637,7 @@ static void check_controller(struct check *c)
 static void check_kube(struct check *c)
 {
     c->node_gpus = -1;
+    c->no_node = "no API access";
     struct gh_kube_config kc;
     memset(&kc, 0, sizeof kc);
     struct gh_err err = {{0}};
@@ -682,6 +684,7 @@ static void check_kube(struct check *c)
     snprintf(req.path, sizeof req.path, "/api/v1/nodes/%s", c->cfg.node);
     if (gh_kube_client_new(&kc, &co, &kube, &err) != GH_OK ||
         gh_kube_call(kube, &req, &resp, &err) != GH_OK) {
+        c->no_node = "the Node could not be read";
         add(c, "kubernetes", ST_WARN, "cannot read Node %s from %s (%s): %s", c->cfg.node,
             kc.server ? kc.server : "?", from, err.msg);
         goto out;
@@ -717,7 +720,7 @@ static void check_gpu_count(struct check *c)
     }
     if (c->node_gpus == -1) {
         add(c, "gpu-count", ST_ABSENT, "NVML sees %d GPU(s)%s; the Node's advertised count "
-            "not compared: no API access (see kubernetes)", c->nvml_gpus, pci);
+            "not compared: %s (see kubernetes)", c->nvml_gpus, pci, c->no_node);
     } else if (c->node_gpus == -2) {
         add(c, "gpu-count", ST_WARN, "NVML sees %d GPU(s), the Node advertises no nvidia.com/gpu "
             "(is the NVIDIA device plugin running?)", c->nvml_gpus);
