@@ -171,9 +171,9 @@ void gh_spool_stats(const struct gh_spool *sp, struct gh_spool_stats *out);
  * headers of the newest segment (at most 64 MiB of headers, no CRC check).
  * pending = next_seq - cursor_seq (records have consecutive seqs). */
 struct gh_spool_peek {
-    bool exists;                /* the directory exists */
+    bool exists; /* the directory exists */
     uint64_t segments, bytes;
-    bool have_cursor;           /* a readable cursor file */
+    bool have_cursor; /* a readable cursor file */
     uint64_t cursor_seq, next_seq, pending;
 };
 /* dir borrowed. GH_OK (a missing directory too: exists false), GH_EIO

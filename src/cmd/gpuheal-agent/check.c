@@ -33,12 +33,12 @@
 #include "common/log.h"
 #include "common/mono.h"
 
-#define CHECK_MAX_ROWS   160
-#define CHECK_NAME_MAX   40
+#define CHECK_MAX_ROWS 160
+#define CHECK_NAME_MAX 40
 #define CHECK_DETAIL_MAX 600
-#define NET_TIMEOUT_MS   2000L
+#define NET_TIMEOUT_MS 2000L
 #define NVML_DEADLINE_NS (2 * GH_NS_PER_S)
-#define FM_COMM          "nv-fabricmanage" /* comm is cut to 15 bytes */
+#define FM_COMM "nv-fabricmanage" /* comm is cut to 15 bytes */
 
 enum st { ST_OK, ST_WARN, ST_FAIL, ST_ABSENT };
 static const char *const st_name[] = {"ok", "warn", "fail", "absent"};
@@ -51,18 +51,18 @@ struct row {
 
 struct check {
     struct agent_config cfg;
-    const char *root;            /* prefix of /proc and /sys paths; "" = / */
+    const char *root; /* prefix of /proc and /sys paths; "" = / */
     bool json;
     struct row rows[CHECK_MAX_ROWS];
     size_t n;
     /* facts later checks use */
     int pci_gpus, pci_nvswitches; /* -1 = PCI bus not readable */
     bool driver_loaded;
-    int nvml_gpus;               /* -1 = NVML unavailable */
+    int nvml_gpus; /* -1 = NVML unavailable */
     int rdma_ports;
-    long node_gpus;              /* -1 = unknown, -2 = Node has none */
-    const char *no_node;         /* why node_gpus is unknown */
-    json_t *gpus;                /* per-GPU facts for --json */
+    long node_gpus;      /* -1 = unknown, -2 = Node has none */
+    const char *no_node; /* why node_gpus is unknown */
+    json_t *gpus;        /* per-GPU facts for --json */
 };
 
 static void add(struct check *c, const char *name, enum st st, const char *fmt, ...)
@@ -185,14 +185,14 @@ static void gpu_row(struct check *c, const struct gh_nvml_gpu_health *h)
     snprintf(name, sizeof name, "nvml/gpu%d", h->index);
     enum st st = ST_OK;
     size_t o = 0;
-#define PUT(...)                                                                          \
-    do {                                                                                  \
-        snprintf(part, sizeof part, __VA_ARGS__);                                         \
-        size_t l = strlen(part);                                                          \
-        if (o + l < sizeof d) {                                                           \
-            memcpy(d + o, part, l + 1);                                                   \
-            o += l;                                                                       \
-        }                                                                                 \
+#define PUT(...)                                                                                   \
+    do {                                                                                           \
+        snprintf(part, sizeof part, __VA_ARGS__);                                                  \
+        size_t l = strlen(part);                                                                   \
+        if (o + l < sizeof d) {                                                                    \
+            memcpy(d + o, part, l + 1);                                                            \
+            o += l;                                                                                \
+        }                                                                                          \
     } while (0)
     d[0] = '\0';
     if (h->pci[0] || h->uuid[0])
@@ -238,8 +238,8 @@ static void gpu_row(struct check *c, const struct gh_nvml_gpu_health *h)
 #undef PUT
     add(c, name, st, "%s", d);
 
-    json_t *g = json_pack("{s:i, s:s, s:s, s:b, s:s}", "index", h->index, "pci", h->pci,
-                          "uuid", h->uuid, "lost", h->lost, "status", st_name[st]);
+    json_t *g = json_pack("{s:i, s:s, s:s, s:b, s:s}", "index", h->index, "pci", h->pci, "uuid",
+                          h->uuid, "lost", h->lost, "status", st_name[st]);
     if (!g)
         return;
     if (h->has_temp)
@@ -247,17 +247,18 @@ static void gpu_row(struct check *c, const struct gh_nvml_gpu_health *h)
     if (h->has_power)
         json_object_set_new(g, "watts", json_real(h->watts));
     if (h->has_ecc)
-        json_object_set_new(g, "ecc", json_pack("{s:I, s:I, s:I, s:I}", "dbe_volatile",
-                                                (json_int_t)h->ecc_dbe_volatile, "dbe_aggregate",
-                                                (json_int_t)h->ecc_dbe_aggregate, "sbe_volatile",
-                                                (json_int_t)h->ecc_sbe_volatile, "sbe_aggregate",
-                                                (json_int_t)h->ecc_sbe_aggregate));
+        json_object_set_new(g, "ecc",
+                            json_pack("{s:I, s:I, s:I, s:I}", "dbe_volatile",
+                                      (json_int_t)h->ecc_dbe_volatile, "dbe_aggregate",
+                                      (json_int_t)h->ecc_dbe_aggregate, "sbe_volatile",
+                                      (json_int_t)h->ecc_sbe_volatile, "sbe_aggregate",
+                                      (json_int_t)h->ecc_sbe_aggregate));
     if (h->has_remap)
-        json_object_set_new(g, "remap", json_pack("{s:I, s:I, s:b, s:b}", "correctable",
-                                                  (json_int_t)h->remap_correctable,
-                                                  "uncorrectable",
-                                                  (json_int_t)h->remap_uncorrectable, "pending",
-                                                  h->remap_pending, "failure", h->remap_failure));
+        json_object_set_new(g, "remap",
+                            json_pack("{s:I, s:I, s:b, s:b}", "correctable",
+                                      (json_int_t)h->remap_correctable, "uncorrectable",
+                                      (json_int_t)h->remap_uncorrectable, "pending",
+                                      h->remap_pending, "failure", h->remap_failure));
     if (h->has_retired)
         json_object_set_new(g, "retired_pages",
                             json_pack("{s:I, s:I, s:b}", "sbe", (json_int_t)h->retired_sbe, "dbe",
@@ -338,10 +339,13 @@ static void check_fabricmanager(struct check *c)
 {
     long pid = find_fabricmanager(c);
     if (c->pci_nvswitches < 0 && pid)
-        add(c, "fabricmanager", ST_OK, "running (pid %ld); NVSwitches not counted (PCI bus not "
-            "readable)", pid);
+        add(c, "fabricmanager", ST_OK,
+            "running (pid %ld); NVSwitches not counted (PCI bus not "
+            "readable)",
+            pid);
     else if (c->pci_nvswitches < 0)
-        add(c, "fabricmanager", ST_ABSENT, "not running; whether it is needed is unknown: "
+        add(c, "fabricmanager", ST_ABSENT,
+            "not running; whether it is needed is unknown: "
             "NVSwitches not counted (PCI bus not readable)");
     else if (!c->pci_nvswitches)
         add(c, "fabricmanager", ST_OK, "not needed: no NVSwitch on the PCI bus%s",
@@ -527,8 +531,10 @@ static void check_telemetry(struct check *c)
     }
     struct stat sb;
     if (stat(p, &sb) != 0) {
-        add(c, "telemetry", ST_WARN, "no socket at %s (%s): the agent makes it when it starts; "
-            "is it running on this node?", p, strerror(errno));
+        add(c, "telemetry", ST_WARN,
+            "no socket at %s (%s): the agent makes it when it starts; "
+            "is it running on this node?",
+            p, strerror(errno));
         return;
     }
     if (!S_ISSOCK(sb.st_mode)) {
@@ -550,8 +556,10 @@ static void check_telemetry(struct check *c)
     if (!e)
         add(c, "telemetry", ST_OK, "%s: an agent is listening", p);
     else
-        add(c, "telemetry", ST_WARN, "%s: nothing listening (%s): a stale socket, the agent "
-            "is not running", p, strerror(e));
+        add(c, "telemetry", ST_WARN,
+            "%s: nothing listening (%s): a stale socket, the agent "
+            "is not running",
+            p, strerror(e));
 }
 
 /* ---- the spool ---- */
@@ -596,8 +604,8 @@ static void check_controller(struct check *c)
     int te = c->cfg.token_file ? first_line(c->cfg.token_file, tok, sizeof tok) : ENOENT;
     char url[4200];
     size_t l = strlen(c->cfg.controller);
-    snprintf(url, sizeof url, "%.*s/healthz", (int)(l && c->cfg.controller[l - 1] == '/' ? l - 1 : l),
-             c->cfg.controller);
+    snprintf(url, sizeof url, "%.*s/healthz",
+             (int)(l && c->cfg.controller[l - 1] == '/' ? l - 1 : l), c->cfg.controller);
     CURL *h = curl_easy_init();
     if (!h) {
         add(c, "controller", ST_WARN, "%s: cannot create a curl handle", url);
@@ -625,8 +633,8 @@ static void check_controller(struct check *c)
         snprintf(tokmsg, sizeof tokmsg, "; token file %s not readable: %s",
                  c->cfg.token_file ? c->cfg.token_file : "(none)", strerror(te));
     if (rc != CURLE_OK)
-        add(c, "controller", ST_WARN, "GET %s: %s after %ld ms (signals wait in the spool)%s",
-            url, cerr[0] ? cerr : curl_easy_strerror(rc), ms, tokmsg);
+        add(c, "controller", ST_WARN, "GET %s: %s after %ld ms (signals wait in the spool)%s", url,
+            cerr[0] ? cerr : curl_easy_strerror(rc), ms, tokmsg);
     else
         add(c, "controller", code == 200 && !te ? ST_OK : ST_WARN, "GET %s: HTTP %ld in %ld ms%s",
             url, code, ms, tokmsg);
@@ -649,7 +657,8 @@ static void check_kube(struct check *c)
     if (c->cfg.kube_mode == AGENT_KUBE_AUTO) {
         const char *host = getenv("KUBERNETES_SERVICE_HOST");
         if (!host || !host[0]) {
-            add(c, "kubernetes", ST_ABSENT, "no API access: no --kubeconfig and "
+            add(c, "kubernetes", ST_ABSENT,
+                "no API access: no --kubeconfig and "
                 "KUBERNETES_SERVICE_HOST is not set (not in a pod)");
             return;
         }
@@ -666,7 +675,8 @@ static void check_kube(struct check *c)
         }
         from = c->cfg.kubeconfig;
     }
-    struct gh_kube_client_opts co = {.qps = -1, .connect_timeout_ms = NET_TIMEOUT_MS,
+    struct gh_kube_client_opts co = {.qps = -1,
+                                     .connect_timeout_ms = NET_TIMEOUT_MS,
                                      .request_timeout_ms = NET_TIMEOUT_MS,
                                      .user_agent = "gpuheal-agent-check/0.1"};
     struct gh_kube_client *kube = NULL;
@@ -714,22 +724,28 @@ static void check_gpu_count(struct check *c)
         return;
     }
     if (c->pci_gpus > 0 && c->pci_gpus != c->nvml_gpus) {
-        add(c, "gpu-count", ST_FAIL, "NVML sees %d GPU(s) but %d are on the PCI bus",
-            c->nvml_gpus, c->pci_gpus);
+        add(c, "gpu-count", ST_FAIL, "NVML sees %d GPU(s) but %d are on the PCI bus", c->nvml_gpus,
+            c->pci_gpus);
         return;
     }
     if (c->node_gpus == -1) {
-        add(c, "gpu-count", ST_ABSENT, "NVML sees %d GPU(s)%s; the Node's advertised count "
-            "not compared: %s (see kubernetes)", c->nvml_gpus, pci, c->no_node);
+        add(c, "gpu-count", ST_ABSENT,
+            "NVML sees %d GPU(s)%s; the Node's advertised count "
+            "not compared: %s (see kubernetes)",
+            c->nvml_gpus, pci, c->no_node);
     } else if (c->node_gpus == -2) {
-        add(c, "gpu-count", ST_WARN, "NVML sees %d GPU(s), the Node advertises no nvidia.com/gpu "
-            "(is the NVIDIA device plugin running?)", c->nvml_gpus);
+        add(c, "gpu-count", ST_WARN,
+            "NVML sees %d GPU(s), the Node advertises no nvidia.com/gpu "
+            "(is the NVIDIA device plugin running?)",
+            c->nvml_gpus);
     } else if (c->node_gpus != c->nvml_gpus) {
-        add(c, "gpu-count", ST_FAIL, "NVML sees %d GPU(s), the Node advertises %ld "
-            "(status.capacity[\"nvidia.com/gpu\"])", c->nvml_gpus, c->node_gpus);
+        add(c, "gpu-count", ST_FAIL,
+            "NVML sees %d GPU(s), the Node advertises %ld "
+            "(status.capacity[\"nvidia.com/gpu\"])",
+            c->nvml_gpus, c->node_gpus);
     } else {
-        add(c, "gpu-count", ST_OK, "NVML sees %d GPU(s), the Node advertises %ld%s",
-            c->nvml_gpus, c->node_gpus, pci);
+        add(c, "gpu-count", ST_OK, "NVML sees %d GPU(s), the Node advertises %ld%s", c->nvml_gpus,
+            c->node_gpus, pci);
     }
 }
 
@@ -740,31 +756,31 @@ static void print_table(const struct check *c, const size_t *count, long ms)
     printf("%-22s %-7s %s\n", "CHECK", "STATUS", "DETAIL");
     for (size_t i = 0; i < c->n; i++)
         printf("%-22s %-7s %s\n", c->rows[i].name, st_name[c->rows[i].st], c->rows[i].detail);
-    printf("\nnode %s: %zu checks, %zu ok, %zu warn, %zu fail, %zu absent (%ld ms)\n",
-           c->cfg.node, c->n, count[ST_OK], count[ST_WARN], count[ST_FAIL], count[ST_ABSENT], ms);
+    printf("\nnode %s: %zu checks, %zu ok, %zu warn, %zu fail, %zu absent (%ld ms)\n", c->cfg.node,
+           c->n, count[ST_OK], count[ST_WARN], count[ST_FAIL], count[ST_ABSENT], ms);
 }
 
 static int print_json(const struct check *c, const size_t *count, long ms)
 {
     json_t *checks = json_array();
     for (size_t i = 0; checks && i < c->n; i++)
-        json_array_append_new(checks, json_pack("{s:s, s:s, s:s}", "check", c->rows[i].name,
-                                                "status", st_name[c->rows[i].st], "detail",
-                                                c->rows[i].detail));
-    json_t *counts = json_pack("{s:o, s:o, s:o, s:o}",
-                               "nvml", c->nvml_gpus >= 0 ? json_integer(c->nvml_gpus) : json_null(),
-                               "pci", c->pci_gpus >= 0 ? json_integer(c->pci_gpus) : json_null(),
-                               "nvswitch", c->pci_nvswitches >= 0 ? json_integer(c->pci_nvswitches)
-                                                                  : json_null(),
-                               "node_advertised",
-                               c->node_gpus >= 0 ? json_integer(c->node_gpus) : json_null());
-    json_t *root = json_pack("{s:s, s:s, s:{s:I, s:I, s:I, s:I}, s:I, s:o, s:O, s:o}", "node",
-                             c->cfg.node, "status",
-                             count[ST_FAIL] ? "fail" : count[ST_WARN] ? "warn" : "ok", "counts",
-                             "ok", (json_int_t)count[ST_OK], "warn", (json_int_t)count[ST_WARN],
-                             "fail", (json_int_t)count[ST_FAIL], "absent",
-                             (json_int_t)count[ST_ABSENT], "elapsed_ms", (json_int_t)ms,
-                             "checks", checks, "gpus", c->gpus, "gpu_counts", counts);
+        json_array_append_new(checks,
+                              json_pack("{s:s, s:s, s:s}", "check", c->rows[i].name, "status",
+                                        st_name[c->rows[i].st], "detail", c->rows[i].detail));
+    json_t *counts = json_pack(
+        "{s:o, s:o, s:o, s:o}", "nvml",
+        c->nvml_gpus >= 0 ? json_integer(c->nvml_gpus) : json_null(), "pci",
+        c->pci_gpus >= 0 ? json_integer(c->pci_gpus) : json_null(), "nvswitch",
+        c->pci_nvswitches >= 0 ? json_integer(c->pci_nvswitches) : json_null(), "node_advertised",
+        c->node_gpus >= 0 ? json_integer(c->node_gpus) : json_null());
+    json_t *root = json_pack(
+        "{s:s, s:s, s:{s:I, s:I, s:I, s:I}, s:I, s:o, s:O, s:o}", "node", c->cfg.node, "status",
+        count[ST_FAIL]   ? "fail"
+        : count[ST_WARN] ? "warn"
+                         : "ok",
+        "counts", "ok", (json_int_t)count[ST_OK], "warn", (json_int_t)count[ST_WARN], "fail",
+        (json_int_t)count[ST_FAIL], "absent", (json_int_t)count[ST_ABSENT], "elapsed_ms",
+        (json_int_t)ms, "checks", checks, "gpus", c->gpus, "gpu_counts", counts);
     if (!root) {
         fprintf(stderr, "gpuheal-agent: --check --json: out of memory\n");
         return -1;
@@ -810,7 +826,7 @@ static int split_args(int argc, char **argv, struct check *c, char ***rest, int 
             c->json = true;
         } else if (strcmp(a, "--check-root") == 0 || strncmp(a, "--check-root=", 13) == 0) {
             const char *v = a[12] == '=' ? a + 13 : i + 1 < argc ? argv[++i] : NULL;
-            if (!v || !v[0] || v[0] != '/') {
+            if (!v || v[0] != '/') {
                 fprintf(stderr, "gpuheal-agent: --check-root needs an absolute PATH%s%s%s\n",
                         v ? " (not \"" : "", v ? v : "", v ? "\")" : "");
                 free(r);
@@ -854,7 +870,7 @@ int agent_check_main(int argc, char **argv)
     }
     /* The sources below do not log; the libraries they use may: only errors. */
     gh_log_set_level(c->cfg.log_level > GH_LOG_ERROR ? (enum gh_log_level)c->cfg.log_level
-                                                      : GH_LOG_ERROR);
+                                                     : GH_LOG_ERROR);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     c->gpus = json_array();
     int64_t t0 = gh_mono_ns();
