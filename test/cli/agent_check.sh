@@ -6,8 +6,10 @@
 # and NVSwitches, Fabric Manager and nvidia-peermem, and a fake InfiniBand
 # sysfs; a node without any GPU says what it lacks and passes; the spool's
 # pending records, the kernel-log position and the telemetry socket beside a
-# running agent; a controller URL that never answers costs at most its 2 s
-# timeout; --json parses (python3) and says the same; exit status 0 / 1 / 2.
+# running agent; an NVML call that hangs and a controller URL that never
+# answers cost at most their 2 s deadlines (the figures are printed); a
+# dcgm-exporter and a controller that answer or not; --json parses (python3)
+# and says the same; exit status 0 / 1 / 2.
 set -uo pipefail
 agent="$GH_BIN/gpuheal-agent"
 fake="$GH_BIN/../lib/libnvidia-ml-fake.so"
@@ -76,6 +78,17 @@ expect "$out" nvml/gpu0 fail "ECC DBE 2 (volatile)" "a volatile double-bit ECC c
 expect "$out" nvml/gpu1 warn "PENDING (reset the GPU to apply)" "a pending row remap warns"
 expect "$out" nvml/gpu2 fail "LOST" "a lost GPU fails"
 expect "$out" gpu-count absent "NVML sees 3 GPU(s); PCI bus: 3" "counts agree with the bus"
+
+# ---- a driver call that hangs: bounded by the NVML source's 2 s deadline
+printf 'gpus 2\n1 hang.nvmlDeviceGetTotalEccErrors 30\n' > "$tmp/hang.conf"
+t0=$(date +%s%N)
+out=$(GH_NVML_FAKE_CONFIG="$tmp/hang.conf" "$agent" --check "${base[@]}" 2>"$tmp/err"); rc=$?
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+echo "$out"
+echo "# --check with an NVML call hung for 30 s took $ms ms (NVML deadline 2 s per job)"
+expect "$out" nvml fail "did not return within 2.0 s" "a hung NVML call fails the nvml check"
+expect "$out" nvml/gpu1 fail "LOST" "the GPU whose call hung"
+[ $rc = 1 ] && [ "$ms" -lt 15000 ] && ok "a hung NVML call: exit 1 in $ms ms (< 15 s bound)" || bad "hung NVML: rc=$rc $ms ms"
 
 # ---- missing pieces: GPUs on the bus but no driver; NVSwitch without
 # Fabric Manager; InfiniBand without nvidia-peermem; NVML sees fewer GPUs
@@ -157,8 +170,25 @@ out=$("$agent" --check "${base[@]}" --controller "http://127.0.0.1:$(cat "$tmp/h
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 echo "$out"
 echo "# --check with a hung controller URL took $ms ms (controller timeout 2 s)"
-expect "$out" controller warn "after " "a hung controller: warn with the error"
+expect "$out" controller warn "timed out" "a hung controller: warn with the error"
 [ "$ms" -lt 15000 ] && ok "the whole check finished in $ms ms (< 15 s bound)" || bad "took $ms ms"
+
+# ---- a dcgm-exporter that answers, and one that is not there
+mkdir -p "$tmp/www"
+printf '# TYPE DCGM_FI_DEV_GPU_TEMP gauge\nDCGM_FI_DEV_GPU_TEMP{gpu="0",UUID="GPU-a"} 45\nDCGM_FI_DEV_GPU_TEMP{gpu="1",UUID="GPU-b"} 47\n' > "$tmp/www/metrics"
+(cd "$tmp/www" && exec python3 -m http.server --bind 127.0.0.1 0 > "$tmp/www.log" 2>&1) &
+pids+=($!)
+wait_for 20 grep -q 'port [0-9]' "$tmp/www.log" || bad "http.server did not start"
+wport=$(sed -n 's/.* port \([0-9]*\).*/\1/p' "$tmp/www.log" | head -1)
+out=$("$agent" --check "${base[@]}" --dcgm-exporter "http://127.0.0.1:$wport/metrics" 2>"$tmp/err")
+expect "$out" dcgm-exporter ok "answers: 2 samples" "a dcgm-exporter that answers"
+out=$("$agent" --check "${base[@]}" --dcgm-exporter "http://127.0.0.1:$wport/nothing" 2>"$tmp/err")
+expect "$out" dcgm-exporter warn "404" "a dcgm-exporter URL that is not there"
+echo ok > "$tmp/www/healthz"
+out=$("$agent" --check "${base[@]}" --controller "http://127.0.0.1:$wport/" --token-file "$tmp/token" 2>"$tmp/err")
+expect "$out" controller ok "healthz: HTTP 200 in" "a controller that answers /healthz"
+out=$("$agent" --check "${base[@]}" --controller "http://127.0.0.1:$wport" --token-file "$tmp/no-token" 2>"$tmp/err")
+expect "$out" controller warn "token file $tmp/no-token not readable" "an unreadable token file"
 
 # ---- --json: one object with the same facts
 out=$(GH_NVML_FAKE_CONFIG="$tmp/faulty.conf" "$agent" --check --json "${base[@]}" 2>"$tmp/err"); rc=$?

@@ -234,6 +234,11 @@ static void gpu_row(struct check *c, const struct gh_nvml_gpu_health *h)
     }
     if (h->has_pcie_replay)
         PUT("; PCIe replays %lld", (long long)h->pcie_replay);
+    if (!h->lost && !h->has_temp && !h->has_power && !h->has_ecc && !h->has_remap &&
+        !h->has_retired && !h->has_pcie_replay) {
+        PUT("; no counters read (the poll did not complete)");
+        st = ST_WARN;
+    }
     PUT("; NVLinks %d", h->nvlinks);
 #undef PUT
     add(c, name, st, "%s", d);
@@ -633,8 +638,8 @@ static void check_controller(struct check *c)
         snprintf(tokmsg, sizeof tokmsg, "; token file %s not readable: %s",
                  c->cfg.token_file ? c->cfg.token_file : "(none)", strerror(te));
     if (rc != CURLE_OK)
-        add(c, "controller", ST_WARN, "GET %s: %s after %ld ms (signals wait in the spool)%s", url,
-            cerr[0] ? cerr : curl_easy_strerror(rc), ms, tokmsg);
+        add(c, "controller", ST_WARN, "GET %s (%ld ms): %s (signals wait in the spool)%s", url,
+            ms, cerr[0] ? cerr : curl_easy_strerror(rc), tokmsg);
     else
         add(c, "controller", code == 200 && !te ? ST_OK : ST_WARN, "GET %s: HTTP %ld in %ld ms%s",
             url, code, ms, tokmsg);
