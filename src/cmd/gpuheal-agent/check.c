@@ -638,8 +638,8 @@ static void check_controller(struct check *c)
         snprintf(tokmsg, sizeof tokmsg, "; token file %s not readable: %s",
                  c->cfg.token_file ? c->cfg.token_file : "(none)", strerror(te));
     if (rc != CURLE_OK)
-        add(c, "controller", ST_WARN, "GET %s (%ld ms): %s (signals wait in the spool)%s", url,
-            ms, cerr[0] ? cerr : curl_easy_strerror(rc), tokmsg);
+        add(c, "controller", ST_WARN, "GET %s (%ld ms): %s (signals wait in the spool)%s", url, ms,
+            cerr[0] ? cerr : curl_easy_strerror(rc), tokmsg);
     else
         add(c, "controller", code == 200 && !te ? ST_OK : ST_WARN, "GET %s: HTTP %ld in %ld ms%s",
             url, code, ms, tokmsg);
