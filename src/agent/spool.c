@@ -928,3 +928,100 @@ void gh_spool_close(struct gh_spool *sp)
     free(sp->boot_id);
     free(sp);
 }
+
+/* ---- read-only peek (gpuheal-agent --check) ---- */
+
+int gh_spool_peek(const char *dir, struct gh_spool_peek *out, struct gh_err *err)
+{
+    memset(out, 0, sizeof *out);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        if (errno == ENOENT)
+            return GH_OK;
+        return gh_err_set(err, GH_EIO, "spool %s: %s", dir, strerror(errno));
+    }
+    out->exists = true;
+    int fd2 = dup(dfd);
+    DIR *d = fd2 >= 0 ? fdopendir(fd2) : NULL;
+    if (!d) {
+        if (fd2 >= 0)
+            close(fd2);
+        close(dfd);
+        return gh_err_set(err, GH_EIO, "spool %s: %s", dir, strerror(errno));
+    }
+    uint64_t oldest = UINT64_MAX, newest = 0;
+    uint64_t newest_size = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *nm = e->d_name;
+        if (strlen(nm) != SEG_NAME_LEN || strcmp(nm + 20, ".seg") != 0)
+            continue;
+        uint64_t v = 0;
+        bool ok = true;
+        for (int i = 0; i < 20 && ok; i++) {
+            ok = nm[i] >= '0' && nm[i] <= '9';
+            v = v * 10 + (uint64_t)(nm[i] - '0');
+        }
+        struct stat st;
+        if (!ok || fstatat(dfd, nm, &st, 0) != 0)
+            continue;
+        out->segments++;
+        out->bytes += (uint64_t)st.st_size;
+        if (v < oldest)
+            oldest = v;
+        if (v >= newest) {
+            newest = v;
+            newest_size = (uint64_t)st.st_size;
+        }
+    }
+    closedir(d);
+    int rc = GH_OK;
+    int cfd = openat(dfd, CURSOR_FILE, O_RDONLY | O_CLOEXEC);
+    if (cfd >= 0) {
+        unsigned char b[CURSOR_SIZE];
+        uint32_t magic, version;
+        if (pread(cfd, b, sizeof b, 0) == (ssize_t)sizeof b) {
+            memcpy(&magic, b, 4);
+            memcpy(&version, b + 4, 4);
+            if (magic == CURSOR_MAGIC && version == 1) {
+                out->have_cursor = true;
+                out->cursor_seq = get64(b + 8);
+            }
+        }
+        close(cfd);
+    }
+    if (!out->segments)
+        goto done;
+    if (!out->have_cursor || out->cursor_seq < oldest)
+        out->cursor_seq = oldest; /* as the spool reads it: from the oldest record */
+    out->next_seq = newest;
+    char name[SEG_NAME_LEN + 8];
+    seg_name(newest, name, sizeof name);
+    int sfd = openat(dfd, name, O_RDONLY | O_CLOEXEC);
+    if (sfd < 0) {
+        rc = gh_err_set(err, GH_EIO, "spool %s/%s: %s", dir, name, strerror(errno));
+        goto done;
+    }
+    uint64_t off = 0;
+    if (newest_size > 64ull << 20)
+        newest_size = 64ull << 20;
+    while (off + HDR <= newest_size) {
+        unsigned char h[HDR];
+        uint32_t len;
+        uint64_t seq;
+        if (pread(sfd, h, HDR, (off_t)off) != (ssize_t)HDR)
+            break;
+        memcpy(&len, h, 4);
+        memcpy(&seq, h + 8, 8);
+        len &= ~TELE_FLAG;
+        if (len == 0 || len > GH_SIGNAL_LINE_MAX || off + HDR + len > newest_size)
+            break; /* torn or corrupt: the spool truncates it when it opens */
+        out->next_seq = seq + 1;
+        off += HDR + len;
+    }
+    close(sfd);
+done:
+    out->pending = out->next_seq > out->cursor_seq ? out->next_seq - out->cursor_seq : 0;
+    close(dfd);
+    return rc;
+}

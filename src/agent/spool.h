@@ -164,6 +164,22 @@ struct gh_spool_stats {
 };
 void gh_spool_stats(const struct gh_spool *sp, struct gh_spool_stats *out);
 
+/* What a spool directory holds, read without opening the spool (nothing
+ * is written, created or truncated, so it is safe beside a running agent):
+ * the segments, their bytes, the cursor's seq (the oldest unacked record)
+ * and the seq after the newest complete record, found by walking the record
+ * headers of the newest segment (at most 64 MiB of headers, no CRC check).
+ * pending = next_seq - cursor_seq (records have consecutive seqs). */
+struct gh_spool_peek {
+    bool exists; /* the directory exists */
+    uint64_t segments, bytes;
+    bool have_cursor; /* a readable cursor file */
+    uint64_t cursor_seq, next_seq, pending;
+};
+/* dir borrowed. GH_OK (a missing directory too: exists false), GH_EIO
+ * (unreadable directory or segment: err names it). */
+int gh_spool_peek(const char *dir, struct gh_spool_peek *out, struct gh_err *err);
+
 /* Flushes, syncs, closes and frees. Accepts NULL. */
 void gh_spool_close(struct gh_spool *sp);
 

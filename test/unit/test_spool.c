@@ -735,6 +735,69 @@ static void test_disk_full_hold_bounded(void **state)
     assert_int_equal(umount(f->dir), 0);
 }
 
+/* gh_spool_peek (gpuheal-agent --check) reads what an open spool holds
+ * without opening it: the same pending count, segments and bytes as the
+ * owner's stats, a torn tail not counted, a missing directory not an error. */
+static void test_peek_matches_stats(void **state)
+{
+    struct fixture *f = *state;
+    struct gh_spool_peek pk;
+    struct gh_err err = {{0}};
+    char missing[128];
+    snprintf(missing, sizeof missing, "%s/none", f->dir);
+    assert_int_equal(gh_spool_peek(missing, &pk, &err), GH_OK);
+    assert_false(pk.exists);
+
+    struct gh_spool *sp = open_spool(f, 256 * 1024, 16 * 1024);
+    assert_int_equal(gh_spool_peek(f->dir, &pk, &err), GH_OK);
+    assert_true(pk.exists);
+    assert_int_equal(pk.pending, 0);
+    char msg[200];
+    memset(msg, 'x', sizeof msg - 1);
+    msg[sizeof msg - 1] = '\0';
+    for (int i = 0; i < 300; i++)
+        append_xid(sp, 79, msg);
+    assert_int_equal(gh_spool_flush(sp, &err), GH_OK);
+    struct gh_spool_batch b;
+    assert_int_equal(gh_spool_read(sp, 120, 1 << 20, &b, &err), GH_OK);
+    assert_int_equal(gh_spool_ack(sp, &b, &err), GH_OK);
+    gh_spool_batch_clear(&b);
+    struct gh_spool_stats st;
+    gh_spool_stats(sp, &st);
+    assert_true(st.segments > 1);
+    assert_int_equal(gh_spool_peek(f->dir, &pk, &err), GH_OK);
+    assert_true(pk.have_cursor);
+    assert_int_equal(pk.pending, st.pending);
+    assert_int_equal(pk.pending, 180);
+    assert_int_equal(pk.cursor_seq, st.cursor_seq);
+    assert_int_equal(pk.next_seq, st.next_seq);
+    assert_int_equal(pk.segments, st.segments);
+    assert_int_equal(pk.bytes, st.bytes);
+
+    /* A torn last record (a crash mid-write): not counted. */
+    char name[160];
+    DIR *d = opendir(f->dir);
+    struct dirent *e;
+    uint64_t newest = 0;
+    while ((e = readdir(d)))
+        if (strstr(e->d_name, ".seg")) {
+            uint64_t v = strtoull(e->d_name, NULL, 10);
+            if (v > newest)
+                newest = v;
+        }
+    closedir(d);
+    snprintf(name, sizeof name, "%s/%020llu.seg", f->dir, (unsigned long long)newest);
+    FILE *fp = fopen(name, "ab");
+    assert_non_null(fp);
+    unsigned char torn[20] = {200, 0, 0, 0};
+    assert_int_equal(fwrite(torn, 1, sizeof torn, fp), sizeof torn);
+    fclose(fp);
+    assert_int_equal(gh_spool_peek(f->dir, &pk, &err), GH_OK);
+    assert_int_equal(pk.pending, 180);
+    assert_int_equal(pk.next_seq, st.next_seq);
+    gh_spool_close(sp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -752,6 +815,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_telemetry_never_evicts_hardware, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_full_keeps_shipping, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_full_hold_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_peek_matches_stats, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

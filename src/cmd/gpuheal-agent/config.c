@@ -212,6 +212,12 @@ static void print_help(FILE *f)
         }
         fputc('\n', f);
     }
+    /* gpuheal-agent --check (check.c) */
+    fputs("  --check [--json] [--check-root PATH]\n"
+          "      one-shot check of this node with the options above: every source, what\n"
+          "      it sees, what is missing and why; a table, or JSON with --json; exit 0\n"
+          "      nothing failed, 1 a check failed (docs/agent.md, \"Checking a node\")\n",
+          f);
     fprintf(f,
         "  --config FILE   read options from FILE first   [$GPUHEAL_CONFIG]\n"
         "  --help, --version\n"

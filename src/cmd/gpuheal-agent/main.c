@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "cmd/gpuheal-agent/agent.h"
+#include "cmd/gpuheal-agent/check.h"
 #include "common/log.h"
 
 #define INBOX_CAP         16384
@@ -713,6 +714,8 @@ int main(int argc, char **argv)
 {
     struct agent a;
     char msg[GH_ERR_MAX];
+    if (agent_check_wanted(argc, argv))
+        return agent_check_main(argc, argv); /* one-shot node check (check.c) */
     memset(&a, 0, sizeof a);
     a.epfd = a.timerfd = a.sigfd = -1;
     int rc = agent_config_parse(argc, argv, &a.cfg, msg, sizeof msg);
