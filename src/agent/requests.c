@@ -1,6 +1,7 @@
 /* requests.c - the agent's side of the controller's requests: watches the
  * node's GPUNodeHealth, runs the configured command per new request,
  * validates, persists what was handled and reports it (see requests.h). */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -29,7 +30,8 @@ extern char **environ;
 /* the controller sets lastAction just after the annotation: wait that long for it */
 #define LAST_ACTION_WAIT_NS (120 * GH_NS_PER_S)
 #define N_CONDS (GH_REQ__COUNT + 1) /* Request-<action>..., Validated */
-#define ENV_EXTRA 5
+#define ENV_EXTRA 6
+#define PCI_MAX 32 /* "0000:3b:00.0" and longer domains */
 
 static const char *const act_names[GH_REQ__COUNT] = {"reset_gpu", "reboot_node",
                                                      "run_diagnostics"};
@@ -43,9 +45,23 @@ const char *gh_request_action_name(enum gh_request_action a)
 struct req {
     bool set;
     char id[ID_MAX];
-    int gpu;                 /* -1: node-level */
+    int gpu;                 /* -1: node-level or unknown */
+    char pci[PCI_MAX];       /* the GPU's bus id when the controller knew only that ("") */
     char incident[ID_MAX];
 };
+
+/* A bus id as NVML and the kernel write it ("0000:3b:00.0",
+ * "00000000:3B:00.0"): only what a command line may safely carry. */
+static bool valid_pci(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n >= PCI_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isxdigit((unsigned char)s[i]) && s[i] != ':' && s[i] != '.')
+            return false;
+    return true;
+}
 
 /* The last handled request of an action (persisted). */
 struct done {
@@ -177,9 +193,10 @@ static int save_state(struct gh_requests *r, struct gh_err *err)
         if (p->set)
             bad |= json_object_set_new(
                 o, ip_key[i],
-                json_pack("{s:s, s:s, s:i, s:s, s:s, s:I}", "action", act_names[p->act], "id",
-                          p->r.id, "gpu", p->r.gpu, "incident", p->r.incident, "boot_id",
-                          p->boot_id, "started", (json_int_t)p->started));
+                json_pack("{s:s, s:s, s:i, s:s, s:s, s:s, s:I}", "action", act_names[p->act],
+                          "id", p->r.id, "gpu", p->r.gpu, "pci", p->r.pci, "incident",
+                          p->r.incident, "boot_id", p->boot_id, "started",
+                          (json_int_t)p->started));
     }
     char *text = bad ? NULL : json_dumps(o, JSON_COMPACT);
     json_decref(last);
@@ -264,6 +281,8 @@ static int load_state(struct gh_requests *r, struct gh_err *err)
         snprintf(t->r.id, sizeof t->r.id, "%s", id);
         json_t *g = json_object_get(p, "gpu");
         t->r.gpu = json_is_integer(g) ? (int)json_integer_value(g) : -1;
+        const char *pci = gh_json_str(p, "pci");
+        snprintf(t->r.pci, sizeof t->r.pci, "%s", pci && valid_pci(pci) ? pci : "");
         const char *inc = gh_json_str(p, "incident");
         snprintf(t->r.incident, sizeof t->r.incident, "%s", inc ? inc : "");
         const char *b = gh_json_str(p, "boot_id");
@@ -528,6 +547,7 @@ static int run(struct gh_requests *r, char **argv, int a, const struct req *q, c
     else
         snprintf(vars[3], sizeof vars[3], "GPUHEAL_GPU=");
     snprintf(vars[4], sizeof vars[4], "GPUHEAL_NODE=%s", r->node);
+    snprintf(vars[5], sizeof vars[5], "GPUHEAL_PCI=%s", q->pci);
     char **envp = child_env(vars);
     if (!envp)
         return gh_err_set(err, GH_ENOMEM, "environment: out of memory");
@@ -749,7 +769,8 @@ static void scan(struct gh_requests *r, const json_t *obj)
         const char *act = gh_json_str(v, "action");
         const char *inc = gh_json_str(v, "incident");
         json_t *g = json_object_get(v, "gpu");
-        bool valid = id && id[0] && strlen(id) < ID_MAX &&
+        const char *pci = gh_json_str(v, "pci");
+        bool valid = id && id[0] && strlen(id) < ID_MAX && (!pci || valid_pci(pci)) &&
                      (!act || strcmp(act, act_names[a]) == 0) && (!inc || strlen(inc) < ID_MAX) &&
                      (!g || (json_is_integer(g) && json_integer_value(g) >= 0 &&
                              json_integer_value(g) < 1024));
@@ -788,6 +809,7 @@ static void scan(struct gh_requests *r, const json_t *obj)
             snprintf(q->id, sizeof q->id, "%s", id);
             snprintf(q->incident, sizeof q->incident, "%s", inc ? inc : "");
             q->gpu = g ? (int)json_integer_value(g) : -1;
+            snprintf(q->pci, sizeof q->pci, "%s", pci ? pci : "");
         }
         json_decref(v);
     }

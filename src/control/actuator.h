@@ -85,13 +85,14 @@ int gh_act_drain_node(const struct gh_act_ctx *x, const char *node, const struct
 
 /* A request for the node agent (reset_gpu, reboot_node, run_diagnostics)
  * on the node's GPUNodeHealth (created when absent): annotation
- * gpuheal.io/request-<action> = {"id","action","gpu","incident","time"} and
+ * gpuheal.io/request-<action> = {"id","action","gpu","pci","incident","time"} (pci,
+ * the GPU's bus id, only when its index gpu is unknown: -1 with pci set) and
  * status.lastAction {action, time, incident, result: Pending}. The agent
  * carries it out and reports on the GPUNodeHealth (gh_act_request_outcome);
  * the result is "requested" (also when the same request was already
  * posted), never "succeeded": only the agent knows. See docs/controller.md. */
 int gh_act_request_node_op(const struct gh_act_ctx *x, const char *node, const char *action,
-                           int gpu, struct gh_act_result *r, struct gh_err *err);
+                           int gpu, const char *pci, struct gh_act_result *r, struct gh_err *err);
 
 /* What the agent answered to request id (the annotation's "id") of action
  * on GPUNodeHealth gnh (borrowed): its condition Request-<action> naming

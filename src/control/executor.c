@@ -283,7 +283,11 @@ static void act_once(struct worker *w, struct run_ctx *rc, struct gh_audit_inten
     case GH_ACT_RESET_GPU:
     case GH_ACT_REBOOT_NODE:
     case GH_ACT_RUN_DIAGNOSTICS:
-        gh_act_request_node_op(&x, node, it->action, a == GH_ACT_RESET_GPU ? g : -1, res, &err);
+        /* a GPU known only by its bus id (a kernel-log XID) is named by it */
+        gh_act_request_node_op(&x, node, it->action, a == GH_ACT_RESET_GPU ? g : -1,
+                               a == GH_ACT_RESET_GPU && g < 0 ? gh_exec_incident_pci(rc->inc)
+                                                              : NULL,
+                               res, &err);
         break;
     case GH_ACT_REPLACE_NODE:
         gh_act_replace_node(&x, node, gh_json_str(rc->inc, "reason"), res, &err);

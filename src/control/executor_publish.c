@@ -101,16 +101,24 @@ static void columns(json_t *spec, const json_t *inc)
         json_object_set_new(spec, "device", json_string(text));
         return;
     }
+    const char *pci = gh_exec_incident_pci(inc);
+    if (pci)
+        json_object_set_new(spec, "device", json_string(pci));
+}
+
+const char *gh_exec_incident_pci(const json_t *inc)
+{
+    const char *blamed = gh_json_str(inc, "node");
+    size_t i;
     json_t *e;
     json_array_foreach(json_object_get(inc, "evidence"), i, e)
     {
         const char *pci = gh_json_str(e, "pci");
-        const char *node = gh_json_str(e, "node"), *blamed = gh_json_str(inc, "node");
-        if (pci && *pci && strlen(pci) < 64 && node && blamed && !strcmp(node, blamed)) {
-            json_object_set_new(spec, "device", json_string(pci));
-            return;
-        }
+        const char *node = gh_json_str(e, "node");
+        if (pci && *pci && strlen(pci) < 32 && node && blamed && !strcmp(node, blamed))
+            return pci;
     }
+    return NULL;
 }
 
 static json_t *incident_spec(const json_t *inc, const char *mode)

@@ -30,6 +30,10 @@ const char *gh_exec_cr_result(const char *r);
 
 /* Splits job "ns/name" into ns[0..nscap) and name[0..namecap) (a job
  * without a namespace is in "default"; NULL: "default" and ""). */
+/* The PCI bus id of the first evidence on incident inc's blamed node that
+ * names one (borrowed from inc), NULL when none: a kernel-log XID names
+ * only the bus, and a GPU's index may never be known. */
+const char *gh_exec_incident_pci(const json_t *inc);
 void gh_exec_split_job(const char *job, char *ns, size_t nscap, char *name, size_t namecap);
 
 /* Creates or updates the Incident object of inc (borrowed; server-side

@@ -474,7 +474,7 @@ static int ensure_gnh(const struct gh_act_ctx *x, const char *node, struct gh_ku
 }
 
 int gh_act_request_node_op(const struct gh_act_ctx *x, const char *node, const char *action,
-                           int gpu, struct gh_act_result *r, struct gh_err *err)
+                           int gpu, const char *pci, struct gh_act_result *r, struct gh_err *err)
 {
     memset(r, 0, sizeof *r);
     struct gh_kube_status st;
@@ -516,6 +516,8 @@ int gh_act_request_node_op(const struct gh_act_ctx *x, const char *node, const c
                             x->incident, "time", ts);
     if (req && gpu >= 0)
         json_object_set_new(req, "gpu", json_integer(gpu));
+    else if (req && pci && *pci)
+        json_object_set_new(req, "pci", json_string(pci));
     char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
     json_decref(req);
     json_t *patch = text ? json_pack("{s:{s:{s:s}}}", "metadata", "annotations", key, text) : NULL;

@@ -69,7 +69,7 @@ wait_for 20 test -s "$tmp/port" || die "receiver did not start"
 for c in reset reboot diag; do
   cat > "$tmp/$c.sh" <<EOF
 #!/bin/sh
-printf '%s|%s|%s|%s|%s|%s\n' "\$1" "\$GPUHEAL_ACTION" "\$GPUHEAL_REQUEST_ID" "\$GPUHEAL_GPU" "\$GPUHEAL_INCIDENT" "\$GPUHEAL_NODE" >> "$tmp/$c.marker"
+printf '%s|%s|%s|%s|%s|%s|%s\n' "\$1" "\$GPUHEAL_ACTION" "\$GPUHEAL_REQUEST_ID" "\$GPUHEAL_GPU" "\$GPUHEAL_INCIDENT" "\$GPUHEAL_NODE" "\$GPUHEAL_PCI" >> "$tmp/$c.marker"
 while [ -e "$tmp/$c.slow" ]; do sleep 0.2; done  # held until the test lets go
 echo "$c done on \$GPUHEAL_NODE"
 EOF
@@ -120,6 +120,7 @@ request() { # ACTION INCIDENT [GPU]
   local v
   v=$(jq -cn --arg id "$id" --arg a "$1" --arg i "$2" --arg t "$t" '{id:$id,action:$a,incident:$i,time:$t}')
   [ -n "${3:-}" ] && v=$(jq -c --argjson g "$3" '. + {gpu:$g}' <<<"$v")
+  [ -n "${4:-}" ] && v=$(jq -c --arg p "$4" '. + {pci:$p}' <<<"$v")
   k annotate gpunodehealths.gpuheal.io "$node" --overwrite "gpuheal.io/request-$1=$v" >/dev/null \
     || bad "cannot annotate the $1 request"
   k patch gpunodehealths.gpuheal.io "$node" --subresource=status --type=merge \
@@ -140,7 +141,7 @@ wait_for 40 is True gcond Request-reset_gpu status \
 ok "Request-reset_gpu True: $(gcond Request-reset_gpu message)"
 check "reset command ran once" test "$(lines "$tmp/reset.marker")" = 1
 check "reset command: argv and environment" test "$(cat "$tmp/reset.marker")" = \
-  "one|reset_gpu|$inc1/reset_gpu|3|$inc1|$node"
+  "one|reset_gpu|$inc1/reset_gpu|3|$inc1|$node|"
 check "no shell ran the incident text" test ! -e "$tmp/pwned" -a ! -e "$tmp/pwned2"
 check "reason Succeeded, message names the request" \
   grep -qF "Succeeded request $inc1/reset_gpu: exit 0: reset done on $node" <<<"$(gcond Request-reset_gpu reason) $(gcond Request-reset_gpu message)"
@@ -180,7 +181,7 @@ check "Validated reason ValidationFailed with the probe's output" \
   grep -q "^ValidationFailed .*exit 4: gemm checksum mismatch on GPU" <<<"$(gcond Validated reason) $(gcond Validated message)"
 check "Request-reset_gpu kept" test "$(gcond Request-reset_gpu status)" = True
 check "diagnostics ran once (node-level: GPUHEAL_GPU empty)" test "$(cat "$tmp/diag.marker")" = \
-  "|run_diagnostics|inc-2/run_diagnostics||inc-2|$node"
+  "|run_diagnostics|inc-2/run_diagnostics||inc-2|$node|"
 wait_for 20 shipped '"check":"validate","passed":false' && ok "failed validation shipped" \
   || bad "no failed validate result shipped"
 stop_agent && ok "run 1: SIGTERM, exit 0" || bad "run 1: exit status $?"
@@ -283,6 +284,20 @@ check "state file lost: nothing rerun" test \
   "$(lines "$tmp/reset.marker") $(lines "$tmp/reboot.marker") $(lines "$tmp/diag.marker")" = "3 1 2"
 check "state file lost: written again" test -s "$tmp/spool/requests.state"
 stop_agent && ok "run 7: SIGTERM, exit 0" || bad "run 7: exit status $?"
+
+# ---- a GPU the controller knows only by its bus id (a kernel-log XID):
+# GPUHEAL_PCI names it, GPUHEAL_GPU is empty; a bus id that is not one
+# (shell text) makes the request invalid, never run
+start_agent "$tmp/boot2" "${all_cmds[@]}"
+request reset_gpu inc-pci "" 0000:3b:00.0
+wait_for 40 is 4 lines "$tmp/reset.marker" || bad "reset by bus id did not run"
+check "reset by bus id: GPUHEAL_PCI=0000:3b:00.0, GPUHEAL_GPU empty" test "$(tail -n 1 "$tmp/reset.marker")" = \
+  "one|reset_gpu|inc-pci/reset_gpu||inc-pci|$node|0000:3b:00.0"
+request reset_gpu inc-badpci "" '3b:00;touch /tmp/x'
+wait_for 20 grep -q 'request annotation ignored: not a valid request' "$alog" \
+  && ok "a request whose bus id is not one is ignored (logged)" || bad "bad bus id not refused"
+check "bad bus id: nothing run" test "$(lines "$tmp/reset.marker")" = 4
+stop_agent && ok "run 8: SIGTERM, exit 0" || bad "run 8: exit status $?"
 
 # never cordoned or tainted by the agent
 check "node not cordoned, only the test's taint" test \

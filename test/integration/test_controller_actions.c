@@ -254,12 +254,12 @@ static void test_request_and_validation(void **state)
     struct env *e = *state;
     struct gh_act_result r;
     struct gh_err err = {{0}};
-    int rc = gh_act_request_node_op(&e->x, e->node, "reboot_node", 3, &r, &err);
+    int rc = gh_act_request_node_op(&e->x, e->node, "reboot_node", 3, NULL, &r, &err);
     if (rc)
         fail_msg("request: %s (%s)", err.msg, r.api);
     /* handed to the agent: not done until it answers */
     assert_string_equal(r.result, "requested");
-    assert_int_equal(gh_act_request_node_op(&e->x, e->node, "reboot_node", 3, &r, &err), 0);
+    assert_int_equal(gh_act_request_node_op(&e->x, e->node, "reboot_node", 3, NULL, &r, &err), 0);
     assert_string_equal(r.result, "requested");
     json_t *g = get(e, &gh_kube_res_gpunodehealths, NULL, e->node);
     assert_non_null(g);
