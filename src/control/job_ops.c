@@ -9,6 +9,7 @@
 #include "common/json.h"
 #include "control/actuator.h"
 #include "control/job_kinds.h"
+#include "control/tenancy.h"
 #include "kube/api.h"
 
 #define AVOID_MAX 64
@@ -248,7 +249,10 @@ static int prepare_template(json_t *tmpl, int64_t step, const char *path, json_t
         char s[24];
         snprintf(s, sizeof s, "%lld", (long long)step);
         json_object_set_new(tann, "gpuheal.io/resume-step", json_string(s));
-        json_object_set_new(tann, "gpuheal.io/resume-path", json_string(path ? path : ""));
+        if (path && *path)
+            json_object_set_new(tann, "gpuheal.io/resume-path", json_string(path));
+        else
+            json_object_del(tann, "gpuheal.io/resume-path");
     } else {
         json_object_del(tann, "gpuheal.io/resume-step");
         json_object_del(tann, "gpuheal.io/resume-path");
@@ -280,6 +284,23 @@ int gh_act_restart_prepare(const struct gh_act_ctx *x, const char *ns, const cha
     json_t *meta = json_object_get(job, "metadata");
     json_t *ann = json_object_get(meta, "annotations");
     const char *uid = gh_kube_meta_uid(job);
+    /* The resume carries a path only under the location the job itself
+     * declares (its owner writes the annotation; a checkpoint signal is
+     * only what some rank said): never one from anywhere else. */
+    char withheld[400] = "";
+    const char *prefix = gh_json_str(ann, GH_ANN_CHECKPOINT_PREFIX);
+    if (step >= 0 && path && *path && !gh_tenancy_path_under(prefix, path)) {
+        struct gh_err perr = {{0}};
+        if (!prefix)
+            snprintf(withheld, sizeof withheld, "the job declares no %s",
+                     GH_ANN_CHECKPOINT_PREFIX);
+        else if (gh_tenancy_prefix_check(prefix, &perr))
+            snprintf(withheld, sizeof withheld, "%.380s", perr.msg);
+        else
+            snprintf(withheld, sizeof withheld, "\"%.150s\" is not under %s \"%.150s\"", path,
+                     GH_ANN_CHECKPOINT_PREFIX, prefix);
+        path = NULL;
+    }
     long count = 0;
     const char *cs = gh_json_str(ann, GH_ANN_RESTART_COUNT);
     if (cs)
@@ -367,7 +388,10 @@ int gh_act_restart_prepare(const struct gh_act_ctx *x, const char *ns, const cha
     }
     if (step >= 0) {
         json_object_set_new(pl, "step", json_integer(step));
-        json_object_set_new(pl, "path", json_string(path ? path : ""));
+        if (path && *path)
+            json_object_set_new(pl, "path", json_string(path));
+        if (withheld[0])
+            json_object_set_new(pl, "path_withheld", json_string(withheld));
     }
     json_object_set_new(pl, "restart_count", json_integer(count + 1));
     *payload = pl;
@@ -404,8 +428,14 @@ static int apply_resume(const struct gh_act_ctx *x, const json_t *pl, const char
     if (json_is_integer(js)) {
         snprintf(step, sizeof step, "%lld", (long long)json_integer_value(js));
         json_object_set_new(data, "step", json_string(step));
-        json_object_set_new(data, "path",
-                            json_string(nz(gh_json_str(pl, "path"))));
+        /* plans stored before paths were checked carry "path" too: written
+         * only when it is under the job's prefix now (gh_act_restart_prepare) */
+        const char *p = gh_json_str(pl, "path");
+        if (p && *p && gh_json_str(pl, "path_withheld") == NULL)
+            json_object_set_new(data, "path", json_string(p));
+        const char *w = gh_json_str(pl, "path_withheld");
+        if (w)
+            json_object_set_new(data, "path-withheld", json_string(w));
     }
     json_t *cmo = json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s}}, s:o}", "apiVersion", "v1", "kind",
                             "ConfigMap", "metadata", "name", cm, "namespace", ns, "labels",
@@ -447,7 +477,10 @@ int gh_act_restart_execute(const struct gh_act_ctx *x, const json_t *pl, struct 
     }
     char where[600] = "";
     json_t *js = json_object_get(pl, "step");
-    if (json_is_integer(js))
+    if (json_is_integer(js) && gh_json_str(pl, "path_withheld"))
+        snprintf(where, sizeof where, "resume from step %lld, no path: %.400s",
+                 (long long)json_integer_value(js), gh_json_str(pl, "path_withheld"));
+    else if (json_is_integer(js))
         snprintf(where, sizeof where, "resume from step %lld at %s",
                  (long long)json_integer_value(js),
                  nz(gh_json_str(pl, "path")));

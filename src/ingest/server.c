@@ -43,6 +43,9 @@ struct gh_ingest_server {
     gh_ingest_auth_fn authenticate; /* optional */
     void *auth_ctx;
     unsigned header_timeout_s, idle_timeout_s;
+    int (*admit)(void *ctx, const struct gh_ingest_sender *who, const struct gh_signal *sig,
+                 char *why, size_t cap); /* optional */
+    void *admit_ctx;
     bool (*ready)(void *ctx); /* optional; NULL: always ready */
     void *ready_ctx;
     char *tls_cert, *tls_key;     /* PEM text, kept while the daemon runs */
@@ -220,6 +223,7 @@ struct batch {
     size_t n, cap;
     struct gh_dedup_key *keys;    /* ids inserted for this batch (undone on refusal) */
     size_t nkeys, keycap;
+    char retry[GH_INGEST_ERROR_LEN]; /* != "": admit said "not now" (503) */
 };
 
 static bool grow(void **p, size_t *cap, size_t elem)
@@ -260,6 +264,17 @@ static enum gh_ingest_take take(void *ctx, long line, struct gh_signal *sig)
                      sig->node, who->node);
             return forged(b, line, msg);
         }
+    }
+    if (who->kind == GH_SENDER_NODE && b->srv->admit) {
+        char why[GH_INGEST_ERROR_LEN];
+        why[0] = '\0';
+        int rc = b->srv->admit(b->srv->admit_ctx, who, sig, why, sizeof why);
+        if (rc == GH_EAGAIN) {
+            snprintf(b->retry, sizeof b->retry, "line %ld: %s", line, why[0] ? why : "retry");
+            return GH_INGEST_STOP;
+        }
+        if (rc)
+            return forged(b, line, why[0] ? why : "refused for its sender");
     }
     if (who->kind == GH_SENDER_OPERATOR)
         sig->injected = true; /* the operator's credential is for injection */
@@ -334,6 +349,8 @@ static enum MHD_Result handle_body(struct gh_ingest_server *srv, struct MHD_Conn
                    : reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
     } else if (rc == GH_ELIMIT) {
         ret = reply_error(c, MHD_HTTP_CONTENT_TOO_LARGE, err.msg);
+    } else if (rc == GH_EAGAIN && b.retry[0]) {
+        ret = reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, b.retry);
     } else if (rc == GH_EAGAIN) {
         ret = reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "receiver cannot take the batch now (queue full or journal write failed); retry later");
     } else {
@@ -633,6 +650,8 @@ int gh_ingest_server_new(const struct gh_ingest_server_opts *opts,
     srv->metrics_ctx = opts->metrics_ctx;
     srv->ready = opts->ready;
     srv->ready_ctx = opts->ready_ctx;
+    srv->admit = opts->admit;
+    srv->admit_ctx = opts->admit_ctx;
     srv->dedup = gh_dedup_new(opts->dedup_capacity ? opts->dedup_capacity : (1u << 20));
     if (!srv->dedup) {
         rc = gh_err_set(err, GH_ENOMEM, "ingest server: dedup set: out of memory");
