@@ -43,7 +43,9 @@ static const char *const keep[] = {"/metadata/labels", "/metadata/ownerReference
                                    "/metadata/creationTimestamp",
                                    "/metadata/annotations/gpuheal.io~1expected-end",
                                    "/metadata/annotations/gpuheal.io~1remaining",
-                                   "/metadata/annotations/gpuheal.io~1restart-cost"};
+                                   "/metadata/annotations/gpuheal.io~1restart-cost",
+                                   /* where its checkpoints are (control/tenancy.h) */
+                                   "/metadata/annotations/gpuheal.io~1checkpoint-prefix"};
 
 static void discover(void *ud);
 
