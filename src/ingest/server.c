@@ -270,7 +270,7 @@ static enum gh_ingest_take take(void *ctx, long line, struct gh_signal *sig)
         why[0] = '\0';
         int rc = b->srv->admit(b->srv->admit_ctx, who, sig, why, sizeof why);
         if (rc == GH_EAGAIN) {
-            snprintf(b->retry, sizeof b->retry, "line %ld: %s", line, why[0] ? why : "retry");
+            snprintf(b->retry, sizeof b->retry, "line %ld: %.200s", line, why[0] ? why : "retry");
             return GH_INGEST_STOP;
         }
         if (rc)
