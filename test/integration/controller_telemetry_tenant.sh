@@ -139,8 +139,8 @@ start_controller "$DB" --agent-service-account "$NS/gh-agent" --agent-token-audi
 # ckpt's own checkpoint, from its node (the controller may still be listing
 # pods: a 503 is "retry")
 post_ok() { post "$1" < "$2"; [ "$code" = 200 ]; }
-ckpt ckpt 100 s3://ckpt/ckpt/step-100 > "$TMP/own.jsonl"
-check "n1's agent: ckpt's own checkpoint step 100 taken (200)" wait_for 30 post_ok "$T1" "$TMP/own.jsonl"
+ckpt ckpt 100 s3://ckpt/ckpt/step-100 "$CKPT_POD_UID" > "$TMP/own.jsonl"
+check "n1's agent: ckpt's own checkpoint step 100 (stamped with ckpt's pod) taken (200)" wait_for 30 post_ok "$T1" "$TMP/own.jsonl"
 f0=$(forged)
 ckpt ckpt 400 s3://ckpt/ckpt-evil/step-400 | post "$T1"
 check "n1's agent: a path beside the prefix (s3://ckpt/ckpt-evil/) refused 422 ($code)" test "$code" = 422
@@ -153,7 +153,9 @@ check "the refusal says why" body_has "job \\\"$NS/ckpt\\\" has no pod on node \
 ckpt ckpt 950 s3://attacker/evil.pkl "$CKPT_POD_UID" | post "$T2"
 check "n2's agent naming ckpt's pod: refused 422 ($code)" test "$code" = 422
 check "the refusal names the pod's node" body_has "is a pod of job \\\"$NS/ckpt\\\" on node \\\"$NS-n1\\\""
-check "forged lines counted (4 more: $f0 -> $(forged))" test "$(forged)" -ge $((${f0:-0} + 4))
+f1=$(forged)
+echo "gpuheal_ingest_signals_forged_total: $f0 -> $f1"
+check "forged lines counted (4 more: $f0 -> $f1)" test "${f1:-0}" -ge $((${f0:-0} + 4))
 xid79 "$NS-n1" 0 | post "$T1"
 check "n1's agent: XID 79 on n1 taken ($code)" test "$code" = 200
 check "n1 cordoned" wait_for 30 cordoned "$NS-n1"
@@ -187,6 +189,7 @@ check "n2's refusal says strag has no pod there" grep -qF "job \\\"$NS/strag\\\"
 any_cordoned() { cordoned "$NS-n3" || cordoned "$NS-n4" || cordoned "$NS-n2"; }
 not_within() { ! wait_for "$@"; }
 check "no node cordoned within 30 s (n3, n4: strag's; n2: the sender)" not_within 30 any_cordoned
+echo "gpuheal_ingest_signals_forged_total at the end: $(forged); cordoned of n2 n3 n4: $(for n in n2 n3 n4; do cordoned "$NS-$n" && printf '%s ' "$n"; done)"
 
 "$GH_BIN/gpuheal" explain "job/$NS/strag" --db "$DB" > "$TMP/strag.txt" 2>&1
 check "no straggler incident about strag" sh -c "! grep -q straggler '$TMP/strag.txt'"
