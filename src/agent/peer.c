@@ -66,8 +66,7 @@ static int segment_uid(const char *seg, size_t n, bool under_kubepods, char *uid
     return 0;
 }
 
-int gh_peer_pod_uid_parse(const char *text, size_t n, char *uid, size_t cap,
-                          struct gh_err *err)
+int gh_peer_pod_uid_parse(const char *text, size_t n, char *uid, size_t cap, struct gh_err *err)
 {
     char found[GH_PEER_UID_MAX] = "", cur[GH_PEER_UID_MAX];
     long line = 0;
@@ -95,18 +94,20 @@ int gh_peer_pod_uid_parse(const char *text, size_t n, char *uid, size_t cap,
                 break;
             int r = segment_uid(path, sn, under, cur);
             if (r < 0)
-                return gh_err_set(err, GH_EINVAL, "cgroup line %ld: a pod segment \"%.*s\" "
-                                  "without a valid pod UID", line, (int)(sn < 80 ? sn : 80),
-                                  path);
+                return gh_err_set(err, GH_EINVAL,
+                                  "cgroup line %ld: a pod segment \"%.*s\" "
+                                  "without a valid pod UID",
+                                  line, (int)(sn < 80 ? sn : 80), path);
             if (r > 0) {
                 if (found[0] && strcmp(found, cur) != 0)
-                    return gh_err_set(err, GH_EINVAL, "cgroup line %ld: pod %s, but an earlier "
-                                      "line names pod %s", line, cur, found);
+                    return gh_err_set(err, GH_EINVAL,
+                                      "cgroup line %ld: pod %s, but an earlier "
+                                      "line names pod %s",
+                                      line, cur, found);
                 memcpy(found, cur, sizeof found);
                 break;
             }
-            if ((sn == 8 && memcmp(path, "kubepods", 8) == 0) ||
-                has_prefix(path, sn, "kubepods."))
+            if ((sn == 8 && memcmp(path, "kubepods", 8) == 0) || has_prefix(path, sn, "kubepods."))
                 under = true;
             path += sn;
         }
@@ -128,8 +129,10 @@ int gh_peer_identify(int fd, const char *proc_root, struct gh_peer *out, struct 
     out->uid = cr.uid;
     out->gid = cr.gid;
     if (cr.pid <= 0)
-        return gh_err_set(err, GH_EIO, "the peer's process is not visible here (pid %d: "
-                          "another PID namespace; the agent needs hostPID)", (int)cr.pid);
+        return gh_err_set(err, GH_EIO,
+                          "the peer's process is not visible here (pid %d: "
+                          "another PID namespace; the agent needs hostPID)",
+                          (int)cr.pid);
     char path[512], buf[GH_PEER_CGROUP_MAX];
     snprintf(path, sizeof path, "%s/%d/cgroup", proc_root ? proc_root : "/proc", (int)cr.pid);
     int f = open(path, O_RDONLY | O_CLOEXEC);

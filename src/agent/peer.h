@@ -42,8 +42,7 @@ struct gh_peer {
  * GH_ENOTFOUND when no line names a pod (a host process); GH_EINVAL when
  * two lines name different pods, or a pod segment is malformed (err says
  * which line). */
-int gh_peer_pod_uid_parse(const char *text, size_t n, char *uid, size_t cap,
-                          struct gh_err *err);
+int gh_peer_pod_uid_parse(const char *text, size_t n, char *uid, size_t cap, struct gh_err *err);
 
 /* Identifies the peer of the connected Unix socket fd: SO_PEERCRED, then
  * <proc_root>/<pid>/cgroup (proc_root borrowed; NULL = "/proc"; tests

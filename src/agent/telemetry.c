@@ -39,7 +39,7 @@ struct client {
     /* Who writes (gh_peer_identify at accept): the pod stamped on every
      * line ("" = a host process: no pod_uid), or why its lines are refused. */
     char pod_uid[GH_PEER_UID_MAX];
-    char *refused;          /* owned unless refused_oom; NULL = its lines are taken */
+    char *refused;              /* owned unless refused_oom; NULL = its lines are taken */
     struct client *prev, *next; /* the list of connected clients */
 };
 
@@ -61,8 +61,8 @@ struct gh_telemetry {
     int max_clients;
     size_t max_ranks;
     int64_t step_emit_interval_ns;
-    char *proc_root;        /* owned; NULL = "/proc" */
-    bool trust_peers;       /* opts.identify_peers == GH_TELEMETRY_PEERS_TRUST */
+    char *proc_root;  /* owned; NULL = "/proc" */
+    bool trust_peers; /* opts.identify_peers == GH_TELEMETRY_PEERS_TRUST */
     const struct gh_clock *clock;
     gh_telemetry_emit_fn emit;
     void *emit_ctx;
@@ -449,7 +449,8 @@ static void identify(struct gh_telemetry *t, struct client *c)
     if (rc == GH_OK && p.uid == 0)
         return; /* root on the host: no pod to stamp */
     if (rc == GH_OK)
-        snprintf(why, sizeof why, "refused: the writer (pid %d, uid %u) runs in no pod and is "
+        snprintf(why, sizeof why,
+                 "refused: the writer (pid %d, uid %u) runs in no pod and is "
                  "not root; only a pod's ranks (or root on the host) may write here",
                  (int)p.pid, (unsigned)p.uid);
     else

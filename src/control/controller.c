@@ -57,8 +57,8 @@ static size_t drain_queue(struct gh_controller *ctl)
 /* The ingest's admission of a node's line (on an ingest thread): a job's
  * training telemetry only from a pod of that job on the sender's node
  * (control/tenancy.h). */
-static int tenancy_admit(void *ctx, const struct gh_ingest_sender *who,
-                         const struct gh_signal *sig, char *why, size_t cap)
+static int tenancy_admit(void *ctx, const struct gh_ingest_sender *who, const struct gh_signal *sig,
+                         char *why, size_t cap)
 {
     return gh_tenancy_admit(ctx, who->node, sig, why, cap);
 }

@@ -128,8 +128,10 @@ static void pod_topology(struct gh_controller *ctl, const json_t *pod)
     const char *uid = gh_kube_meta_uid(pod);
     int trc = gh_tenancy_pod(ctl->tenancy, uid, over ? NULL : j, over ? NULL : node);
     if (trc)
-        GH_LOG(GH_LOG_WARN, "event=tenancy_pod_not_recorded pod_uid=%s job=%s error=%s (its "
-               "telemetry is refused)", uid ? uid : "-", j ? j : "-", gh_rc_str(trc));
+        GH_LOG(GH_LOG_WARN,
+               "event=tenancy_pod_not_recorded pod_uid=%s job=%s error=%s (its "
+               "telemetry is refused)",
+               uid ? uid : "-", j ? j : "-", gh_rc_str(trc));
     if (!j || !node || over)
         return;
     /* a job the informers show is declared, so a fault on its node is the
@@ -247,8 +249,10 @@ static void job_prefix_note(struct gh_controller *ctl, const char *job)
     const char *pre = o ? ann(o, GH_ANN_CHECKPOINT_PREFIX) : NULL;
     struct gh_err err = {{0}};
     if (gh_tenancy_set_prefix(ctl->tenancy, job, pre, &err))
-        GH_LOG(GH_LOG_WARN, "event=checkpoint_prefix_invalid job=%s error=\"%s\" (no path of "
-               "its checkpoints is taken or resumed from)", job, err.msg);
+        GH_LOG(GH_LOG_WARN,
+               "event=checkpoint_prefix_invalid job=%s error=\"%s\" (no path of "
+               "its checkpoints is taken or resumed from)",
+               job, err.msg);
     json_decref(o);
 }
 

@@ -292,8 +292,7 @@ int gh_act_restart_prepare(const struct gh_act_ctx *x, const char *ns, const cha
     if (step >= 0 && path && *path && !gh_tenancy_path_under(prefix, path)) {
         struct gh_err perr = {{0}};
         if (!prefix)
-            snprintf(withheld, sizeof withheld, "the job declares no %s",
-                     GH_ANN_CHECKPOINT_PREFIX);
+            snprintf(withheld, sizeof withheld, "the job declares no %s", GH_ANN_CHECKPOINT_PREFIX);
         else if (gh_tenancy_prefix_check(prefix, &perr))
             snprintf(withheld, sizeof withheld, "%.380s", perr.msg);
         else

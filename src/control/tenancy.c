@@ -187,8 +187,8 @@ int gh_tenancy_prefix_check(const char *prefix, struct gh_err *err)
     if (n == 0)
         return gh_err_set(err, GH_EINVAL, "%s: empty", GH_ANN_CHECKPOINT_PREFIX);
     if (n > GH_TENANCY_PREFIX_MAX)
-        return gh_err_set(err, GH_EINVAL, "%s: %zu bytes, at most %d", GH_ANN_CHECKPOINT_PREFIX,
-                          n, GH_TENANCY_PREFIX_MAX);
+        return gh_err_set(err, GH_EINVAL, "%s: %zu bytes, at most %d", GH_ANN_CHECKPOINT_PREFIX, n,
+                          GH_TENANCY_PREFIX_MAX);
     if (unsafe(prefix, n))
         return gh_err_set(err, GH_EINVAL,
                           "%s: \"%.200s\" has a \".\" or \"..\" segment, an escaped dot or "
@@ -234,8 +234,8 @@ static bool training(enum gh_kind k)
     return k == GH_KIND_STEP || k == GH_KIND_CHECKPOINT || k == GH_KIND_REPLICA_CHECKSUM;
 }
 
-int gh_tenancy_admit(struct gh_tenancy *t, const char *node, const struct gh_signal *sig,
-                     char *why, size_t cap)
+int gh_tenancy_admit(struct gh_tenancy *t, const char *node, const struct gh_signal *sig, char *why,
+                     size_t cap)
 {
     if (!training(sig->kind))
         return GH_OK;
@@ -266,8 +266,8 @@ int gh_tenancy_admit(struct gh_tenancy *t, const char *node, const struct gh_sig
             snprintf(why, cap,
                      "the writer, pod %.40s, is a pod of job \"%.*s\" on node \"%.60s\"; it "
                      "may not report for job \"%.100s\" on node \"%.60s\"",
-                     sig->pod_uid, nl ? (int)(nl - p->key) : 0, p->key, nl ? nl + 1 : "",
-                     job, node ? node : "");
+                     sig->pod_uid, nl ? (int)(nl - p->key) : 0, p->key, nl ? nl + 1 : "", job,
+                     node ? node : "");
             rc = GH_EINVAL;
         }
     } else if (gh_strmap_find(t->placements, key) < 0) {

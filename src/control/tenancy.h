@@ -55,8 +55,8 @@ int gh_tenancy_set_prefix(struct gh_tenancy *t, const char *job, const char *pre
  * job's prefix); GH_EAGAIN not now (the informer has not listed the pods
  * yet). Signals other than step, checkpoint and replica_checksum are
  * GH_OK. Thread-safe. */
-int gh_tenancy_admit(struct gh_tenancy *t, const char *node, const struct gh_signal *sig,
-                     char *why, size_t cap);
+int gh_tenancy_admit(struct gh_tenancy *t, const char *node, const struct gh_signal *sig, char *why,
+                     size_t cap);
 
 /* Whether path (borrowed) is under prefix (borrowed): it starts with the
  * prefix and continues at a '/' boundary (the prefix's own trailing '/',

@@ -45,7 +45,8 @@ static void test_layouts(void **state)
     (void)state;
     /* cgroup v2, systemd driver, Burstable (containerd) */
     expect_uid("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" UIDS
-               ".slice/cri-containerd-0123abcd.scope\n", UID);
+               ".slice/cri-containerd-0123abcd.scope\n",
+               UID);
     /* Guaranteed: no QoS slice */
     expect_uid("0::/kubepods.slice/kubepods-pod" UIDS ".slice/cri-containerd-0123.scope\n", UID);
     /* cgroup v2, cgroupfs driver */
@@ -100,14 +101,13 @@ static void test_refused(void **state)
                      GH_EINVAL); /* the API's UIDs are lowercase */
     assert_int_equal(parse("0::/kubepods.slice/kubepods-pod" UID ".slice/x\n", uid),
                      GH_EINVAL); /* systemd escapes '-' as '_' */
-    assert_int_equal(parse("0::/kubepods.slice/kubepods-burstable-pod.slice/x\n", uid),
-                     GH_EINVAL);
+    assert_int_equal(parse("0::/kubepods.slice/kubepods-burstable-pod.slice/x\n", uid), GH_EINVAL);
     /* a buffer too small */
     struct gh_err err;
     char small[8];
-    assert_int_equal(gh_peer_pod_uid_parse("0::/kubepods/pod" UID, 20 + 36, small, sizeof small,
-                                           &err),
-                     GH_EINVAL);
+    assert_int_equal(
+        gh_peer_pod_uid_parse("0::/kubepods/pod" UID, 20 + 36, small, sizeof small, &err),
+        GH_EINVAL);
 }
 
 static void write_file(const char *path, const char *text)

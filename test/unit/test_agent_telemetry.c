@@ -686,9 +686,9 @@ static bool last_reject_has(struct gh_telemetry *t, const char *what)
     return strstr(rj[n - 1].reason, what) != NULL;
 }
 
-#define POD_LINE                                                                              \
-    "{\"ts\":\"2026-11-29T07:00:01Z\",\"source\":\"telemetry\",\"kind\":\"checkpoint\","     \
-    "\"job\":\"ml/a\",\"step\":5,\"path\":\"s3://ckpt/a/5\",\"state\":\"saved\","             \
+#define POD_LINE                                                                                   \
+    "{\"ts\":\"2026-11-29T07:00:01Z\",\"source\":\"telemetry\",\"kind\":\"checkpoint\","           \
+    "\"job\":\"ml/a\",\"step\":5,\"path\":\"s3://ckpt/a/5\",\"state\":\"saved\","                  \
     "\"pod_uid\":\"11111111-2222-3333-4444-555555555555\"}\n"
 
 /* Who writes (issue 24): a pod's process has its pod's UID stamped on its
