@@ -147,17 +147,36 @@ static void arena_release(struct arena *a)
 /* ---- the fields the three kinds use ---------------------------------------- */
 
 enum key {
-    K_TS, K_SOURCE, K_KIND, K_NODE, K_GPU, K_PCI, K_UUID, K_MSG, K_ID, K_INJECTED,
-    K_JOB, K_RANK, K_STEP, K_STEP_MS, K_COMM_MS, K_LOSS, K_TOKENS, K_PATH, K_STATE,
-    K_REPLICA, K_VALUE, K_POD_UID,
+    K_TS,
+    K_SOURCE,
+    K_KIND,
+    K_NODE,
+    K_GPU,
+    K_PCI,
+    K_UUID,
+    K_MSG,
+    K_ID,
+    K_INJECTED,
+    K_JOB,
+    K_RANK,
+    K_STEP,
+    K_STEP_MS,
+    K_COMM_MS,
+    K_LOSS,
+    K_TOKENS,
+    K_PATH,
+    K_STATE,
+    K_REPLICA,
+    K_VALUE,
+    K_POD_UID,
     K__COUNT,
     K_OTHER = K__COUNT
 };
 
 static const char *const key_names[K__COUNT] = {
-    "ts", "source", "kind", "node", "gpu", "pci", "uuid", "msg", "id", "injected",
-    "job", "rank", "step", "step_ms", "comm_ms", "loss", "tokens_per_s", "path", "state",
-    "replica", "value", "pod_uid",
+    "ts",           "source",   "kind",  "node",    "gpu",   "pci",     "uuid",    "msg",
+    "id",           "injected", "job",   "rank",    "step",  "step_ms", "comm_ms", "loss",
+    "tokens_per_s", "path",     "state", "replica", "value", "pod_uid",
 };
 
 /* V_ABSENT and V_NULL both read as absent (signal_json.h: null = absent). */
