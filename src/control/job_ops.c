@@ -410,6 +410,19 @@ out:
     return rc;
 }
 
+/* The path the plan resumes from (borrowed from pl), or NULL: none, or
+ * one not under the checkpoint prefix the plan's job declares (a plan
+ * prepared before paths were checked is checked here). */
+static const char *resume_path(const json_t *pl)
+{
+    const char *p = gh_json_str(pl, "path");
+    const char *prefix = gh_json_str(json_object_get(pl, "job"), "metadata", "annotations",
+                                     GH_ANN_CHECKPOINT_PREFIX);
+    if (!p || !*p || gh_json_str(pl, "path_withheld") || !gh_tenancy_path_under(prefix, p))
+        return NULL;
+    return p;
+}
+
 static int apply_resume(const struct gh_act_ctx *x, const json_t *pl, const char *ns,
                         const char *name, struct gh_kube_status *st, struct gh_err *err)
 {
@@ -427,11 +440,12 @@ static int apply_resume(const struct gh_act_ctx *x, const json_t *pl, const char
     if (json_is_integer(js)) {
         snprintf(step, sizeof step, "%lld", (long long)json_integer_value(js));
         json_object_set_new(data, "step", json_string(step));
-        /* plans stored before paths were checked carry "path" too: written
-         * only when it is under the job's prefix now (gh_act_restart_prepare) */
-        const char *p = gh_json_str(pl, "path");
-        if (p && *p && gh_json_str(pl, "path_withheld") == NULL)
+        const char *p = resume_path(pl);
+        if (p)
             json_object_set_new(data, "path", json_string(p));
+        else if (gh_json_str(pl, "path") && !gh_json_str(pl, "path_withheld"))
+            json_object_set_new(data, "path-withheld",
+                                json_string("not under the job's " GH_ANN_CHECKPOINT_PREFIX));
         const char *w = gh_json_str(pl, "path_withheld");
         if (w)
             json_object_set_new(data, "path-withheld", json_string(w));
@@ -476,10 +490,21 @@ int gh_act_restart_execute(const struct gh_act_ctx *x, const json_t *pl, struct 
     }
     char where[600] = "";
     json_t *js = json_object_get(pl, "step");
-    if (json_is_integer(js) && gh_json_str(pl, "path_withheld"))
+    if (json_is_integer(js) && !resume_path(pl)) {
+        const char *w = gh_json_str(pl, "path_withheld");
         snprintf(where, sizeof where, "resume from step %lld, no path: %.400s",
-                 (long long)json_integer_value(js), gh_json_str(pl, "path_withheld"));
-    else if (json_is_integer(js))
+                 (long long)json_integer_value(js),
+                 w                         ? w
+                 : gh_json_str(pl, "path") ? "not under the job's " GH_ANN_CHECKPOINT_PREFIX
+                                           : "none saved");
+        /* a plan prepared before paths were checked named it in the pod
+         * templates too */
+        json_t *tmpls[TEMPLATES_MAX];
+        size_t nt = gh_job_pod_templates(res, json_object_get(repl, "spec"), tmpls, TEMPLATES_MAX);
+        for (size_t t = 0; t < nt; t++)
+            json_object_del(json_object_get(json_object_get(tmpls[t], "metadata"), "annotations"),
+                            "gpuheal.io/resume-path");
+    } else if (json_is_integer(js))
         snprintf(where, sizeof where, "resume from step %lld at %s",
                  (long long)json_integer_value(js),
                  nz(gh_json_str(pl, "path")));

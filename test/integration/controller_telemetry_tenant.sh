@@ -15,6 +15,7 @@
 #   - step lines of 32 extra "ranks" of strag at 10 ms each step (the
 #     job's real ranks then look 10x slower than its median): n3 and n4
 #     must not be cordoned as stragglers.
+# A job without a declared prefix (strag) resumes by step, with no path.
 # And what a node of the job may still not say: a path outside the declared
 # prefix (s3://ckpt/ckpt-evil/..., s3://ckpt/ckpt/../other), a line stamped
 # with a pod of another job. Every refusal is a 422 that says why, counted
@@ -193,6 +194,17 @@ echo "gpuheal_ingest_signals_forged_total at the end: $(forged); cordoned of n2 
 
 "$GH_BIN/gpuheal" explain "job/$NS/strag" --db "$DB" > "$TMP/strag.txt" 2>&1
 check "no straggler incident about strag" sh -c "! grep -q straggler '$TMP/strag.txt'"
+
+# ---- 3. a job that declares no checkpoint prefix: its step, never a path ---
+ckpt strag 7 s3://ckpt/strag/step-7 | post "$T3"
+check "n3's agent: strag's own checkpoint (no prefix declared) taken ($code)" test "$code" = 200
+xid79 "$NS-n3" 0 | post "$T3"
+check "n3's agent: XID 79 on n3 taken ($code)" test "$code" = 200
+scm() { "$K" -n "$NS" get configmap strag-gpuheal-resume -o "go-template={{or (index .data \"$1\") \"\"}}" 2>/dev/null; }
+check "strag's resume ConfigMap written" wait_for 30 sh -c "[ -n \"\$('$K' -n '$NS' get configmap strag-gpuheal-resume -o name 2>/dev/null)\" ]"
+echo "strag's resume ConfigMap: step=$(scm step) path=$(scm path) path-withheld=$(scm path-withheld)"
+check "strag's resume: step 7, no path" test "$(scm step)/$(scm path)" = "7/"
+check "strag's resume: why the path is withheld" sh -c "echo '$(scm path-withheld)' | grep -q 'declares no gpuheal.io/checkpoint-prefix'"
 check "controller stops cleanly" stop_controller
 
 echo "controller_telemetry_tenant: $pass passed, $fail failed"
