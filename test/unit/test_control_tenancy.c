@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 
 #include <cmocka.h>
 
@@ -189,6 +190,56 @@ static void test_bounded(void **state)
     gh_tenancy_free(NULL);
 }
 
+/* The loop writes while ingest threads admit (run under TSan too):
+ * pods moving between two nodes, a prefix changing; every answer is one of
+ * the three, and a pod that never moves is always admitted. */
+struct churn {
+    struct gh_tenancy *t;
+    int iters;
+};
+
+static void *admitter(void *arg)
+{
+    struct churn *c = arg;
+    char why[240];
+    struct gh_signal still = line(GH_KIND_STEP, "ns/still", "still-pod", NULL);
+    struct gh_signal moving = line(GH_KIND_CHECKPOINT, "ns/m", "m-pod", "s3://m/x");
+    for (int i = 0; i < c->iters; i++) {
+        assert_int_equal(gh_tenancy_admit(c->t, "n0", &still, why, sizeof why), GH_OK);
+        int rc = gh_tenancy_admit(c->t, i % 2 ? "n1" : "n2", &moving, why, sizeof why);
+        assert_true(rc == GH_OK || rc == GH_EINVAL);
+    }
+    return NULL;
+}
+
+static void test_concurrent(void **state)
+{
+    (void)state;
+    struct gh_tenancy *t = NULL;
+    assert_int_equal(gh_tenancy_new(0, &t, NULL), GH_OK);
+    assert_int_equal(gh_tenancy_pod(t, "still-pod", "ns/still", "n0"), GH_OK);
+    gh_tenancy_set_synced(t, true);
+    struct churn c = {t, 20000};
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, admitter, &c), 0);
+    for (int i = 0; i < c.iters; i++) {
+        assert_int_equal(gh_tenancy_pod(t, "m-pod", "ns/m", i % 2 ? "n1" : "n2"), GH_OK);
+        assert_int_equal(gh_tenancy_set_prefix(t, "ns/m", i % 3 ? "s3://m/" : "s3://other/", NULL),
+                         GH_OK);
+        if (i % 7 == 0)
+            assert_int_equal(gh_tenancy_pod(t, "m-pod", NULL, NULL), GH_OK);
+    }
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+    struct gh_tenancy_stats st;
+    gh_tenancy_stats(t, &st);
+    printf("  admitted %llu, refused %llu over 3 threads x %d x 2\n",
+           (unsigned long long)st.admitted, (unsigned long long)st.refused, c.iters);
+    assert_int_equal(st.admitted + st.refused, 3ull * 2 * (unsigned long long)c.iters);
+    gh_tenancy_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -196,6 +247,7 @@ int main(void)
         cmocka_unit_test(test_prefix_check),
         cmocka_unit_test(test_admit),
         cmocka_unit_test(test_bounded),
+        cmocka_unit_test(test_concurrent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
