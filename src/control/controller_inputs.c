@@ -237,9 +237,8 @@ static void place_pods(struct gh_controller *ctl, const char *job)
                                 &p);
 }
 
-/* A Job, JobSet or PyTorchJob changed: place its pods again (the owner
- * may reach its cache after them); a JobSet's child Job is no job of its
- * own: what was placed under its name moves to the JobSet. */
+/* Where job's checkpoints are, as its object declares (tenancy.h): the
+ * ingest takes a checkpoint path of the job only under it. */
 static void job_prefix_note(struct gh_controller *ctl, const char *job)
 {
     static const char *const kinds[] = {"JobSet", "PyTorchJob", "Job"};
@@ -250,12 +249,15 @@ static void job_prefix_note(struct gh_controller *ctl, const char *job)
     struct gh_err err = {{0}};
     if (gh_tenancy_set_prefix(ctl->tenancy, job, pre, &err))
         GH_LOG(GH_LOG_WARN,
-               "event=checkpoint_prefix_invalid job=%s error=\"%s\" (no path of "
-               "its checkpoints is taken or resumed from)",
+               "event=checkpoint_prefix_invalid job=%s error=\"%s\" (it covers no path: "
+               "the job is restarted from a checkpoint's step, never its path)",
                job, err.msg);
     json_decref(o);
 }
 
+/* A Job, JobSet or PyTorchJob changed: place its pods again (the owner
+ * may reach its cache after them); a JobSet's child Job is no job of its
+ * own: what was placed under its name moves to the JobSet. */
 static void job_changed(void *ud, const char *job, const char *part)
 {
     struct gh_controller *ctl = ud;
