@@ -107,7 +107,12 @@ int gh_peer_pod_uid_parse(const char *text, size_t n, char *uid, size_t cap, str
                 memcpy(found, cur, sizeof found);
                 break;
             }
-            if ((sn == 8 && memcmp(path, "kubepods", 8) == 0) || has_prefix(path, sn, "kubepods."))
+            /* under kubepods; or above the reader's own cgroup namespace
+             * (".."), where the kubepods ancestor the reader shares is
+             * hidden: cgroupfs paths read from a pod's namespace are
+             * "/../../burstable/pod<uid>/..." */
+            if ((sn == 8 && memcmp(path, "kubepods", 8) == 0) ||
+                has_prefix(path, sn, "kubepods.") || (sn == 2 && memcmp(path, "..", 2) == 0))
                 under = true;
             path += sn;
         }

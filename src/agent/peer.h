@@ -9,7 +9,9 @@
  *   systemd:  .../kubepods.slice/kubepods-burstable.slice/
  *             kubepods-burstable-pod<uid, '-' as '_'>.slice/cri-...scope
  * under cgroup v1 (one line per hierarchy) and v2 (one "0::" line), and
- * relative ("/../..") when read from another cgroup namespace. A process
+ * relative ("/../..") when read from another cgroup namespace (the agent's
+ * own, with cgroup v2): then the common kubepods ancestor is hidden, and a
+ * pod<uid> segment after ".." counts. A process
  * cannot leave its pod's cgroup without privileges the pod does not have,
  * so the path is the pod's identity as far as the node's kernel knows it.
  *
@@ -37,8 +39,8 @@ struct gh_peer {
  * not be NUL-terminated): the UID of the pod its paths name, written to
  * uid[0..cap) in the API's form (lowercase, '-' separated; cap at least
  * GH_PEER_UID_MAX). A pod segment counts only under a "kubepods" segment
- * (or, systemd, in a "kubepods-..." slice), and the UID must be 32 hex
- * digits, in the 8-4-4-4-12 form or plain (a static pod's). GH_OK;
+ * or a ".." one (or, systemd, in a "kubepods-..." slice), and the UID must
+ * be 32 hex digits, in the 8-4-4-4-12 form or plain (a static pod's). GH_OK;
  * GH_ENOTFOUND when no line names a pod (a host process); GH_EINVAL when
  * two lines name different pods, or a pod segment is malformed (err says
  * which line). */

@@ -64,6 +64,10 @@ static void test_layouts(void **state)
                UID);
     /* read from another cgroup namespace: relative */
     expect_uid("0::/../../kubepods-burstable-pod" UIDS ".slice/cri-containerd-1.scope\n", UID);
+    /* cgroupfs read from the agent's own cgroup namespace (cgroup v2):
+     * the kubepods ancestor both share is hidden above ".." */
+    expect_uid("0::/../../burstable/pod" UID "/4f3e2d1c\n", UID);
+    expect_uid("0::/../pod" UID "/4f3e2d1c\n", UID);
     /* a static pod: its config hash, 32 plain hex digits */
     expect_uid("0::/kubepods/burstable/pod0123456789abcdef0123456789abcdef/x\n",
                "0123456789abcdef0123456789abcdef");
@@ -83,6 +87,7 @@ static void test_host_processes(void **state)
     /* "pod..." outside kubepods is not a pod's cgroup */
     assert_int_equal(parse("0::/system.slice/pod" UID "/x\n", uid), GH_ENOTFOUND);
     assert_int_equal(parse("0::/podman-" UIDS ".slice\n", uid), GH_ENOTFOUND);
+    assert_int_equal(parse("0::/../../../system.slice/cron.service\n", uid), GH_ENOTFOUND);
 }
 
 static void test_refused(void **state)
