@@ -2,8 +2,12 @@
  * are emitted with the node filled and per-rank records kept; malformed,
  * wrong-kind, oversized and binary lines are rejected with reasons without
  * costing their neighbours; partial lines across reads; many concurrent
- * clients; stale and live socket files; step coalescing; and a round trip
- * from the Python reporter (python/gpuheal_reporter) when python3 exists. */
+ * clients; stale and live socket files; step coalescing; a round trip
+ * from the Python reporter (python/gpuheal_reporter) when python3 exists;
+ * and who may write (issue 24): every socket test writes as a pod's process
+ * through an injected proc root (so they hold under any uid), a pod's UID
+ * is stamped over the line's own claim, and a writer in no pod and not
+ * root, or one that cannot be identified, has its lines refused. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
