@@ -21,6 +21,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "agent/peer.h"
 #include "signal/signal_fast.h"
 #include "signal/signal_json.h"
 
@@ -35,8 +36,15 @@ struct client {
     char *part;             /* partial line (owned), part_cap <= line_max */
     size_t part_len, part_cap;
     bool discarding;        /* inside an oversized line: drop up to '\n' */
+    /* Who writes (gh_peer_identify at accept): the pod stamped on every
+     * line ("" = a host process: no pod_uid), or why its lines are refused. */
+    char pod_uid[GH_PEER_UID_MAX];
+    char *refused;              /* owned unless refused_oom; NULL = its lines are taken */
     struct client *prev, *next; /* the list of connected clients */
 };
+
+/* A client refused when the reason could not be allocated (not freed). */
+static char refused_oom[] = "refused: the writer's pod cannot be told: out of memory";
 
 struct rank_slot {
     bool used;
@@ -53,6 +61,8 @@ struct gh_telemetry {
     int max_clients;
     size_t max_ranks;
     int64_t step_emit_interval_ns;
+    char *proc_root;  /* owned; NULL = "/proc" */
+    bool trust_peers; /* opts.identify_peers == GH_TELEMETRY_PEERS_TRUST */
     const struct gh_clock *clock;
     gh_telemetry_emit_fn emit;
     void *emit_ctx;
@@ -240,6 +250,11 @@ static void handle_line(struct gh_telemetry *t, struct client *c, const char *s,
     c->line_no++;
     if (is_blank(s, n))
         return;
+    if (c->refused) {
+        snprintf(why, sizeof why, "line %ld: %s", c->line_no, c->refused);
+        reject_line(t, c, s, n, why);
+        return;
+    }
     if (gh_signal_fast_decode(s, n, c->line_no, &sig, &err) != GH_OK) {
         reject_line(t, c, s, n, err.msg);
         return;
@@ -263,6 +278,13 @@ static void handle_line(struct gh_telemetry *t, struct client *c, const char *s,
         goto bad;
     }
     if (!sig.node && t->node && gh_signal_set_str(&sig.node, t->node, strlen(t->node))) {
+        snprintf(why, sizeof why, "line %ld: out of memory", c->line_no);
+        goto bad;
+    }
+    /* the writer's pod, as the kernel says, never as the line says: the
+     * controller takes a job's lines only from a pod of that job */
+    if (!t->trust_peers &&
+        gh_signal_set_str(&sig.pod_uid, c->pod_uid[0] ? c->pod_uid : NULL, strlen(c->pod_uid))) {
         snprintf(why, sizeof why, "line %ld: out of memory", c->line_no);
         goto bad;
     }
@@ -399,10 +421,43 @@ static void close_client(struct gh_telemetry *t, struct client *c, bool finish)
     if (c->next)
         c->next->prev = c->prev;
     free(c->part);
+    if (c->refused != refused_oom)
+        free(c->refused);
     free(c);
     pthread_mutex_lock(&t->mu);
     t->st.clients_now--;
     pthread_mutex_unlock(&t->mu);
+}
+
+/* Who the new client is (peer.h): a process in a pod writes for that pod;
+ * a process in no pod only when it runs as root on the host (an operator's
+ * tool, a host-level launcher; root there could read the node's
+ * credentials anyway); anything else has its lines refused, each counted
+ * with the reason. */
+static void identify(struct gh_telemetry *t, struct client *c)
+{
+    struct gh_peer p;
+    struct gh_err err = {{0}};
+    char why[GH_ERR_MAX + 96];
+    if (t->trust_peers)
+        return;
+    int rc = gh_peer_identify(c->fd, t->proc_root, &p, &err);
+    if (rc == GH_OK && p.pod_uid[0]) {
+        memcpy(c->pod_uid, p.pod_uid, sizeof c->pod_uid);
+        return;
+    }
+    if (rc == GH_OK && p.uid == 0)
+        return; /* root on the host: no pod to stamp */
+    if (rc == GH_OK)
+        snprintf(why, sizeof why,
+                 "refused: the writer (pid %d, uid %u) runs in no pod and is "
+                 "not root; only a pod's ranks (or root on the host) may write here",
+                 (int)p.pid, (unsigned)p.uid);
+    else
+        snprintf(why, sizeof why, "refused: the writer's pod cannot be told: %s", err.msg);
+    c->refused = strdup(why);
+    if (!c->refused)
+        c->refused = refused_oom;
 }
 
 static void accept_clients(struct gh_telemetry *t)
@@ -439,6 +494,7 @@ static void accept_clients(struct gh_telemetry *t)
         }
         c->fd = fd;
         c->id = ++t->next_client_id;
+        identify(t, c);
         struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
         if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &ev)) {
             close(fd);
@@ -568,12 +624,14 @@ int gh_telemetry_new(const struct gh_telemetry_opts *opts, struct gh_telemetry *
     t->max_clients = opts->max_clients ? opts->max_clients : 4096;
     t->max_ranks = opts->max_ranks ? opts->max_ranks : 65536;
     t->step_emit_interval_ns = opts->step_emit_interval_ns;
+    t->trust_peers = opts->identify_peers == GH_TELEMETRY_PEERS_TRUST;
     t->clock = opts->clock ? opts->clock : gh_clock_real();
     t->emit = opts->emit;
     t->emit_ctx = opts->emit_ctx;
     const char *path = opts->socket_path ? opts->socket_path : GH_TELEMETRY_DEFAULT_SOCKET;
     t->rbuf = malloc(RBUF_SIZE);
-    if (!t->rbuf || (opts->node && !(t->node = strdup(opts->node)))) {
+    if (!t->rbuf || (opts->node && !(t->node = strdup(opts->node))) ||
+        (opts->proc_root && !(t->proc_root = strdup(opts->proc_root)))) {
         rc = gh_err_set(err, GH_ENOMEM, "telemetry: out of memory");
         goto out;
     }
@@ -681,6 +739,7 @@ void gh_telemetry_free(struct gh_telemetry *t)
     free(t->ingest.part);
     free(t->rbuf);
     free(t->node);
+    free(t->proc_root);
     free(t->slots);
     pthread_mutex_destroy(&t->mu);
     free(t);

@@ -25,6 +25,17 @@
  * emitted at most once per (job, rank) per opts.step_emit_interval_ns
  * (0 = every one), the record being updated by all of them.
  *
+ * Who may write (docs/agent.md): each connection's peer is identified
+ * when it is accepted (agent/peer.h: SO_PEERCRED and the process's
+ * cgroup). A process in a pod has the pod's UID stamped on every line it
+ * writes as "pod_uid" (a value the line carried is overwritten), and the
+ * controller takes a job's lines only from a pod of that job on this node.
+ * A process in no pod is accepted only when it runs as root (a host
+ * tool; no pod_uid); any other writer, or one whose pod cannot be told,
+ * has every line rejected with the reason. The socket's mode (0666 by
+ * default) is therefore no authority: any local process may connect,
+ * and what it may say is decided by who the kernel says it is.
+ *
  * Driving: the caller adds gh_telemetry_fd() (an epoll fd, readable when
  * there is work) to its own loop and calls gh_telemetry_run_once(t, 0).
  *
@@ -49,9 +60,18 @@
 /* Receives each accepted signal (borrowed for the call). */
 typedef void (*gh_telemetry_emit_fn)(void *ctx, const struct gh_signal *s);
 
+enum gh_telemetry_peers {
+    GH_TELEMETRY_PEERS_IDENTIFY = 0, /* identify each peer (above); the default */
+    GH_TELEMETRY_PEERS_TRUST,        /* take every line, stamp nothing (benchmarks only) */
+};
+
 struct gh_telemetry_opts {
     const char *socket_path;    /* copied; NULL = GH_TELEMETRY_DEFAULT_SOCKET */
-    unsigned socket_mode;       /* 0 = 0666 (ranks run as other users) */
+    unsigned socket_mode;       /* 0 = 0666: ranks run as any user; connecting grants
+                                   nothing, the peer's pod does (above) */
+    enum gh_telemetry_peers identify_peers;
+    const char *proc_root;      /* copied; NULL = "/proc" (tests: a directory of
+                                   <pid>/cgroup files of their own) */
     const char *node;           /* copied; filled into lines without one; may be NULL */
     size_t line_max;            /* 0 = GH_TELEMETRY_LINE_MAX_DEFAULT; at most GH_SIGNAL_LINE_MAX */
     int max_clients;            /* 0 = 4096 */

@@ -54,6 +54,15 @@ static size_t drain_queue(struct gh_controller *ctl)
     return total;
 }
 
+/* The ingest's admission of a node's line (on an ingest thread): a job's
+ * training telemetry only from a pod of that job on the sender's node
+ * (control/tenancy.h). */
+static int tenancy_admit(void *ctx, const struct gh_ingest_sender *who, const struct gh_signal *sig,
+                         char *why, size_t cap)
+{
+    return gh_tenancy_admit(ctx, who->node, sig, why, cap);
+}
+
 /* ---- fencing: nothing is accepted or done past the lease */
 
 static bool may_act(void *ud) { return fenced_in(ud); }
@@ -610,6 +619,8 @@ int gh_controller_new(const struct gh_controller_opts *o, struct gh_controller *
     gh_ingest_auth_cached_fn auth_cached = ctl->agent_auth ? gh_agent_auth_cached : NULL;
     struct gh_ingest_limits limits = {.line_max = o->ingest_line_max,
                                       .max_lines = o->ingest_max_lines};
+    if ((rc = gh_tenancy_new(0, &ctl->tenancy, err)))
+        goto fail;
     struct gh_ingest_server_opts io = {.listen = o->listen,
                                        .token_file = o->token_file,
                                        .allow_anonymous = o->allow_anonymous && !o->token_file &&
@@ -631,7 +642,9 @@ int gh_controller_new(const struct gh_controller_opts *o, struct gh_controller *
                                        .extra_metrics = metrics_text,
                                        .metrics_ctx = ctl,
                                        .ready = ready_to_serve,
-                                       .ready_ctx = ctl};
+                                       .ready_ctx = ctl,
+                                       .admit = tenancy_admit,
+                                       .admit_ctx = ctl->tenancy};
     if ((rc = gh_ingest_server_new(&io, &ctl->ingest, err)))
         goto fail;
     /* what this start runs with (never the store URL: it may hold a password) */
@@ -776,6 +789,7 @@ void gh_controller_free(struct gh_controller *ctl)
     gh_kube_informer_free(ctl->inf_namespaces);
     gh_ingest_server_free(ctl->ingest);
     gh_agent_auth_free(ctl->agent_auth); /* after the ingest threads that call it */
+    gh_tenancy_free(ctl->tenancy);       /* likewise */
     gh_journal_close(ctl->journal); /* after the ingest thread that writes it */
     gh_store_watch_free(ctl->watch);
     gh_executor_free(ctl->ex);

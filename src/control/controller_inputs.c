@@ -123,7 +123,16 @@ static void pod_topology(struct gh_controller *ctl, const json_t *pod)
     const char *j = gh_job_of_pod(pod, gh_job_watch_jobs(ctl->jobs), job, sizeof job, &kind);
     const char *node = gh_json_str(pod, "spec", "nodeName");
     const char *phase = gh_json_str(pod, "status", "phase");
-    if (!j || !node || (phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"))))
+    bool over = phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"));
+    /* whose telemetry this pod may write, and from where (tenancy.h) */
+    const char *uid = gh_kube_meta_uid(pod);
+    int trc = gh_tenancy_pod(ctl->tenancy, uid, over ? NULL : j, over ? NULL : node);
+    if (trc)
+        GH_LOG(GH_LOG_WARN,
+               "event=tenancy_pod_not_recorded pod_uid=%s job=%s error=%s (its "
+               "telemetry is refused)",
+               uid ? uid : "-", j ? j : "-", gh_rc_str(trc));
+    if (!j || !node || over)
         return;
     /* a job the informers show is declared, so a fault on its node is the
      * job's fault; a full job table leaves it undeclared (and without its
@@ -172,6 +181,7 @@ static int count_same_ns(void *ud, const struct gh_kube_obj *o)
 static void pod_delete(void *ud, const json_t *obj)
 {
     struct gh_controller *ctl = ud;
+    (void)gh_tenancy_pod(ctl->tenancy, gh_kube_meta_uid(obj), NULL, NULL);
     char job[320];
     const char *j = gh_job_of_pod(obj, gh_job_watch_jobs(ctl->jobs), job, sizeof job, NULL);
     const char *slash = j ? strchr(j, '/') : NULL;
@@ -184,6 +194,13 @@ static void pod_delete(void *ud, const json_t *obj)
         gh_engine_forget_job(ctl->engine, j);
         job_costs_forget(ctl, j);
     }
+}
+
+/* Every pod listed: a pod not seen now is no pod (tenancy.h). */
+static void pods_synced(void *ud)
+{
+    struct gh_controller *ctl = ud;
+    gh_tenancy_set_synced(ctl->tenancy, true);
 }
 
 static void pod_update(void *ud, const json_t *old, const json_t *obj)
@@ -220,12 +237,31 @@ static void place_pods(struct gh_controller *ctl, const char *job)
                                 &p);
 }
 
+/* Where job's checkpoints are, as its object declares (tenancy.h): the
+ * ingest takes a checkpoint path of the job only under it. */
+static void job_prefix_note(struct gh_controller *ctl, const char *job)
+{
+    static const char *const kinds[] = {"JobSet", "PyTorchJob", "Job"};
+    json_t *o = NULL;
+    for (size_t i = 0; !o && i < sizeof kinds / sizeof kinds[0]; i++)
+        o = job_object(ctl, job, kinds[i]);
+    const char *pre = o ? ann(o, GH_ANN_CHECKPOINT_PREFIX) : NULL;
+    struct gh_err err = {{0}};
+    if (gh_tenancy_set_prefix(ctl->tenancy, job, pre, &err))
+        GH_LOG(GH_LOG_WARN,
+               "event=checkpoint_prefix_invalid job=%s error=\"%s\" (it covers no path: "
+               "the job is restarted from a checkpoint's step, never its path)",
+               job, err.msg);
+    json_decref(o);
+}
+
 /* A Job, JobSet or PyTorchJob changed: place its pods again (the owner
  * may reach its cache after them); a JobSet's child Job is no job of its
  * own: what was placed under its name moves to the JobSet. */
 static void job_changed(void *ud, const char *job, const char *part)
 {
     struct gh_controller *ctl = ud;
+    job_prefix_note(ctl, job);
     if (part) {
         gh_engine_forget_job(ctl->engine, part);
         job_costs_forget(ctl, part);
@@ -825,7 +861,7 @@ int gh_ctl_inputs_start(struct gh_controller *ctl, struct gh_err *err)
 {
     int rc;
     struct gh_kube_handlers hn = {node_add, node_update, node_delete, nodes_synced, inf_error};
-    struct gh_kube_handlers hp = {pod_add, pod_update, pod_delete, NULL, inf_error};
+    struct gh_kube_handlers hp = {pod_add, pod_update, pod_delete, pods_synced, inf_error};
     struct gh_kube_handlers hg = {gnh_change, gnh_update, NULL, NULL, inf_error};
     struct gh_kube_handlers hi = {incident_change, incident_update, NULL, NULL, inf_error};
     struct gh_kube_handlers hpol = {policy_add, policy_update, policy_add, policy_synced,

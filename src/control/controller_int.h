@@ -33,6 +33,7 @@
 #include "control/kube_signals.h"
 #include "control/metrics.h"
 #include "control/policy_cr.h"
+#include "control/tenancy.h"
 #include "engine/engine.h"
 #include "ingest/server.h"
 #include "kube/client.h"
@@ -71,6 +72,9 @@ struct gh_controller {
     struct gh_sigqueue *queue;
     struct gh_ingest_server *ingest;
     struct gh_agent_auth *agent_auth; /* NULL: no agent authentication */
+    /* whose pods run where, for the ingest's admission of a node's
+     * training telemetry (written here, read on the ingest threads) */
+    struct gh_tenancy *tenancy;
     struct gh_kube_leader *leader;
     struct gh_kube_informer *inf_nodes, *inf_pods, *inf_gnh, *inf_incidents, *inf_policies;
     struct gh_job_watch *jobs; /* Job, JobSet, PyTorchJob informers: whose pods are whose */

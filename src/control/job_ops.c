@@ -9,6 +9,7 @@
 #include "common/json.h"
 #include "control/actuator.h"
 #include "control/job_kinds.h"
+#include "control/tenancy.h"
 #include "kube/api.h"
 
 #define AVOID_MAX 64
@@ -267,7 +268,10 @@ static int prepare_template(json_t *tmpl, const char *ns, int64_t step, const ch
         char s[24];
         snprintf(s, sizeof s, "%lld", (long long)step);
         json_object_set_new(tann, "gpuheal.io/resume-step", json_string(s));
-        json_object_set_new(tann, "gpuheal.io/resume-path", json_string(path ? path : ""));
+        if (path && *path)
+            json_object_set_new(tann, "gpuheal.io/resume-path", json_string(path));
+        else
+            json_object_del(tann, "gpuheal.io/resume-path");
     } else {
         json_object_del(tann, "gpuheal.io/resume-step");
         json_object_del(tann, "gpuheal.io/resume-path");
@@ -299,6 +303,22 @@ int gh_act_restart_prepare(const struct gh_act_ctx *x, const char *ns, const cha
     json_t *meta = json_object_get(job, "metadata");
     json_t *ann = json_object_get(meta, "annotations");
     const char *uid = gh_kube_meta_uid(job);
+    /* The resume carries a path only under the location the job itself
+     * declares (its owner writes the annotation; a checkpoint signal is
+     * only what some rank said): never one from anywhere else. */
+    char withheld[400] = "";
+    const char *prefix = gh_json_str(ann, GH_ANN_CHECKPOINT_PREFIX);
+    if (step >= 0 && path && *path && !gh_tenancy_path_under(prefix, path)) {
+        struct gh_err perr = {{0}};
+        if (!prefix)
+            snprintf(withheld, sizeof withheld, "the job declares no %s", GH_ANN_CHECKPOINT_PREFIX);
+        else if (gh_tenancy_prefix_check(prefix, &perr))
+            snprintf(withheld, sizeof withheld, "%.380s", perr.msg);
+        else
+            snprintf(withheld, sizeof withheld, "\"%.150s\" is not under %s \"%.150s\"", path,
+                     GH_ANN_CHECKPOINT_PREFIX, prefix);
+        path = NULL;
+    }
     long count = 0;
     const char *cs = gh_json_str(ann, GH_ANN_RESTART_COUNT);
     if (cs)
@@ -386,7 +406,10 @@ int gh_act_restart_prepare(const struct gh_act_ctx *x, const char *ns, const cha
     }
     if (step >= 0) {
         json_object_set_new(pl, "step", json_integer(step));
-        json_object_set_new(pl, "path", json_string(path ? path : ""));
+        if (path && *path)
+            json_object_set_new(pl, "path", json_string(path));
+        if (withheld[0])
+            json_object_set_new(pl, "path_withheld", json_string(withheld));
     }
     json_object_set_new(pl, "restart_count", json_integer(count + 1));
     *payload = pl;
@@ -406,6 +429,19 @@ out:
     return rc;
 }
 
+/* The path the plan resumes from (borrowed from pl), or NULL: none, or
+ * one not under the checkpoint prefix the plan's job declares (a plan
+ * prepared before paths were checked is checked here). */
+static const char *resume_path(const json_t *pl)
+{
+    const char *p = gh_json_str(pl, "path");
+    const char *prefix = gh_json_str(json_object_get(pl, "job"), "metadata", "annotations",
+                                     GH_ANN_CHECKPOINT_PREFIX);
+    if (!p || !*p || gh_json_str(pl, "path_withheld") || !gh_tenancy_path_under(prefix, p))
+        return NULL;
+    return p;
+}
+
 static int apply_resume(const struct gh_act_ctx *x, const json_t *pl, const char *ns,
                         const char *name, struct gh_kube_status *st, struct gh_err *err)
 {
@@ -423,8 +459,15 @@ static int apply_resume(const struct gh_act_ctx *x, const json_t *pl, const char
     if (json_is_integer(js)) {
         snprintf(step, sizeof step, "%lld", (long long)json_integer_value(js));
         json_object_set_new(data, "step", json_string(step));
-        json_object_set_new(data, "path",
-                            json_string(nz(gh_json_str(pl, "path"))));
+        const char *p = resume_path(pl);
+        if (p)
+            json_object_set_new(data, "path", json_string(p));
+        else if (gh_json_str(pl, "path") && !gh_json_str(pl, "path_withheld"))
+            json_object_set_new(data, "path-withheld",
+                                json_string("not under the job's " GH_ANN_CHECKPOINT_PREFIX));
+        const char *w = gh_json_str(pl, "path_withheld");
+        if (w)
+            json_object_set_new(data, "path-withheld", json_string(w));
     }
     json_t *cmo = json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s}}, s:o}", "apiVersion", "v1", "kind",
                             "ConfigMap", "metadata", "name", cm, "namespace", ns, "labels",
@@ -466,7 +509,21 @@ int gh_act_restart_execute(const struct gh_act_ctx *x, const json_t *pl, struct 
     }
     char where[600] = "";
     json_t *js = json_object_get(pl, "step");
-    if (json_is_integer(js))
+    if (json_is_integer(js) && !resume_path(pl)) {
+        const char *w = gh_json_str(pl, "path_withheld");
+        snprintf(where, sizeof where, "resume from step %lld, no path: %.400s",
+                 (long long)json_integer_value(js),
+                 w                         ? w
+                 : gh_json_str(pl, "path") ? "not under the job's " GH_ANN_CHECKPOINT_PREFIX
+                                           : "none saved");
+        /* a plan prepared before paths were checked named it in the pod
+         * templates too */
+        json_t *tmpls[TEMPLATES_MAX];
+        size_t nt = gh_job_pod_templates(res, json_object_get(repl, "spec"), tmpls, TEMPLATES_MAX);
+        for (size_t t = 0; t < nt; t++)
+            json_object_del(json_object_get(json_object_get(tmpls[t], "metadata"), "annotations"),
+                            "gpuheal.io/resume-path");
+    } else if (json_is_integer(js))
         snprintf(where, sizeof where, "resume from step %lld at %s",
                  (long long)json_integer_value(js),
                  nz(gh_json_str(pl, "path")));

@@ -35,15 +35,15 @@ struct gh_job_watch {
     struct kind k[NKINDS];
 };
 
-static const char *const keep[] = {"/metadata/labels", "/metadata/ownerReferences",
-                                   "/metadata/uid",
-                                   /* whether it is over (job_finished) */
-                                   "/status/conditions",
-                                   /* a job's remaining run and restart cost (job_costs.h) */
-                                   "/metadata/creationTimestamp",
-                                   "/metadata/annotations/gpuheal.io~1expected-end",
-                                   "/metadata/annotations/gpuheal.io~1remaining",
-                                   "/metadata/annotations/gpuheal.io~1restart-cost"};
+static const char *const keep[] = {
+    "/metadata/labels", "/metadata/ownerReferences", "/metadata/uid",
+    /* whether it is over (job_finished) */
+    "/status/conditions",
+    /* a job's remaining run and restart cost (job_costs.h) */
+    "/metadata/creationTimestamp", "/metadata/annotations/gpuheal.io~1expected-end",
+    "/metadata/annotations/gpuheal.io~1remaining", "/metadata/annotations/gpuheal.io~1restart-cost",
+    /* where its checkpoints are (control/tenancy.h) */
+    "/metadata/annotations/gpuheal.io~1checkpoint-prefix"};
 
 static void discover(void *ud);
 

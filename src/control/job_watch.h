@@ -60,8 +60,9 @@ void gh_job_watch_free(struct gh_job_watch *w);
 const struct gh_kube_store *gh_job_watch_jobs(const struct gh_job_watch *w);
 /* The cache of kind ("Job", "JobSet", "PyTorchJob"; borrowed), NULL while
  * its informer does not run or for another kind. Objects keep labels,
- * ownerReferences, creationTimestamp and the gpuheal.io/expected-end,
- * remaining and restart-cost annotations (job_costs.h). */
+ * ownerReferences, creationTimestamp, the gpuheal.io/expected-end,
+ * remaining and restart-cost annotations (job_costs.h) and
+ * gpuheal.io/checkpoint-prefix (tenancy.h). */
 const struct gh_kube_store *gh_job_watch_store(const struct gh_job_watch *w, const char *kind);
 
 #endif

@@ -152,19 +152,14 @@ static struct sdcjob *job_get(struct sdc *s, struct gh_engine *e, const char *na
     return j;
 }
 
-/* Where an entry's rank runs: the signal's own node/GPU, else the layout. */
-static const char *locate(struct gh_engine *e, const char *job, const struct gh_signal *s, int *gpu)
+/* Where an entry's rank runs: the signal's own node/GPU, the node the line
+ * came from, or nowhere. Never the declared layout: a verdict about a node
+ * rests on that node's own telemetry (issue 24); a rank whose line names
+ * no node makes the suspect ambiguous (no node blamed, probes instead). */
+static const char *locate(const struct gh_signal *s, int *gpu)
 {
-    *gpu = s->gpu;
-    if (s->node)
-        return s->node;
-    struct gh_topology *topo = gh_ctx_topology(e);
-    long j = gh_topology_find_job(topo, job);
-    const char *n = NULL;
-    if (j >= 0 && s->has_rank && gh_topology_rank_location(topo, (size_t)j, s->rank, &n, gpu))
-        return n;
-    *gpu = -1;
-    return NULL;
+    *gpu = s->node ? s->gpu : -1;
+    return s->node;
 }
 
 
@@ -432,7 +427,7 @@ static void finalize_ck(struct sdc *s, struct gh_engine *e, struct sdcjob *j, st
         if (sus[i]->ts_ns < first)
             first = sus[i]->ts_ns;
         int g;
-        const char *nn = locate(e, j->name, sg, &g);
+        const char *nn = locate(sg, &g);
         if (!nn) {
             one_node = false;
         } else if (!node) {
@@ -609,7 +604,7 @@ static void decide_loss(struct sdc *s, struct gh_engine *e, struct sdcjob *j)
     bool one_node = true;
     for (int i = 0; i < j->n_anom_ev; i++) {
         int g;
-        const char *nn = locate(e, j->name, &j->anom_ev[i]->sig, &g);
+        const char *nn = locate(&j->anom_ev[i]->sig, &g);
         if (!nn || (node && strcmp(node, nn) != 0))
             one_node = false;
         else

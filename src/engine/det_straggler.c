@@ -677,17 +677,16 @@ static void st_on_signal(void *state, struct gh_engine *e, const struct gh_tl_en
         j->max_rank = sg->rank;
         j->order_dirty = true;
     }
-    /* Placement: from the signal, else the declared layout; a rank that
-     * moved (a restart elsewhere) starts a fresh history. */
+    /* Placement: from the signal's node only, the node the line came from
+     * (the ingest fills in the sender's): a verdict about a node rests on
+     * that node's own telemetry, never on a layout guessed for a line from
+     * elsewhere (issue 24). A rank that moved (a restart elsewhere) starts
+     * a fresh history; one never reported with a node is not placed. */
     struct gh_topology *topo = gh_ctx_topology(e);
-    if (sg->node ? (!rk->node || strcmp(rk->node, sg->node) != 0 || rk->gpu != sg->gpu)
-                 : rk->node_idx < 0) {
+    if (sg->node && (!rk->node || strcmp(rk->node, sg->node) != 0 || rk->gpu != sg->gpu)) {
         const char *nn = sg->node;
         int g = sg->gpu;
-        long tj = nn ? -1 : topo_job(j, topo);
-        if (!nn && tj >= 0 && !gh_topology_rank_location(topo, (size_t)tj, sg->rank, &nn, &g))
-            nn = NULL;
-        if (nn) {
+        {
             long ni = gh_topology_add_node(topo, nn);
             gh_topology_note(topo, j->name, nn, sg->rank, g);
             if (ni >= 0) {

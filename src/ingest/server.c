@@ -54,6 +54,9 @@ struct gh_ingest_server {
     struct gh_workq *writes;  /* parse, dedup and sink of a batch, one at a time */
     int64_t review_wait_ns, write_wait_ns;
     unsigned header_timeout_s, idle_timeout_s;
+    int (*admit)(void *ctx, const struct gh_ingest_sender *who, const struct gh_signal *sig,
+                 char *why, size_t cap); /* optional */
+    void *admit_ctx;
     bool (*ready)(void *ctx); /* optional; NULL: always ready */
     void *ready_ctx;
     char *tls_cert, *tls_key;     /* PEM text, kept while the daemon runs */
@@ -103,6 +106,7 @@ static const char *const refusal_names[GH_REFUSED__COUNT] = {
     [GH_REFUSED_NOT_READY] = "not_ready",
     [GH_REFUSED_STORE_BUSY] = "store_busy",
     [GH_REFUSED_STORE_FAILED] = "store_failed",
+    [GH_REFUSED_NOT_ADMITTED_YET] = "not_admitted_yet",
     [GH_REFUSED_TOO_LARGE] = "too_large",
     [GH_REFUSED_BAD_REQUEST] = "bad_request",
 };
@@ -399,6 +403,7 @@ struct batch {
     struct gh_dedup_key *keys;    /* ids inserted for this batch (undone on refusal) */
     size_t nkeys, keycap;
     uint64_t forged;
+    char retry[GH_INGEST_ERROR_LEN]; /* != "": admit said "not now" (503) */
 };
 
 static bool grow(void **p, size_t *cap, size_t elem)
@@ -439,6 +444,17 @@ static enum gh_ingest_take take(void *ctx, long line, struct gh_signal *sig)
                      sig->node, who->node);
             return forged(b, line, msg);
         }
+    }
+    if (who->kind == GH_SENDER_NODE && b->srv->admit) {
+        char why[GH_INGEST_ERROR_LEN];
+        why[0] = '\0';
+        int rc = b->srv->admit(b->srv->admit_ctx, who, sig, why, sizeof why);
+        if (rc == GH_EAGAIN) {
+            snprintf(b->retry, sizeof b->retry, "line %ld: %.200s", line, why[0] ? why : "retry");
+            return GH_INGEST_STOP;
+        }
+        if (rc)
+            return forged(b, line, why[0] ? why : "refused for its sender");
     }
     if (who->kind == GH_SENDER_OPERATOR)
         sig->injected = true; /* the operator's credential is for injection */
@@ -537,6 +553,12 @@ static void write_run(struct gh_workq_job *wj)
         j->status = MHD_HTTP_CONTENT_TOO_LARGE;
         j->reason = GH_REFUSED_TOO_LARGE;
         snprintf(j->why, sizeof j->why, "%s", err.msg);
+    } else if (rc == GH_EAGAIN && b.retry[0]) {
+        /* a line the owner cannot judge yet (its job's pods not listed):
+         * the whole batch again later, nothing of it taken */
+        j->status = MHD_HTTP_SERVICE_UNAVAILABLE;
+        j->reason = GH_REFUSED_NOT_ADMITTED_YET;
+        snprintf(j->why, sizeof j->why, "%s", b.retry);
     } else if (rc == GH_EAGAIN) {
         j->status = MHD_HTTP_SERVICE_UNAVAILABLE;
         j->reason = GH_REFUSED_STORE_FAILED;
@@ -947,6 +969,8 @@ int gh_ingest_server_new(const struct gh_ingest_server_opts *opts,
     srv->metrics_ctx = opts->metrics_ctx;
     srv->ready = opts->ready;
     srv->ready_ctx = opts->ready_ctx;
+    srv->admit = opts->admit;
+    srv->admit_ctx = opts->admit_ctx;
     srv->dedup = gh_dedup_new(opts->dedup_capacity ? opts->dedup_capacity : (1u << 20));
     if (!srv->dedup) {
         rc = gh_err_set(err, GH_ENOMEM, "ingest server: dedup set: out of memory");

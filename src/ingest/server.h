@@ -121,6 +121,7 @@ enum gh_ingest_refusal {
     GH_REFUSED_NOT_READY,          /* 503: not the leader, or its store cannot record */
     GH_REFUSED_STORE_BUSY,         /* 503: the write queue is full, stalled or late */
     GH_REFUSED_STORE_FAILED,       /* 503: the sink could not take the batch */
+    GH_REFUSED_NOT_ADMITTED_YET,   /* 503: the owner cannot judge a line yet (admit) */
     GH_REFUSED_TOO_LARGE,          /* 413 */
     GH_REFUSED_BAD_REQUEST,        /* 404, 405 */
     GH_REFUSED__COUNT
@@ -170,6 +171,15 @@ struct gh_ingest_server_opts {
      * leader. Called on the server's thread: cheap and thread-safe. */
     bool (*ready)(void *ctx);
     void *ready_ctx;
+    /* Optional: whether a line of a node sender (after the node checks)
+     * may be taken: GH_OK; GH_EINVAL refused for its sender (422, counted
+     * as forged; why says why); GH_EAGAIN not now (the request is answered
+     * 503 with Retry-After and why; none of its lines counts as seen).
+     * Called on the server's threads, possibly several at once: cheap and
+     * thread-safe. The controller's: control/tenancy.h. */
+    int (*admit)(void *ctx, const struct gh_ingest_sender *who, const struct gh_signal *sig,
+                 char *why, size_t cap);
+    void *admit_ctx;
     /* Optional: called once before the socket is opened, to preload the ids
      * the owner already stored (gh_ingest_server_remember). Preloading after
      * the server listens would let a sender's retry slip in as new. */

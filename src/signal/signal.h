@@ -67,6 +67,9 @@ struct gh_signal {
     char *uuid;           /* GPU UUID ("GPU-..."), when the source knows it */
     char *msg;            /* raw line or message */
     char *id;             /* emitter's unique id (dedup key) */
+    char *pod_uid;        /* telemetry: the UID of the pod whose process wrote the line,
+                             stamped by the agent from the socket peer's cgroup
+                             (docs/agent.md, "Who may write"); "pod_uid" on the wire */
     /* Not on the wire: the kernel record's sequence number (/dev/kmsg),
      * set by the kernel-log parser where it makes the id
      * "<node>/<boot_id>/<seq>"; the agent commits it once spooled. */
@@ -150,6 +153,7 @@ struct gh_signal {
     X(uuid)                                                                                        \
     X(msg)                                                                                         \
     X(id)                                                                                          \
+    X(pod_uid)                                                                                     \
     X(process)                                                                                     \
     X(switch_id)                                                                                   \
     X(counter)                                                                                     \

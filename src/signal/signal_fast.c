@@ -147,17 +147,36 @@ static void arena_release(struct arena *a)
 /* ---- the fields the three kinds use ---------------------------------------- */
 
 enum key {
-    K_TS, K_SOURCE, K_KIND, K_NODE, K_GPU, K_PCI, K_UUID, K_MSG, K_ID, K_INJECTED,
-    K_JOB, K_RANK, K_STEP, K_STEP_MS, K_COMM_MS, K_LOSS, K_TOKENS, K_PATH, K_STATE,
-    K_REPLICA, K_VALUE,
+    K_TS,
+    K_SOURCE,
+    K_KIND,
+    K_NODE,
+    K_GPU,
+    K_PCI,
+    K_UUID,
+    K_MSG,
+    K_ID,
+    K_INJECTED,
+    K_JOB,
+    K_RANK,
+    K_STEP,
+    K_STEP_MS,
+    K_COMM_MS,
+    K_LOSS,
+    K_TOKENS,
+    K_PATH,
+    K_STATE,
+    K_REPLICA,
+    K_VALUE,
+    K_POD_UID,
     K__COUNT,
     K_OTHER = K__COUNT
 };
 
 static const char *const key_names[K__COUNT] = {
-    "ts", "source", "kind", "node", "gpu", "pci", "uuid", "msg", "id", "injected",
-    "job", "rank", "step", "step_ms", "comm_ms", "loss", "tokens_per_s", "path", "state",
-    "replica", "value",
+    "ts",           "source",   "kind",  "node",    "gpu",   "pci",     "uuid",    "msg",
+    "id",           "injected", "job",   "rank",    "step",  "step_ms", "comm_ms", "loss",
+    "tokens_per_s", "path",     "state", "replica", "value", "pod_uid",
 };
 
 /* V_ABSENT and V_NULL both read as absent (signal_json.h: null = absent). */
@@ -572,7 +591,8 @@ static bool build(const struct ctx *c, struct gh_signal *s, bool *oom)
         s->gpu = (int)x;
     }
     if (!opt_string(&v[K_PCI], &s->pci, oom) || !opt_string(&v[K_UUID], &s->uuid, oom) ||
-        !opt_string(&v[K_MSG], &s->msg, oom) || !opt_string(&v[K_ID], &s->id, oom))
+        !opt_string(&v[K_MSG], &s->msg, oom) || !opt_string(&v[K_ID], &s->id, oom) ||
+        !opt_string(&v[K_POD_UID], &s->pod_uid, oom))
         return false;
     if (present(&v[K_INJECTED])) {
         if (v[K_INJECTED].type != V_BOOL)

@@ -583,6 +583,8 @@ static int decode_common(const struct dec *d, struct gh_signal *s)
         return rc;
     if ((v = get(d, "id")) && (rc = get_string(d, "id", v, false, &s->id)))
         return rc;
+    if ((v = get(d, "pod_uid")) && (rc = get_string(d, "pod_uid", v, false, &s->pod_uid)))
+        return rc;
     if ((v = get(d, "injected")) != NULL) {
         if (!json_is_boolean(v))
             return FIELD_ERR(d, "injected", "not a boolean");
@@ -716,6 +718,7 @@ json_t *gh_signal_encode_json(const struct gh_signal *s)
         (s->gpu >= 0 && put(o, "gpu", json_integer(s->gpu))) ||
         (s->pci && put(o, "pci", json_string(s->pci))) ||
         (s->uuid && put(o, "uuid", json_string(s->uuid))) ||
+        (s->pod_uid && put(o, "pod_uid", json_string(s->pod_uid))) ||
         put(o, "source", json_string(gh_source_name(s->source))) ||
         put(o, "kind", json_string(gh_kind_name(s->kind))))
         goto fail;
@@ -809,7 +812,8 @@ static int check_encodable(const struct gh_signal *s, struct gh_err *err)
     if ((s->pci && (rc = check_string("pci", s->pci, false, err))) ||
         (s->uuid && (rc = check_string("uuid", s->uuid, false, err))) ||
         (s->msg && (rc = check_string("msg", s->msg, false, err))) ||
-        (s->id && (rc = check_string("id", s->id, false, err))))
+        (s->id && (rc = check_string("id", s->id, false, err))) ||
+        (s->pod_uid && (rc = check_string("pod_uid", s->pod_uid, false, err))))
         return rc;
     const struct kind_desc *k = &kinds[s->kind];
     for (size_t i = 0; i < k->n; i++)

@@ -79,6 +79,8 @@ HB_PID=$!
   { echo "FAIL: service accounts"; exit 1; }
 agent_pod agent-n1 "$NS-n1" gh-agent && agent_pod agent-n3 "$NS-n3" gh-agent &&
   agent_pod other-n2 "$NS-n2" other || { echo "FAIL: agent pods"; exit 1; }
+# a pod of job train on n3: n3's agent may report train's steps (issue 24)
+bare_pod train-0 "$NS-n3" train || { echo "FAIL: train pod"; exit 1; }
 T1=$(token gh-agent --audience gpuheal --bound-object-kind Pod --bound-object-name agent-n1) &&
   T3=$(token gh-agent --audience gpuheal --bound-object-kind Pod --bound-object-name agent-n3) &&
   TU=$(token gh-agent --audience gpuheal) &&

@@ -73,6 +73,8 @@ grep -q "hold: 2s" "$TMP/policy.yaml" || { echo "FAIL: policy"; exit 1; }
 
 # ---- 1. XID 79 on a node of a running Indexed Job (SQLite) -----------------
 mkjob llm 2
+# where its checkpoints are: the resume names only a path under it
+"$K" -n "$NS" annotate job llm gpuheal.io/checkpoint-prefix=s3://ckpt/llm/ >/dev/null || bad "annotate llm"
 wait_for 30 bound llm 2 || bad "job pods bound"
 kubelet
 B=$(node_of llm 0); OTHER=$(node_of llm 1)

@@ -106,7 +106,7 @@ DB="sqlite:$TMP/audit.db"
 cat <<EOF | "$K" -n "$NS" create -f - >/dev/null || bad "create JobSet"
 apiVersion: jobset.x-k8s.io/v1alpha2
 kind: JobSet
-metadata: {name: js, labels: {team: llm}}
+metadata: {name: js, labels: {team: llm}, annotations: {gpuheal.io/checkpoint-prefix: "s3://ckpt/js/"}}
 spec:
   failurePolicy: {maxRestarts: 3}
   replicatedJobs:
@@ -246,7 +246,7 @@ if [ $HAVE_PYTORCH = 1 ]; then
   cat <<EOF | "$K" -n "$NS" create -f - >/dev/null || bad "create PyTorchJob"
 apiVersion: kubeflow.org/v1
 kind: PyTorchJob
-metadata: {name: pt}
+metadata: {name: pt, annotations: {gpuheal.io/checkpoint-prefix: /ckpt/pt/}}
 spec:
   runPolicy: {backoffLimit: 3}
   pytorchReplicaSpecs:

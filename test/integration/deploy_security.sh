@@ -13,7 +13,8 @@
 #     only SYSLOG, no /dev/kmsg hostPath; file -> not privileged, no
 #     escalation, drop ALL, no capability, the log directory read-only;
 #     hostPaths only /dev/kmsg or the log directory, /run/gpuheal, /var/lib/gpuheal;
-#   both: no host network/PID/IPC, the token Secret mounted read-only with no
+#   both: no host network/PID/IPC (the agent: hostPID, to identify the
+#     telemetry socket's writers, issue 24), the token Secret mounted read-only with no
 #     world permission bits, the image's USER non-root (deploy/Containerfile).
 # An unknown container fails (a new one must be given a profile here). RBAC
 # least privilege (kubectl auth can-i) is in deploy_manifests.sh.
@@ -59,6 +60,11 @@ for d in docs:
     psc = pod.get("securityContext") or {}
     vols = {v["name"]: v for v in pod.get("volumes") or []}
     for host in ("hostNetwork", "hostPID", "hostIPC"):
+        if host == "hostPID" and d["kind"] == "DaemonSet" and "agent" in d["metadata"]["name"]:
+            # the agent identifies the telemetry socket's writers by PID
+            # and cgroup (issue 24: a rank speaks only for its own pod)
+            out(pod.get(host) is True, "%s: hostPID (telemetry writers identified)" % name)
+            continue
         out(not pod.get(host), "%s: no %s" % (name, host))
     for c in (pod.get("initContainers") or []) + pod["containers"]:
         seen += 1

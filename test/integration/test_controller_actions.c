@@ -3,7 +3,9 @@
  * nor undone), drain through the Eviction API (a PodDisruptionBudget holds), requests to the agent on
  * GPUNodeHealth and the validation gate, retry in place, restart of a Job
  * from its checkpoint (twice = once; a crash between delete and create),
- * and the replace hand-off. */
+ * a resume path only under the job's gpuheal.io/checkpoint-prefix (issue
+ * 24: elsewhere, none declared, an older controller's plan: by step, with
+ * path-withheld), and the replace hand-off. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +17,7 @@
 #include <cmocka.h>
 
 #include "control/actuator.h"
+#include "control/tenancy.h"
 #include "kube/api.h"
 #include "kube/testenv.h"
 
@@ -369,13 +372,18 @@ static void test_retry_in_place(void **state)
     assert_true(strcmp(r.result, "noop") == 0 || strcmp(r.result, "succeeded") == 0);
 }
 
-static void make_job(struct env *e, const char *name)
+/* A suspended Indexed Job; prefix (NULL: none) its declared
+ * gpuheal.io/checkpoint-prefix. */
+static void make_job(struct env *e, const char *name, const char *prefix)
 {
     json_t *job = json_pack(
         "{s:s, s:s, s:{s:s}, s:{s:b, s:i, s:i, s:s, s:{s:{s:s, s:[{s:s, s:s}]}}}}", "apiVersion",
         "batch/v1", "kind", "Job", "metadata", "name", name, "spec", "suspend", 1, "completions",
         2, "parallelism", 2, "completionMode", "Indexed", "template", "spec", "restartPolicy",
         "Never", "containers", "name", "main", "image", "trainer:latest");
+    if (prefix)
+        json_object_set_new(json_object_get(job, "metadata"), "annotations",
+                            json_pack("{s:s}", GH_ANN_CHECKPOINT_PREFIX, prefix));
     struct gh_kube_ref ref = {&gh_kube_res_jobs, e->ns, NULL};
     struct gh_err err;
     int rc = gh_kube_create(e->c, &ref, job, NULL, NULL, &err);
@@ -387,7 +395,7 @@ static void make_job(struct env *e, const char *name)
 static void test_restart_from_checkpoint(void **state)
 {
     struct env *e = *state;
-    make_job(e, "llm");
+    make_job(e, "llm", "s3://ckpt/llm/");
     json_t *old = get(e, &gh_kube_res_jobs, e->ns, "llm");
     char olduid[64];
     snprintf(olduid, sizeof olduid, "%s", gh_kube_meta_uid(old));
@@ -459,6 +467,87 @@ static void test_restart_from_checkpoint(void **state)
     e->x.incident = "inc-00000000000000a1";
 }
 
+static json_t *cm_data(struct env *e, const char *name)
+{
+    char cm[300];
+    snprintf(cm, sizeof cm, "%s-gpuheal-resume", name);
+    json_t *o = get(e, &gh_kube_res_configmaps, e->ns, cm);
+    assert_non_null(o);
+    json_t *d = json_incref(json_object_get(o, "data"));
+    json_decref(o);
+    return d;
+}
+
+/* issue 24 #1: the resume carries a path only under the job's declared
+ * gpuheal.io/checkpoint-prefix: a path elsewhere, a job that declares none
+ * and a plan prepared before paths were checked all resume by step alone,
+ * with path-withheld saying why and no resume-path in the pod template */
+static void test_restart_path_withheld(void **state)
+{
+    struct env *e = *state;
+    struct gh_act_result r;
+    struct gh_err err = {{0}};
+    json_t *pl = NULL, *d;
+    const char *avoid[] = {e->node};
+    e->x.incident = "inc-00000000000000b1";
+
+    make_job(e, "pw1", "s3://ckpt/pw1");
+    assert_int_equal(gh_act_restart_prepare(&e->x, e->ns, "pw1", avoid, 1, 300,
+                                            "s3://ckpt/pw1-evil/300", &pl, &r, &err), 0);
+    assert_int_equal(gh_act_restart_execute(&e->x, pl, &r, &err), 0);
+    assert_string_equal(r.result, "succeeded");
+    assert_non_null(strstr(r.detail, "resume from step 300, no path: \"s3://ckpt/pw1-evil/300\" "
+                                     "is not under gpuheal.io/checkpoint-prefix \"s3://ckpt/pw1\""));
+    d = cm_data(e, "pw1");
+    assert_string_equal(json_string_value(json_object_get(d, "step")), "300");
+    assert_null(json_object_get(d, "path"));
+    assert_non_null(strstr(json_string_value(json_object_get(d, "path-withheld")), "is not under"));
+    json_decref(d);
+    json_t *nj = get(e, &gh_kube_res_jobs, e->ns, "pw1");
+    char *text = json_dumps(nj, JSON_COMPACT);
+    assert_non_null(strstr(text, "\"gpuheal.io/resume-step\":\"300\""));
+    assert_null(strstr(text, "resume-path"));
+    free(text);
+    json_decref(nj);
+    json_decref(pl);
+
+    e->x.incident = "inc-00000000000000b2";
+    make_job(e, "pw2", NULL);
+    assert_int_equal(gh_act_restart_prepare(&e->x, e->ns, "pw2", avoid, 1, 7, "s3://ckpt/pw2/7",
+                                            &pl, &r, &err), 0);
+    assert_int_equal(gh_act_restart_execute(&e->x, pl, &r, &err), 0);
+    d = cm_data(e, "pw2");
+    assert_string_equal(json_string_value(json_object_get(d, "step")), "7");
+    assert_null(json_object_get(d, "path"));
+    assert_string_equal(json_string_value(json_object_get(d, "path-withheld")),
+                        "the job declares no gpuheal.io/checkpoint-prefix");
+    json_decref(d);
+    json_decref(pl);
+
+    /* a plan of an older controller: "path" without "path_withheld", its
+     * job declaring no prefix */
+    e->x.incident = "inc-00000000000000b3";
+    make_job(e, "pw3", "s3://ckpt/pw3/");
+    assert_int_equal(gh_act_restart_prepare(&e->x, e->ns, "pw3", avoid, 1, 9, "s3://ckpt/pw3/9",
+                                            &pl, &r, &err), 0);
+    assert_string_equal(json_string_value(json_object_get(pl, "path")), "s3://ckpt/pw3/9");
+    json_object_del(json_object_get(json_object_get(json_object_get(pl, "job"), "metadata"),
+                                    "annotations"),
+                    GH_ANN_CHECKPOINT_PREFIX);
+    assert_int_equal(gh_act_restart_execute(&e->x, pl, &r, &err), 0);
+    d = cm_data(e, "pw3");
+    assert_null(json_object_get(d, "path"));
+    assert_non_null(json_object_get(d, "path-withheld"));
+    json_decref(d);
+    nj = get(e, &gh_kube_res_jobs, e->ns, "pw3");
+    text = json_dumps(nj, JSON_COMPACT);
+    assert_null(strstr(text, "resume-path"));
+    free(text);
+    json_decref(nj);
+    json_decref(pl);
+    e->x.incident = "inc-00000000000000a1";
+}
+
 static void test_replace(void **state)
 {
     struct env *e = *state;
@@ -485,6 +574,7 @@ int main(void)
         cmocka_unit_test(test_request_and_validation),
         cmocka_unit_test(test_retry_in_place),
         cmocka_unit_test(test_restart_from_checkpoint),
+        cmocka_unit_test(test_restart_path_withheld),
         cmocka_unit_test(test_replace),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

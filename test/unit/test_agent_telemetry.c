@@ -2,8 +2,12 @@
  * are emitted with the node filled and per-rank records kept; malformed,
  * wrong-kind, oversized and binary lines are rejected with reasons without
  * costing their neighbours; partial lines across reads; many concurrent
- * clients; stale and live socket files; step coalescing; and a round trip
- * from the Python reporter (python/gpuheal_reporter) when python3 exists. */
+ * clients; stale and live socket files; step coalescing; a round trip
+ * from the Python reporter (python/gpuheal_reporter) when python3 exists;
+ * and who may write (issue 24): every socket test writes as a pod's process
+ * through an injected proc root (so they hold under any uid), a pod's UID
+ * is stamped over the line's own claim, and a writer in no pod and not
+ * root, or one that cannot be identified, has its lines refused. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -362,12 +366,33 @@ static void test_max_ranks(void **state)
 static char tmpdir[64];
 static char sock_path[96];
 
+#define POD_UID "0b1c2d3e-4f50-6172-8394-a5b6c7d8e9f0"
+
+/* The socket tests' writers' cgroups: <tmpdir>/proc/<pid>/cgroup (the
+ * source's injected proc root), so that who writes does not depend on the
+ * uid or cgroup the tests run under. */
+static void fake_cgroup(pid_t pid, const char *text)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/proc", tmpdir);
+    (void)mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/proc/%d", tmpdir, (int)pid);
+    (void)mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/proc/%d/cgroup", tmpdir, (int)pid);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
 static int setup_dir(void **state)
 {
     (void)state;
     snprintf(tmpdir, sizeof tmpdir, "/tmp/gh-tel-XXXXXX");
     assert_non_null(mkdtemp(tmpdir));
     snprintf(sock_path, sizeof sock_path, "%s/t.sock", tmpdir);
+    /* this process's threads write as a pod's ranks */
+    fake_cgroup(getpid(), "0::/kubepods/burstable/pod" POD_UID "/c0ffee\n");
     return 0;
 }
 
@@ -375,7 +400,9 @@ static int teardown_dir(void **state)
 {
     (void)state;
     unlink(sock_path);
-    rmdir(tmpdir);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    assert_int_equal(system(cmd), 0);
     return 0;
 }
 
@@ -388,6 +415,9 @@ static struct gh_telemetry *new_sock(struct recorder *r, int max_clients)
     o.socket_path = sock_path;
     o.node = "gpu-03";
     o.max_clients = max_clients;
+    char proc[600];
+    snprintf(proc, sizeof proc, "%s/proc", tmpdir);
+    o.proc_root = proc;
     o.emit = record;
     o.emit_ctx = r;
     if (gh_telemetry_new(&o, &t, &err))
@@ -587,20 +617,41 @@ static void test_python_round_trip(void **state)
         skip();
     struct recorder *r = recorder_new();
     struct gh_telemetry *t = new_sock(r, 0);
-    char cmd[1024];
+    char cmd[1400], done[600];
+    snprintf(done, sizeof done, "%s/done", tmpdir);
+    /* the writer waits until the agent has read its lines: a writer must
+     * still be there when the agent identifies it (docs/agent.md) */
     snprintf(cmd, sizeof cmd,
-             "cd '%s/python' && GPUHEAL_SOCKET='%s' python3 -c '"
-             "import math, gpuheal_reporter as g\n"
+             "import math, os, time, gpuheal_reporter as g\n"
              "r = g.Reporter(\"ml/rt\", 3)\n"
              "r.step(1, 12.5, loss=2.5, comm_ms=1.5, tokens_per_s=1000.0)\n"
              "r.step(2, 13.0, loss=math.nan)\n"
              "r.checkpoint(2, \"/ckpt/2\")\n"
              "r.replica_checksum(2, 0, \"abc123\")\n"
              "r.close()\n"
-             "assert r.stats()[\"sent\"] == 4, r.stats()\n'",
-             GH_SOURCE_DIR, sock_path);
-    assert_int_equal(system(cmd), 0);
-    assert_true(run_until(t, 4, 30)); /* the lines wait in the socket */
+             "assert r.stats()[\"sent\"] == 4, r.stats()\n"
+             "for _ in range(1200):\n"
+             "    if os.path.exists(\"%s\"): break\n"
+             "    time.sleep(0.05)\n",
+             done);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        if (chdir(GH_SOURCE_DIR "/python") || setenv("GPUHEAL_SOCKET", sock_path, 1))
+            _exit(126);
+        execlp("python3", "python3", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    fake_cgroup(child, "0::/kubepods.slice/kubepods-pod0b1c2d3e_4f50_6172_8394_a5b6c7d8e9f0"
+                       ".slice/cri-containerd-1.scope\n");
+    bool got = run_until(t, 4, 60);
+    FILE *df = fopen(done, "w");
+    assert_non_null(df);
+    fclose(df);
+    int wst = 0;
+    assert_int_equal(waitpid(child, &wst, 0), child);
+    assert_true(got);
+    assert_true(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
     struct gh_telemetry_stats st;
     gh_telemetry_stats(t, &st);
     assert_int_equal(st.accepted, 4);
@@ -614,6 +665,119 @@ static void test_python_round_trip(void **state)
     assert_int_equal(r->sigs[2].kind, GH_KIND_CHECKPOINT);
     assert_int_equal(r->sigs[3].kind, GH_KIND_REPLICA_CHECKSUM);
     assert_string_equal(r->sigs[3].value, "abc123");
+    for (int i = 0; i < 4; i++) /* the writer's pod, from its cgroup */
+        assert_string_equal(r->sigs[i].pod_uid, POD_UID);
+    gh_telemetry_free(t);
+    recorder_free(r);
+}
+
+/* One client: connects, writes text, closes; the source reads it all. */
+static void one_client(struct gh_telemetry *t, const char *text, uint64_t lines_before)
+{
+    int fd = connect_to(sock_path);
+    write_all(fd, text, strlen(text));
+    close(fd);
+    assert_true(run_until(t, lines_before + 1, 30));
+}
+
+static bool last_reject_has(struct gh_telemetry *t, const char *what)
+{
+    struct gh_telemetry_reject rj[GH_TELEMETRY_REJECTS_KEEP];
+    size_t n = gh_telemetry_rejects(t, rj, GH_TELEMETRY_REJECTS_KEEP);
+    if (n == 0)
+        return false;
+    printf("  reject: %s\n", rj[n - 1].reason);
+    return strstr(rj[n - 1].reason, what) != NULL;
+}
+
+#define POD_LINE                                                                                   \
+    "{\"ts\":\"2026-11-29T07:00:01Z\",\"source\":\"telemetry\",\"kind\":\"checkpoint\","           \
+    "\"job\":\"ml/a\",\"step\":5,\"path\":\"s3://ckpt/a/5\",\"state\":\"saved\","                  \
+    "\"pod_uid\":\"11111111-2222-3333-4444-555555555555\"}\n"
+
+/* Who writes (issue 24): a pod's process has its pod's UID stamped on its
+ * lines, over what the line claims; a host process only as root; a writer
+ * in no pod and not root, or one whose pod cannot be told, is refused. */
+static void test_writer_identity(void **state)
+{
+    (void)state;
+    struct recorder *r = recorder_new();
+    struct gh_telemetry *t = new_sock(r, 0);
+    struct gh_telemetry_stats st;
+
+    /* a pod's process: its pod, not the one the line names */
+    one_client(t, POD_LINE, 0);
+    gh_telemetry_stats(t, &st);
+    assert_int_equal(st.accepted, 1);
+    assert_int_equal(r->n, 1);
+    assert_string_equal(r->sigs[0].pod_uid, POD_UID);
+
+    /* a process in no pod: root on the host, or refused */
+    fake_cgroup(getpid(), "0::/user.slice/user-0.slice/session-1.scope\n");
+    one_client(t, POD_LINE, 1);
+    gh_telemetry_stats(t, &st);
+    if (geteuid() == 0) {
+        assert_int_equal(st.accepted, 2);
+        assert_int_equal(r->n, 2);
+        assert_null(r->sigs[1].pod_uid); /* no pod to stamp: the claim is dropped */
+    } else {
+        assert_int_equal(st.rejected, 1);
+        assert_true(last_reject_has(t, "runs in no pod and is not root"));
+    }
+
+    /* not root and in no pod: a child that gives up root when it has it */
+    uint64_t rej = st.rejected;
+    int go[2];
+    assert_int_equal(pipe(go), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        char c;
+        close(go[1]);
+        if (read(go[0], &c, 1) != 1 || (geteuid() == 0 && setuid(65534) != 0))
+            _exit(2);
+        int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sock_path);
+        if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
+            _exit(3);
+        const char *line = POD_LINE;
+        if (write(fd, line, strlen(line)) != (ssize_t)strlen(line))
+            _exit(4);
+        /* stay until the parent has read it: identified while alive */
+        (void)read(go[0], &c, 1);
+        _exit(0);
+    }
+    close(go[0]);
+    fake_cgroup(child, "0::/system.slice/cron.service\n");
+    chmod(tmpdir, 0755); /* the socket's directory, for uid 65534 */
+    assert_int_equal(write(go[1], "g", 1), 1);
+    assert_true(run_until(t, 3, 30));
+    close(go[1]);
+    int wst = 0;
+    assert_int_equal(waitpid(child, &wst, 0), child);
+    assert_true(WIFEXITED(wst));
+    assert_int_equal(WEXITSTATUS(wst), 0);
+    gh_telemetry_stats(t, &st);
+    assert_int_equal(st.rejected, rej + 1);
+    assert_true(last_reject_has(t, "runs in no pod and is not root"));
+
+    /* a writer whose pod cannot be told (no cgroup file): refused */
+    char path[600];
+    snprintf(path, sizeof path, "%s/proc/%d/cgroup", tmpdir, (int)getpid());
+    assert_int_equal(unlink(path), 0);
+    one_client(t, POD_LINE, 3);
+    gh_telemetry_stats(t, &st);
+    assert_int_equal(st.rejected, rej + 2);
+    assert_true(last_reject_has(t, "the writer's pod cannot be told"));
+    /* two pods in one cgroup file: refused too */
+    fake_cgroup(getpid(), "2:memory:/kubepods/pod" POD_UID "/a\n"
+                          "0::/kubepods/pod11111111-2222-3333-4444-555555555555/a\n");
+    one_client(t, POD_LINE, 4);
+    gh_telemetry_stats(t, &st);
+    assert_int_equal(st.rejected, rej + 3);
+    assert_true(last_reject_has(t, "cgroup line 2: pod 11111111-"));
+    assert_int_equal(r->bad_json, 0);
     gh_telemetry_free(t);
     recorder_free(r);
 }
@@ -632,6 +796,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_run_once_and_limits, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_socket_files, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(test_python_round_trip, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(test_writer_identity, setup_dir, teardown_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,7 +9,9 @@
  * source's) signal a duplicate; a token the callback
  * cannot check now is 503; with 300 connections of one client trickling
  * headers, an authenticated POST from another address and /healthz still
- * answer, and a connection silent before its headers are in is closed. */
+ * answer, and a connection silent before its headers are in is closed;
+ * issue 24 #1: the owner's admit callback refuses a node's line (422,
+ * forged) or answers the request 503 "retry", never an operator's. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -61,6 +63,28 @@ static int auth(void *ctx, const char *token, size_t len, struct gh_ingest_sende
     return gh_err_set(err, GH_EINVAL, "not a token of the agents");
 }
 
+/* The admit callback (the controller's is control/tenancy.c): job "ml/a"
+ * runs on n1, "ml/wait" is not listed yet, anything else has no pod on the
+ * sender's node. Counts its calls. */
+static atomic_int admit_calls;
+static int admit(void *ctx, const struct gh_ingest_sender *who, const struct gh_signal *sig,
+                 char *why, size_t cap)
+{
+    (void)ctx;
+    atomic_fetch_add(&admit_calls, 1);
+    if (sig->kind != GH_KIND_STEP && sig->kind != GH_KIND_CHECKPOINT)
+        return GH_OK;
+    if (sig->job && !strcmp(sig->job, "ml/wait")) {
+        snprintf(why, cap, "the pods are not listed yet; retry");
+        return GH_EAGAIN;
+    }
+    if (sig->job && !strcmp(sig->job, "ml/a") && !strcmp(who->node, "n1"))
+        return GH_OK;
+    snprintf(why, cap, "job \"%s\" has no pod on node \"%s\"", sig->job ? sig->job : "",
+             who->node);
+    return GH_EINVAL;
+}
+
 static int setup_opts(void **state, unsigned header_timeout_s)
 {
     struct fixture *f = calloc(1, sizeof *f);
@@ -80,6 +104,7 @@ static int setup_opts(void **state, unsigned header_timeout_s)
     o.header_timeout_s = header_timeout_s;
     o.sink = gh_ingest_queue_sink;
     o.sink_ctx = f->q;
+    o.admit = admit;
     if (gh_ingest_server_new(&o, &f->srv, &err))
         fail_msg("server: %s", err.msg);
     f->port = gh_ingest_server_port(f->srv);
@@ -222,6 +247,53 @@ static void test_node_sender(void **state)
     /* the forged line is counted */
     request(f, "/metrics", NULL, NULL, &r);
     assert_non_null(strstr(r.body, "gpuheal_ingest_signals_forged_total 1\n"));
+}
+
+#define STEP_OF(job, id)                                                                 \
+    "{\"ts\":\"2026-11-29T07:00:00Z\",\"source\":\"telemetry\",\"kind\":\"step\","       \
+    "\"job\":\"" job "\",\"rank\":0,\"step\":1,\"step_ms\":10,\"id\":\"" id "\"}"
+
+/* issue 24 #1: the owner admits a node's lines; a refusal is a forged line
+ * (422, counted), "not now" answers the whole request 503 with the reason
+ * (none of its lines seen: the same batch is taken when sent again); an
+ * operator's lines are not the owner's to admit (injected) */
+static void test_admit(void **state)
+{
+    struct fixture *f = *state;
+    struct reply r;
+    atomic_store(&admit_calls, 0);
+    request(f, GH_INGEST_PATH, N1_TOKEN, STEP_OF("ml/a", "s1") "\n" STEP_OF("ml/b", "s2"), &r);
+    assert_int_equal(r.status, 422);
+    struct gh_ingest_result res = summary(&r);
+    assert_int_equal(res.accepted, 1);
+    assert_int_equal(res.rejected, 1);
+    assert_int_equal(res.errors[0].line, 2);
+    assert_non_null(strstr(res.errors[0].error, "job \"ml/b\" has no pod on node \"n1\""));
+    char ids[4][96];
+    assert_int_equal(drain(f, ids, NULL, 4), 1);
+    assert_string_equal(ids[0], "s1");
+    request(f, "/metrics", NULL, NULL, &r);
+    assert_non_null(strstr(r.body, "gpuheal_ingest_signals_forged_total 1\n"));
+
+    /* not now: 503, Retry-After, the reason; nothing taken or remembered */
+    request(f, GH_INGEST_PATH, N1_TOKEN, STEP_OF("ml/a", "s3") "\n" STEP_OF("ml/wait", "s4"), &r);
+    assert_int_equal(r.status, 503);
+    assert_non_null(strstr(r.body, "line 2: the pods are not listed yet; retry"));
+    assert_int_equal(drain(f, NULL, NULL, 0), 0);
+    request(f, GH_INGEST_PATH, N1_TOKEN, STEP_OF("ml/a", "s3"), &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(summary(&r).duplicates, 0); /* s3 was not remembered by the 503 */
+    assert_int_equal(drain(f, NULL, NULL, 0), 1);
+
+    /* the operator's lines: not admitted by the owner, marked injected */
+    int before = atomic_load(&admit_calls);
+    request(f, GH_INGEST_PATH, OP_TOKEN, STEP_OF("ml/b", "s5"), &r);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(atomic_load(&admit_calls), before);
+    struct gh_signal got;
+    assert_int_equal(gh_sigqueue_pop(f->q, &got, 1), 1);
+    assert_true(got.injected);
+    gh_signal_clear(&got);
 }
 
 static void test_kube_source_refused(void **state)
@@ -410,6 +482,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_node_sender, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kube_source_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_node_sender_line_without_node, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_admit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ids_per_sender_and_source, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_tokens, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_connections, setup, teardown),
