@@ -449,13 +449,26 @@ static void merge(struct gh_health *h, struct entry *d, struct entry *s)
             seq[n++] = b->seq[j++];
         }
     }
-    int drop = n > a->cap ? n - a->cap : 0;
-    for (int k = 0; k < drop; k++)
-        gh_signal_clear(&sig[k]);
-    h->st.evidence_dropped += (uint64_t)drop;
-    a->n = n - drop;
-    memcpy(a->sig, sig + drop, (size_t)a->n * sizeof sig[0]);
-    memcpy(a->seq, seq + drop, (size_t)a->n * sizeof seq[0]);
+    /* over the cap: the oldest go first, except what an active condition
+     * points at (the XID that made the GPU fail, when probe results kept
+     * coming under the other name meanwhile), as ring_add evicts */
+    int64_t now = gh_clock_now(h->clock);
+    while (n > a->cap) {
+        int victim = 0;
+        for (int k = 0; k < n; k++)
+            if (!pinned(h, d, seq[k], now)) {
+                victim = k;
+                break;
+            }
+        gh_signal_clear(&sig[victim]);
+        memmove(&sig[victim], &sig[victim + 1], (size_t)(n - victim - 1) * sizeof sig[0]);
+        memmove(&seq[victim], &seq[victim + 1], (size_t)(n - victim - 1) * sizeof seq[0]);
+        n--;
+        h->st.evidence_dropped++;
+    }
+    a->n = n;
+    memcpy(a->sig, sig, (size_t)a->n * sizeof sig[0]);
+    memcpy(a->seq, seq, (size_t)a->n * sizeof seq[0]);
     b->n = 0;
     entry_reset(s, a->cap);
 }

@@ -578,6 +578,39 @@ static void test_evidence_bounded_and_pinned(void **state)
     assert_int_equal(strlen(ev[0]->msg) % 2, 0);
 }
 
+/* The cause survives a merge too: an XID 79 named by PCI only (the kernel
+ * log, before NVML), while GPU 3's own entry fills its evidence with XID 13s
+ * (4 kept per GPU here); NVML then says index 3 is that PCI id: the merged
+ * evidence keeps the XID 79 its condition points at (the merge kept the
+ * newest 4 by arrival and dropped it: CI saw GPU 3 Failed with lastXid 79
+ * and no XID 79 in the GPUNodeHealth's evidence). */
+static void test_evidence_pinned_through_merge(void **state)
+{
+    struct fx *f = *state;
+    struct gh_signal s;
+    gh_signal_init(&s);
+    s.kind = GH_KIND_XID;
+    s.source = GH_SRC_KMSG;
+    s.code = 79;
+    s.ts_ns = T0 + S(1);
+    gh_signal_set_str(&s.pci, "0000:48:00.0", 12);
+    assert_int_equal(gh_health_feed(f->h, &s, NULL), GH_OK);
+    gh_signal_clear(&s);
+    for (int k = 0; k < 6; k++)
+        assert_int_equal(feed_xid(f, 3, 2 + k, 13), GH_OK);
+    struct gh_nvml_gpu_health snap = {.index = 3};
+    snprintf(snap.pci, sizeof snap.pci, "00000000:48:00.0");
+    assert_int_equal(gh_health_observe_nvml(f->h, &snap, NULL), GH_OK);
+    const struct gh_signal *ev[8];
+    size_t n = gh_health_evidence(f->h, gh_health_find(f->h, 3), ev, 8);
+    assert_int_equal(n, 4);
+    bool cause = false;
+    for (size_t i = 0; i < n; i++)
+        cause = cause || ev[i]->code == 79;
+    assert_true(cause);
+    assert_int_equal(gpu_of(f, 3).reason, GH_HR_XID_CRITICAL);
+}
+
 static void test_duplicates_limits_ignored(void **state)
 {
     struct fx *f = *state;
@@ -675,6 +708,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_throttle_sustained, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pci_uuid_resolution, setup, teardown),
         cmocka_unit_test_setup_teardown(test_evidence_bounded_and_pinned, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_evidence_pinned_through_merge, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_duplicates_limits_ignored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_links, setup, teardown),
     };
