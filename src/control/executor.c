@@ -401,7 +401,7 @@ static void finish_incident(struct worker *w, const json_t *inc, const struct gh
     struct gh_err err;
     json_t *acts = json_array();
     const char *phase = "Succeeded";
-    bool any = false, pending = false, requested = false;
+    bool any = false, pending = false, requested = false, unconfigured = false;
     char msg[1024] = "";
     size_t used = 0;
     if (gh_audit_query(w->a, &s, 0, 1, &recs, &n, &err) == GH_OK && n == 1) {
@@ -440,6 +440,8 @@ static void finish_incident(struct worker *w, const json_t *inc, const struct gh
             any = true;
             if (x->result && !strcmp(gh_exec_cr_result(x->result), "Failed"))
                 phase = "Failed";
+            if (x->result && !strcmp(x->result, "not_configured"))
+                unconfigured = true;
             if (x->result && !strcmp(x->result, "requested"))
                 requested = true;
             if (used < sizeof msg) {
@@ -467,6 +469,12 @@ static void finish_incident(struct worker *w, const json_t *inc, const struct gh
             used += wn > 0 ? (size_t)wn : 0;
         }
     }
+    /* what did not run only because nobody configured it on the node (its
+     * agent has no --reboot-cmd, --reset-gpu-cmd or --diagnostics-cmd):
+     * not a failure of anything tried, and said so (docs/operations.md,
+     * "Repair commands") */
+    if (unconfigured && !strcmp(phase, "Succeeded"))
+        phase = "NotConfigured";
     /* open intents: still acting */
     struct pending_list l = {.only = id};
     (void)gh_audit_intents_pending(w->a, collect_intent, &l, &err);

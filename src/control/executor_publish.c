@@ -35,8 +35,9 @@ const char *gh_exec_cr_result(const char *r)
         return "Pending";
     if (!strcmp(r, "succeeded") || !strcmp(r, "noop"))
         return "Succeeded";
-    if (!strcmp(r, "failed") || !strcmp(r, "not_configured") || !strcmp(r, "interrupted") ||
-        !strcmp(r, "timed_out"))
+    if (!strcmp(r, "not_configured"))
+        return "NotConfigured"; /* the node's agent has no command for it: nothing was tried */
+    if (!strcmp(r, "failed") || !strcmp(r, "interrupted") || !strcmp(r, "timed_out"))
         return "Failed";
     if (!strcmp(r, "requested"))
         return "Running"; /* the node agent has it; its outcome is recorded when it answers */
@@ -223,7 +224,8 @@ void gh_exec_publish_incident(const struct gh_exec_pub *p, const json_t *inc, co
     json_t *s = json_object_get(st, "status");
     if (status_actions)
         json_object_set(s, "actions", (json_t *)status_actions);
-    if (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed") || !strcmp(phase, "Skipped"))
+    if (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed") || !strcmp(phase, "Skipped") ||
+        !strcmp(phase, "NotConfigured"))
         json_object_set_new(s, "completionTime", json_string(ts));
     if (!rc)
         rc = st ? gh_kube_patch(p->c, &ref, "status", GH_KUBE_PATCH_MERGE, st, NULL, NULL, &err)

@@ -11,8 +11,9 @@
 #      Succeeded, while the agent waits for the reboot; after the agent comes
 #      back on a new boot id it is Succeeded, and so is the incident.
 #  n2: the agent has no --reboot-cmd: its NotConfigured is recorded with its
-#      message, the action and the incident are Failed, and the node's
-#      Warning Event says so in `kubectl describe node`.
+#      message, the action and the incident are NotConfigured (issue 26: they
+#      read Failed though nothing was tried), and the node's Warning Event
+#      says so in `kubectl describe node`.
 #  n3: no agent answers: after --request-timeout the request is recorded
 #      timed_out and the incident Failed.
 set -uo pipefail
@@ -154,11 +155,11 @@ wait_for 30 has_incident "$n2" || die "no Incident about $n2"
 I2=$(incident_of "$n2")
 node=$n2
 wait_for 30 is NotConfigured gcond Request-reboot_node reason || bad "n2: agent said $(gcond Request-reboot_node reason)"
-check "n2: reboot_node Failed" wait_for 20 is Failed action_of "$I2" reboot_node result
+check "n2: reboot_node NotConfigured (nothing tried: not Failed)" wait_for 20 is NotConfigured action_of "$I2" reboot_node result
 check "n2: its message carries the agent's NotConfigured" message_has "$I2" reboot_node "^agent: NotConfigured: request $I2/reboot_node: "
-check "n2: phase Failed" wait_for 10 is Failed inc_get "$I2" '{.status.phase}'
+check "n2: phase NotConfigured (the isolation done, the reboot nobody configured)" wait_for 10 is NotConfigured inc_get "$I2" '{.status.phase}'
 "$GH_BIN/gpuheal" explain "node/$n2" --db "sqlite:$tmp/audit.db" > "$tmp/explain2.txt"
-check "n2: explain: reboot_node not_configured, outcome Failed" sh -c "grep -q 'reboot_node node/$n2: not_configured .*NotConfigured' '$tmp/explain2.txt' && grep -q 'Outcome: Failed' '$tmp/explain2.txt'"
+check "n2: explain: reboot_node not_configured, outcome NotConfigured" sh -c "grep -q 'reboot_node node/$n2: not_configured .*NotConfigured' '$tmp/explain2.txt' && grep -q 'Outcome: NotConfigured' '$tmp/explain2.txt'"
 check "n2: kubectl describe node lists GPUHealActionFailed" wait_for 10 sh -c "'$GH_KUBE_BIN/kubectl' describe node '$n2' | sed -n '/^Events:/,\$p' | grep -q 'Warning  *GPUHealActionFailed .*not_configured'"
 
 # ---- n3: nobody answers

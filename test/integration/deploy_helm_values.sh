@@ -115,6 +115,8 @@ check "helm install --dry-run=server (defaults)" hq install "$REL" "$chart" -n "
 check "NOTES warn: no RuntimeClass \"nvidia\", the DaemonSet stays at 0 pods" \
   grep -q 'WARNING: no RuntimeClass "nvidia" was found in the cluster' "$work/notes.txt"
 "$helm" install "$REL" "$chart" -n "$NS" --dry-run=server --set agent.runtimeClassName= >"$work/notes2.txt" 2>&1
+check "NOTES name the repair commands not configured (Incidents needing them end NotConfigured)" \
+  grep -q 'Repair commands not configured: agent.requests.resetGpuCommand agent.requests.rebootCommand agent.requests.diagnosticsCommand' "$work/notes.txt"
 check "NOTES: no such warning with agent.runtimeClassName=\"\"" \
   sh -c "grep -q 'installed in namespace' '$work/notes2.txt' && ! grep -q 'WARNING: no RuntimeClass' '$work/notes2.txt'"
 
