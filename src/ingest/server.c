@@ -291,29 +291,44 @@ static void review_verdict(struct request *rq, int rc, const struct gh_ingest_se
         snprintf(rq->why, sizeof rq->why, "bearer token refused: %s", rc ? msg : "no node");
 }
 
+/* A worker's job that gives no answer (end: late, or the queue stopped):
+ * 503 for reason; a late one is counted in *late and told "<what> within
+ * <wait_ns> s <then>". */
+static void not_done(struct gh_ingest_server *srv, struct request *rq, enum gh_workq_end end,
+                     enum gh_ingest_refusal reason, uint64_t *late, int64_t wait_ns,
+                     const char *what, const char *then)
+{
+    rq->status = MHD_HTTP_SERVICE_UNAVAILABLE;
+    rq->reason = reason;
+    if (end == GH_WORKQ_LATE) {
+        count(srv, late);
+        snprintf(rq->why, sizeof rq->why, "%s within %.1f s %s", what, (double)wait_ns / 1e9, then);
+    } else {
+        snprintf(rq->why, sizeof rq->why, "shutting down; retry");
+    }
+}
+
+/* Hands the answer back to libmicrohttpd: the job forgets the connection
+ * and request first (the request may be gone once resumed). */
+static void resume(struct MHD_Connection **c, struct request **rq)
+{
+    struct MHD_Connection *conn = *c;
+    *c = NULL;
+    *rq = NULL;
+    MHD_resume_connection(conn);
+}
+
 static void review_answer(struct gh_workq_job *wj, enum gh_workq_end end)
 {
     struct review_job *j = (struct review_job *)wj;
     struct request *rq = j->rq;
-    if (end == GH_WORKQ_DONE) {
+    if (end == GH_WORKQ_DONE)
         review_verdict(rq, j->rc, &j->sender, j->err.msg);
-    } else {
-        rq->status = MHD_HTTP_SERVICE_UNAVAILABLE;
-        rq->reason = GH_REFUSED_REVIEW_BUSY;
-        if (end == GH_WORKQ_LATE) {
-            count(j->srv, &j->srv->st.reviews_late);
-            snprintf(rq->why, sizeof rq->why,
-                     "the bearer token's review did not end within %.1f s (the API server is "
-                     "slow or not answering); retry",
-                     (double)j->srv->review_wait_ns / 1e9);
-        } else {
-            snprintf(rq->why, sizeof rq->why, "shutting down; retry");
-        }
-    }
-    struct MHD_Connection *c = j->c;
-    j->c = NULL;
-    j->rq = NULL;
-    MHD_resume_connection(c); /* rq may be gone from here on */
+    else
+        not_done(j->srv, rq, end, GH_REFUSED_REVIEW_BUSY, &j->srv->st.reviews_late,
+                 j->srv->review_wait_ns, "the bearer token's review did not end",
+                 "(the API server is slow or not answering); retry");
+    resume(&j->c, &j->rq);
 }
 
 static void review_release(struct gh_workq_job *wj)
@@ -580,22 +595,12 @@ static void write_answer(struct gh_workq_job *wj, enum gh_workq_end end)
         j->answer = NULL;
         snprintf(rq->why, sizeof rq->why, "%s", j->why);
     } else {
-        rq->status = MHD_HTTP_SERVICE_UNAVAILABLE;
-        rq->reason = GH_REFUSED_STORE_BUSY;
-        if (end == GH_WORKQ_LATE) {
-            count(j->srv, &j->srv->st.writes_late);
-            snprintf(rq->why, sizeof rq->why,
-                     "the batch was not committed within %.1f s (the store is slow or not "
-                     "answering); retry: what was committed meanwhile is answered as duplicates",
-                     (double)j->srv->write_wait_ns / 1e9);
-        } else {
-            snprintf(rq->why, sizeof rq->why, "shutting down; retry");
-        }
+        not_done(j->srv, rq, end, GH_REFUSED_STORE_BUSY, &j->srv->st.writes_late,
+                 j->srv->write_wait_ns, "the batch was not committed",
+                 "(the store is slow or not answering); retry: what was committed meanwhile is "
+                 "answered as duplicates");
     }
-    struct MHD_Connection *c = j->c;
-    j->c = NULL;
-    j->rq = NULL;
-    MHD_resume_connection(c); /* rq may be gone from here on */
+    resume(&j->c, &j->rq);
 }
 
 static void write_release(struct gh_workq_job *wj)
