@@ -200,7 +200,7 @@ static void pod_delete(void *ud, const json_t *obj)
 static void pods_synced(void *ud)
 {
     struct gh_controller *ctl = ud;
-    gh_tenancy_set_synced(ctl->tenancy, true);
+    gh_tenancy_set_listed(ctl->tenancy, GH_TENANCY_PODS, true);
 }
 
 static void pod_update(void *ud, const json_t *old, const json_t *obj)
@@ -270,10 +270,12 @@ static void job_changed(void *ud, const char *job, const char *part)
     place_pods(ctl, job);
 }
 
-/* What the job informers did (job_watch.h), in the lines they logged. */
+/* What the job informers did (job_watch.h), in the lines they logged;
+ * the ingest judges training lines once every job kind is listed. */
 static void job_watch_note(void *ud, const struct gh_job_watch_note *n)
 {
-    (void)ud;
+    struct gh_controller *ctl = ud;
+    gh_tenancy_set_listed(ctl->tenancy, GH_TENANCY_JOBS, gh_job_watch_listed(ctl->jobs));
     const char *kind = n->res->kind;
     switch (n->what) {
     case GH_JOB_WATCH_INFORMER_ERROR:
@@ -289,6 +291,9 @@ static void job_watch_note(void *ud, const struct gh_job_watch_note *n)
         break;
     case GH_JOB_WATCH_DISCOVERY_FAILED:
         GH_LOG(GH_LOG_WARN, "event=discovery_failed kind=%s error=\"%s\"", kind, n->error);
+        break;
+    case GH_JOB_WATCH_INFORMER_SYNCED:
+        GH_LOG(GH_LOG_INFO, "event=job_informer_synced kind=%s", kind);
         break;
     case GH_JOB_WATCH_NOT_SERVED: GH_LOG(GH_LOG_DEBUG, "event=not_served kind=%s", kind); break;
     }

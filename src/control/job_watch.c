@@ -15,9 +15,18 @@
 #define NKINDS 3
 #define REDISCOVER_NS (30 * GH_NS_PER_S)
 
+/* What is known of a kind's objects (gh_job_watch_listed). */
+enum listing {
+    L_UNKNOWN,    /* discovery has not answered, failed, or the informer not started */
+    L_NOT_SERVED, /* the API server does not serve the kind: no objects */
+    L_LISTING,    /* its informer runs and has not listed yet */
+    L_LISTED,     /* its informer listed every object */
+};
+
 struct kind {
     struct gh_job_watch *w;
     const struct gh_kube_res *res;
+    enum listing listing;
     struct gh_kube_informer *inf;
     struct gh_kube_call *call; /* discovery in flight */
     uint64_t timer;            /* next discovery */
@@ -93,6 +102,13 @@ static void on_error(void *ud, int rc, const struct gh_kube_status *st, const ch
     note(k, GH_JOB_WATCH_INFORMER_ERROR, rc, msg);
 }
 
+static void on_synced(void *ud)
+{
+    struct kind *k = ud;
+    k->listing = L_LISTED;
+    note(k, GH_JOB_WATCH_INFORMER_SYNCED, GH_OK, NULL);
+}
+
 static bool lists(const json_t *body, const char *plural)
 {
     size_t i;
@@ -109,16 +125,18 @@ static void start_informer(struct kind *k)
 {
     struct gh_kube_informer_opts o = {
         .res = k->res, .ns = k->w->ns, .keep = keep, .nkeep = sizeof keep / sizeof keep[0]};
-    struct gh_kube_handlers h = {on_add, on_update, on_add, NULL, on_error};
+    struct gh_kube_handlers h = {on_add, on_update, on_add, on_synced, on_error};
     struct gh_err err;
     if (gh_kube_informer_new(k->w->c, &o, &h, k, &k->inf, &err) ||
         gh_kube_informer_start(k->inf, &err)) {
         note(k, GH_JOB_WATCH_INFORMER_FAILED, GH_OK, err.msg);
         gh_kube_informer_free(k->inf);
         k->inf = NULL;
+        k->listing = L_UNKNOWN;
         k->timer = gh_kube_timer_add(k->w->c, REDISCOVER_NS, discover, k);
         return;
     }
+    k->listing = L_LISTING;
     note(k, GH_JOB_WATCH_INFORMER_STARTED, GH_OK, NULL);
 }
 
@@ -130,10 +148,13 @@ static void discovered(void *ud, int rc, struct gh_kube_resp *resp, const struct
         start_informer(k);
         return;
     }
-    if (rc != GH_OK && rc != GH_ENOTFOUND)
+    if (rc != GH_OK && rc != GH_ENOTFOUND) {
+        /* a kind known not served stays so until discovery says otherwise */
         note(k, GH_JOB_WATCH_DISCOVERY_FAILED, rc, err ? err->msg : "");
-    else
+    } else {
+        k->listing = L_NOT_SERVED;
         note(k, GH_JOB_WATCH_NOT_SERVED, rc, NULL);
+    }
     k->timer = gh_kube_timer_add(k->w->c, REDISCOVER_NS, discover, k);
 }
 
@@ -220,6 +241,14 @@ static const struct kind *find(const struct gh_job_watch *w, const struct gh_kub
         if (w->k[i].res == res)
             return &w->k[i];
     return NULL;
+}
+
+bool gh_job_watch_listed(const struct gh_job_watch *w)
+{
+    for (size_t i = 0; i < NKINDS; i++)
+        if (w->k[i].listing != L_LISTED && w->k[i].listing != L_NOT_SERVED)
+            return false;
+    return true;
 }
 
 const struct gh_kube_store *gh_job_watch_jobs(const struct gh_job_watch *w)

@@ -9,6 +9,8 @@
 #ifndef GH_CONTROL_JOB_WATCH_H
 #define GH_CONTROL_JOB_WATCH_H
 
+#include <stdbool.h>
+
 #include "common/err.h"
 #include "kube/api.h"
 #include "kube/client.h"
@@ -38,6 +40,7 @@ enum gh_job_watch_what {
     GH_JOB_WATCH_INFORMER_ERROR,   /* an informer's watch or list failed (retried) */
     GH_JOB_WATCH_INFORMER_FAILED,  /* an informer could not start (discovery again in 30 s) */
     GH_JOB_WATCH_INFORMER_STARTED, /* the kind is served: its informer runs */
+    GH_JOB_WATCH_INFORMER_SYNCED,  /* its informer listed every object of the kind */
     GH_JOB_WATCH_DISCOVERY_FAILED, /* discovery failed (again in 30 s) */
     GH_JOB_WATCH_NOT_SERVED,       /* the API server does not serve the kind (yet) */
 };
@@ -54,6 +57,11 @@ void gh_job_watch_on_note(struct gh_job_watch *w, gh_job_watch_note_fn fn, void 
 int gh_job_watch_start(struct gh_job_watch *w, struct gh_err *err);
 /* Cancels requests, timers and informers, frees. Accepts NULL. */
 void gh_job_watch_free(struct gh_job_watch *w);
+
+/* Whether every kind's objects are known: each kind's informer has listed
+ * them or the API server does not serve it. False until discovery answered
+ * for every kind, and again while a kind newly served is being listed. */
+bool gh_job_watch_listed(const struct gh_job_watch *w);
 
 /* The batch/v1 Job informer's cache (objects keep labels and
  * ownerReferences; borrowed), NULL while it does not run. */

@@ -20,7 +20,7 @@ struct gh_tenancy {
     struct gh_strmap *pods;       /* uid -> struct pod * (owned) */
     struct gh_strmap *placements; /* "job\nnode" -> pods there (uintptr_t) */
     struct gh_strmap *prefixes;   /* job -> declared prefix (owned char *) */
-    bool synced;
+    unsigned listed;              /* enum gh_tenancy_list bits */
     uint64_t admitted, refused, retried;
 };
 
@@ -138,12 +138,17 @@ out:
     return rc;
 }
 
-void gh_tenancy_set_synced(struct gh_tenancy *t, bool synced)
+void gh_tenancy_set_listed(struct gh_tenancy *t, enum gh_tenancy_list what, bool listed)
 {
     pthread_mutex_lock(&t->mu);
-    t->synced = synced;
+    if (listed)
+        t->listed |= (unsigned)what;
+    else
+        t->listed &= ~(unsigned)what;
     pthread_mutex_unlock(&t->mu);
 }
+
+#define LISTED_ALL ((unsigned)GH_TENANCY_PODS | (unsigned)GH_TENANCY_JOBS)
 
 /* ---- checkpoint prefixes */
 
@@ -247,14 +252,19 @@ int gh_tenancy_admit(struct gh_tenancy *t, const char *node, const struct gh_sig
     }
     int rc = GH_OK;
     pthread_mutex_lock(&t->mu);
-    if (sig->pod_uid) {
+    if (t->listed != LISTED_ALL) {
+        /* a checkpoint path checked before its job's prefix is known, or a
+         * pod placed under its Job before its JobSet is known, would be a
+         * wrong answer either way */
+        snprintf(why, cap, "the controller has not listed the %s yet; retry",
+                 !(t->listed & GH_TENANCY_PODS)
+                     ? (t->listed & GH_TENANCY_JOBS ? "pods" : "pods and training jobs")
+                     : "training jobs");
+        rc = GH_EAGAIN;
+    } else if (sig->pod_uid) {
         long k = gh_strmap_find(t->pods, sig->pod_uid);
         const struct pod *p = k >= 0 ? gh_strmap_value(t->pods, (size_t)k) : NULL;
-        if (!p && !t->synced) {
-            snprintf(why, cap, "pod %.40s: the controller has not listed the pods yet; retry",
-                     sig->pod_uid);
-            rc = GH_EAGAIN;
-        } else if (!p) {
+        if (!p) {
             snprintf(why, cap,
                      "the writer, pod %.40s, is no running pod of a training job the "
                      "controller knows; lines about job \"%.100s\" are taken only from its "
@@ -271,16 +281,11 @@ int gh_tenancy_admit(struct gh_tenancy *t, const char *node, const struct gh_sig
             rc = GH_EINVAL;
         }
     } else if (gh_strmap_find(t->placements, key) < 0) {
-        if (!t->synced) {
-            snprintf(why, cap, "the controller has not listed the pods yet; retry");
-            rc = GH_EAGAIN;
-        } else {
-            snprintf(why, cap,
-                     "job \"%.100s\" has no pod on node \"%.60s\": a node reports only for "
-                     "the jobs that run on it",
-                     job, node ? node : "");
-            rc = GH_EINVAL;
-        }
+        snprintf(why, cap,
+                 "job \"%.100s\" has no pod on node \"%.60s\": a node reports only for "
+                 "the jobs that run on it",
+                 job, node ? node : "");
+        rc = GH_EINVAL;
     }
     if (rc == GH_OK && sig->kind == GH_KIND_CHECKPOINT && sig->path) {
         long k = gh_strmap_find(t->prefixes, job);

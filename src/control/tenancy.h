@@ -38,10 +38,17 @@ void gh_tenancy_free(struct gh_tenancy *t); /* accepts NULL */
  * GH_ELIMIT (the table is full: the pod's lines are refused), GH_ENOMEM. */
 int gh_tenancy_pod(struct gh_tenancy *t, const char *uid, const char *job, const char *node);
 
-/* The Pod informer has listed every pod (true) or is listing again (false):
- * until then a pod not yet seen may be one the list still brings, and its
- * lines are answered "retry" rather than refused. */
-void gh_tenancy_set_synced(struct gh_tenancy *t, bool synced);
+/* What the controller must have listed before it judges a line: the pods
+ * (a pod not yet seen may be one the list still brings) and the training
+ * jobs (a job's declared prefix, and which JobSet a pod's Job belongs to,
+ * come from them). Until both are listed every training line is answered
+ * "retry" (GH_EAGAIN), never taken unchecked nor refused. */
+enum gh_tenancy_list {
+    GH_TENANCY_PODS = 1,
+    GH_TENANCY_JOBS = 2,
+};
+/* what has been listed (true) or is being listed again (false). */
+void gh_tenancy_set_listed(struct gh_tenancy *t, enum gh_tenancy_list what, bool listed);
 
 /* The prefix job declares (borrowed; NULL or "" = none). GH_OK, GH_EINVAL
  * (a prefix that is not a safe one: err says why; the job then has none),
@@ -52,7 +59,7 @@ int gh_tenancy_set_prefix(struct gh_tenancy *t, const char *job, const char *pre
 /* Whether telemetry line sig (borrowed), sent by node's agent (node
  * borrowed), may be taken: GH_OK; GH_EINVAL refused (why[0..cap) says
  * why: another job's pod, no pod of the job on node, a path outside the
- * job's prefix); GH_EAGAIN not now (the informer has not listed the pods
+ * job's prefix); GH_EAGAIN not now (the pods or the jobs are not listed
  * yet). Signals other than step, checkpoint and replica_checksum are
  * GH_OK. Thread-safe. */
 int gh_tenancy_admit(struct gh_tenancy *t, const char *node, const struct gh_signal *sig, char *why,
