@@ -1097,7 +1097,8 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
     append(inc.reason, sizeof inc.reason, &used, ".");
     gh_sfmt(inc.id, sizeof inc.id, "inc-%016llx", (unsigned long long)incident_hash(&inc));
 
-    if (inc.node && d->hold && d->hold(d->hold_ctx, f)) {
+    bool harmless = !fx.iv.urgent && (!inc.job || fx.iv.impact == GH_IMPACT_NONE);
+    if (inc.node && d->hold && d->hold(d->hold_ctx, f, harmless)) {
         d->st.pending++; /* other nodes may show the same: it waits for them */
         return GH_OUT_PENDING;
     }

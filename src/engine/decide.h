@@ -93,8 +93,10 @@ void gh_decider_expire(struct gh_decider *d, int64_t now);
 void gh_decider_set_policy(struct gh_decider *d, const struct gh_policy *policy);
 
 /* Asked before an incident about a node is emitted: true when f waits
- * (engine/fleet.h, gh_fleet_hold); it is submitted again later. */
-typedef bool (*gh_hold_fn)(void *ctx, const struct gh_finding *f);
+ * (engine/fleet.h, gh_fleet_hold); it is submitted again later. harmless:
+ * no job is harmed by it and the hardware can wait, so nothing is lost by
+ * waiting longer. */
+typedef bool (*gh_hold_fn)(void *ctx, const struct gh_finding *f, bool harmless);
 void gh_decider_set_hold(struct gh_decider *d, gh_hold_fn fn, void *ctx);
 
 /* Which rules govern which nodes (engine.h, gh_engine_set_rule_filter). */

@@ -589,7 +589,7 @@ static bool hold_copy(struct fleet *fl, const struct gh_finding *f, int64_t unti
     return true;
 }
 
-bool gh_fleet_hold(void *state, struct gh_engine *e, const struct gh_finding *f)
+bool gh_fleet_hold(void *state, struct gh_engine *e, const struct gh_finding *f, bool harmless)
 {
     struct fleet *fl = state;
     if (!fl || !f->node || f == fl->again)
@@ -605,14 +605,35 @@ bool gh_fleet_hold(void *state, struct gh_engine *e, const struct gh_finding *f)
         return false;
     bool other = others(s, fn);
     /* the first node waits FIRST_HOLD_NS only: a cause many nodes share at
-     * once (a switch, an NVLink domain) shows on the others within it */
-    int64_t hold = other ? st->fleet_hold_ns : FIRST_HOLD_NS;
+     * once (a switch, an NVLink domain) shows on the others within it; a
+     * finding that harms nothing loses nothing by waiting the whole hold,
+     * in which a check or a rollout reaching nodes one by one shows on the
+     * others */
+    int64_t hold = other || harmless ? st->fleet_hold_ns : FIRST_HOLD_NS;
     if (hold > st->fleet_hold_ns)
         hold = st->fleet_hold_ns;
     if (fn->first + hold <= gh_ctx_now(e) ||
         gh_topology_node_count(gh_ctx_topology(e)) < (size_t)st->fleet_min_nodes)
         return false;
     return hold_copy(fl, f, fn->first + hold);
+}
+
+bool gh_fleet_hold_until(void *state, const struct gh_finding *f, int64_t until)
+{
+    return state && hold_copy(state, f, until);
+}
+
+/* The GPU index f's evidence names, now that later readings may map its
+ * PCI bus id or UUID to one; -1 when none does. */
+static int gpu_of_evidence(struct gh_engine *e, const struct gh_finding *f)
+{
+    for (size_t i = 0; i < f->n_evidence; i++) {
+        const struct gh_signal *s = &f->evidence[i]->sig;
+        int g = s->node && f->node && !strcmp(s->node, f->node) ? gh_ctx_gpu_of(e, s) : -1;
+        if (g >= 0)
+            return g;
+    }
+    return -1;
 }
 
 /* When shared cause s's record is due. */
@@ -668,6 +689,8 @@ static void fleet_on_deadline(void *state, struct gh_engine *e, int64_t now)
             fl->held[fl->n_held++] = h;
             continue;
         } else {
+            if (h->f.gpu < 0)
+                h->f.gpu = gpu_of_evidence(e, &h->f);
             fl->again = &h->f;
             gh_ctx_report(e, &h->f);
             fl->again = NULL;

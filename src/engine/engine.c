@@ -23,7 +23,7 @@ static const struct gh_detector_ops *const detectors[] = {
     &gh_det_hardware,  &gh_det_network, &gh_det_flapping, &gh_det_condition, &gh_det_application,
     &gh_det_straggler, &gh_det_sdc,     &gh_det_node,     &gh_det_fleet,
 };
-static bool fleet_hold(void *ctx, const struct gh_finding *f);
+static bool fleet_hold(void *ctx, const struct gh_finding *f, bool harmless);
 #define FLEET_DET                                                                                  \
     8 /* its index: dispatched first (its counts must include the
                      * signal the other detectors report on) */
@@ -41,6 +41,7 @@ struct facts {
  * checkpoint (a job whose telemetry ends with one has finished). */
 #define RISES 8
 #define PROGRESS_AFTER_NS (10 * GH_NS_PER_S) /* steps this soon after a fault prove nothing */
+#define GPU_ID_WAIT_NS (GH_NS_PER_S) /* a bus id's index: NVML's reading follows within it */
 
 struct seen {
     int64_t last;
@@ -845,10 +846,37 @@ enum gh_outcome gh_ctx_report(struct gh_engine *e, const struct gh_finding *f)
 
 /* The decider's hold (decide.h): the fleet detector keeps f until a
  * deadline of its own. */
-static bool fleet_hold(void *ctx, const struct gh_finding *f)
+/* Whether f blames a node's GPU that its evidence names only by a PCI bus
+ * id or UUID no reading has mapped to an index yet. */
+static bool gpu_unnamed(struct gh_engine *e, const struct gh_finding *f)
+{
+    if (!f->node || f->gpu >= 0)
+        return false;
+    bool named_by_id = false;
+    for (size_t i = 0; i < f->n_evidence; i++) {
+        const struct gh_signal *s = &f->evidence[i]->sig;
+        if (!s->node || strcmp(s->node, f->node) != 0 || (!s->pci && !s->uuid))
+            continue;
+        if (gh_ctx_gpu_of(e, s) >= 0)
+            return false;
+        named_by_id = true;
+    }
+    return named_by_id;
+}
+
+static bool fleet_hold(void *ctx, const struct gh_finding *f, bool harmless)
 {
     struct gh_engine *e = ctx;
-    if (!gh_fleet_hold(e->state[FLEET_DET], e, f))
+    bool held = gh_fleet_hold(e->state[FLEET_DET], e, f, harmless);
+    if (!held && gpu_unnamed(e, f)) {
+        /* the kernel log names a GPU by its bus id; the reading that maps
+         * it to an index (NVML, DCGM) comes within a second or not at
+         * all: the incident waits that second to name the GPU */
+        int64_t first = f->first_ts ? f->first_ts : f->evidence[0]->ts_ns;
+        if (e->now < first + GPU_ID_WAIT_NS)
+            held = gh_fleet_hold_until(e->state[FLEET_DET], f, first + GPU_ID_WAIT_NS);
+    }
+    if (!held)
         return false;
     e->deadline[FLEET_DET] = detectors[FLEET_DET]->next_deadline(e->state[FLEET_DET]);
     if (e->deadline[FLEET_DET] < e->min_deadline)

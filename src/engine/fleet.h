@@ -16,8 +16,15 @@ bool gh_fleet_take(void *state, struct gh_engine *e, const struct gh_finding *f,
                    enum gh_outcome *out);
 /* The decision stage is about to decide f about its node: true when f
  * waits instead (a copy is kept) for other nodes to show its signature (1 s
- * for its first node, settings.fleet.hold once others show it too), then
- * is decided again (shared by then, or its node's own). */
-bool gh_fleet_hold(void *state, struct gh_engine *e, const struct gh_finding *f);
+ * for its first node; settings.fleet.hold once others show it too, or
+ * when f is harmless: it harms no job and the hardware can wait, so a
+ * check rolled out over minutes is seen as one cause), then is decided
+ * again (shared by then, or its node's own). */
+bool gh_fleet_hold(void *state, struct gh_engine *e, const struct gh_finding *f, bool harmless);
+/* Keeps a copy of f (borrowed) until stream time until, then decides it
+ * again, its GPU index looked up again from its evidence (the reading
+ * that maps a PCI bus id to an index may come after the kernel-log line).
+ * false when out of memory (f is decided now). */
+bool gh_fleet_hold_until(void *state, const struct gh_finding *f, int64_t until);
 
 #endif

@@ -69,6 +69,17 @@ static long trailing_number(const char *s)
     return strtol(s + i, NULL, 10);
 }
 
+/* Whether every node of the topology carries key=value. */
+static bool fleet_wide(const struct gh_topology *t, const char *key, const char *value)
+{
+    for (size_t i = 0; i < gh_topology_node_count(t); i++) {
+        const char *v = gh_topology_node_label(t, i, key);
+        if (!v || strcmp(v, value) != 0)
+            return false;
+    }
+    return true;
+}
+
 enum gh_scope gh_scope_common(const struct gh_topology *t, const uint32_t *nodes, size_t n,
                               const char *hint, char *component, size_t cap)
 {
@@ -90,6 +101,15 @@ enum gh_scope gh_scope_common(const struct gh_topology *t, const uint32_t *nodes
         for (size_t i = 1; i < n && all; i++) {
             const char *v = gh_topology_node_label(t, nodes[i], key);
             all = v && strcmp(v, value) == 0;
+        }
+        if (all && sc != GH_SCOPE_FLEET && n < gh_topology_node_count(t) &&
+            fleet_wide(t, key, value)) {
+            /* every node of the fleet shares it, the unaffected too: it
+             * does not set the affected apart, so it names the fleet */
+            sc = GH_SCOPE_FLEET;
+            rank = 2 * specific(sc) + (want >= 0 && trailing_number(key) == want);
+            if (rank <= best_rank)
+                continue;
         }
         if (all) {
             best = sc;

@@ -26,6 +26,9 @@ enum gh_scope gh_scope_of_label(const char *key);
  * "KEY=VALUE" to component (cap bytes). Among keys of one scope, one that
  * ends in the number hint ends in wins (a NIC mlx5_5's rail: every node
  * under one unit's leaves shares all its rails' labels); hint may be NULL.
+ * A label every node of the topology carries with that value, unaffected
+ * nodes included (n below the node count), sets nothing apart: it counts
+ * as GH_SCOPE_FLEET whatever its key says.
  * GH_SCOPE_UNSAID (component "") when no such label joins them all. */
 enum gh_scope gh_scope_common(const struct gh_topology *t, const uint32_t *nodes, size_t n,
                               const char *hint, char *component, size_t cap);

@@ -33,10 +33,9 @@ OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__fi
 # The scenarios the engine does not pass yet go to OUT/open (README.md, "Open
 # fleet scenarios"); their expectations are the same wherever they are written.
 OPEN = {
-    "fleet-npd-bug-plus-xid48", "fleet-npd-rule-bug-nolabels",
     "fleet-same-gpu-three-jobs", "fleet-sxid12028-says-nonfatal",
     "fleet-two-jobs-two-stragglers", "fleet-xid145-nonfatal-one-tray",
-    "fleet-xid154-drain-and-reset", "fleet-xid154-node-reboot", "fleet-xid79-then-xid48",
+    "fleet-xid154-drain-and-reset", "fleet-xid154-node-reboot",
 }
 BASE = datetime(2026, 12, 9, 1, 30, 0, tzinfo=timezone.utc)
 # What a shared cause must never do to the nodes that showed it (spec 3).
