@@ -80,7 +80,7 @@ class Server:
             with self._lock:
                 self.lines.extend(json.loads(x) for x in done if x)
 
-    def wait(self, n, timeout=5.0):
+    def wait(self, n, timeout=30.0):  # returns as soon as n lines came
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             with self._lock:
@@ -199,14 +199,17 @@ class ReporterTest(unittest.TestCase):
             r.step(i, 10.0, loss=1.0)
         r.checkpoint(1, "/x")
         elapsed = time.monotonic() - t0
-        self.assertLess(elapsed, 2.0)
+        # bounds far above the ~0.1 s these take, so that a loaded machine
+        # never fails them; a send or connect that blocked (a timeout per
+        # line) would take minutes
+        self.assertLess(elapsed, 30.0)
         st = r.stats()
         self.assertEqual(st["sent"], 0)
         self.assertEqual(st["queued"], 100)
         self.assertEqual(st["dropped"], 4901)
         t0 = time.monotonic()
         r.close(timeout=0.2)
-        self.assertLess(time.monotonic() - t0, 1.0)
+        self.assertLess(time.monotonic() - t0, 10.0)
         self.assertEqual(r.stats()["dropped"], 5001)
         r.step(1, 1)  # after close: dropped, no error
         self.assertEqual(r.stats()["errors"], 0)
@@ -304,13 +307,13 @@ class ReporterTest(unittest.TestCase):
             t0 = time.monotonic()
             for i in range(3000):
                 r.checkpoint(i, "/c/" + big)
-            self.assertLess(time.monotonic() - t0, 3.0)
+            self.assertLess(time.monotonic() - t0, 30.0)  # blocking: forever
             st = r.stats()
             self.assertLessEqual(st["queued"], 50)
             self.assertGreater(st["dropped"], 0)
             t0 = time.monotonic()
             r.close(timeout=0.2)
-            self.assertLess(time.monotonic() - t0, 1.0)
+            self.assertLess(time.monotonic() - t0, 10.0)
         finally:
             srv.close()
 

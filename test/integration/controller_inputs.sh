@@ -103,7 +103,7 @@ sleep 1
 node_event "$A" NodeNotReady node-controller || bad "create Event on $A"
 node_event "$B" NodeNotReady gpuheal.io/controller || bad "create gpuheal's Event on $B"
 decided_on() { explain "node/$1" --db "$DB" | grep -q "rule node-not-ready chose"; }
-check "Event NodeNotReady on $A -> node-not-ready incident" wait_for 20 decided_on "$A"
+check "Event NodeNotReady on $A -> node-not-ready incident" wait_for 60 decided_on "$A"
 explain "node/$A" --db "$DB" > "$TMP/explain-a.txt"
 check "explain: the Event is the evidence (node_not_ready from kube)" \
   grep -q "Node $A status is now: NodeNotReady" "$TMP/explain-a.txt"
