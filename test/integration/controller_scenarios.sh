@@ -276,7 +276,7 @@ done
 phases=$("$K" -n "$NS" get pods -l 'batch.kubernetes.io/job-name in (fl1,fl2,fl3)' -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}')
 check "flapping: three pods Failed ($(echo $phases))" [ "$(grep -c '^Failed$' <<< "$phases")" = 3 ]
 flap() { explain_has "node/$F" "$DB4" "flapping"; }
-check "flapping: incident recorded for $F" wait_for 20 flap
+check "flapping: incident recorded for $F" wait_for 60 flap
 explain "node/$F" "$DB4" > "$TMP/flap.txt"
 check "flapping: rule flapping-node" grep -q "rule flapping-node chose" "$TMP/flap.txt"
 check "flapping: evidence of three jobs" sh -c "grep -c 'CUDA error: unspecified launch failure' '$TMP/flap.txt' | grep -qE '^[3-9]'"
