@@ -31,6 +31,23 @@ enum gh_podfail gh_classify_pod_failure(const struct gh_signal *s);
  * application's own exit or OOM. */
 bool gh_classify_host_failure(const struct gh_signal *s);
 
+/* True when a pod_failed signal shows the node refusing to run the pod at
+ * all (docs/engine.md, "A Ready node that fails every pod"): the kubelet's
+ * admission failed (UnexpectedAdmissionError: a device plugin's Allocate
+ * failed, "requested number of devices unavailable", "GPU is lost"), or
+ * the runtime could not create or start its container (CreateContainerError,
+ * RunContainerError, StartError, ContainerCannotRun, "failed to create
+ * containerd task", "OCI runtime create failed", "nvidia-container-cli",
+ * "CDI device injection failed"). The image's own mistake (runc's `exec:
+ * "...": executable file not found`) reads the same as a runtime that
+ * fails every container (opencontainers/runc#4713): whose pods failed, and
+ * where else, tells them apart (det_podhost.c, det_fleet.c), not the
+ * words. */
+bool gh_classify_pod_rejected(const struct gh_signal *s);
+/* True when the kubelet refused the pod at admission
+ * (UnexpectedAdmissionError): never the application's doing, it never ran. */
+bool gh_classify_pod_admission(const struct gh_signal *s);
+
 /* True when text mentions a collective timeout or hang. */
 bool gh_classify_collective_text(const char *text);
 

@@ -24,9 +24,11 @@
  * out at once. */
 #include "engine/fleet.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/utf8.h"
 #include "engine/classify.h"
 #include "engine/decide.h"
 #include "engine/scope.h"
@@ -159,6 +161,29 @@ static const char *stated_words(enum gh_stated said)
     return said == GH_STATED_NONFATAL ? " (non-fatal)" : said == GH_STATED_FATAL ? " (fatal)" : "";
 }
 
+/* The words of a message, without what differs from node to node and pod
+ * to pod (device indices, UUIDs, counts, pod suffixes: every token with a
+ * digit in it), as a hash: one failure's text on every node. */
+static uint64_t words_hash(const char *msg)
+{
+    uint64_t h = GH_HASH_INIT;
+    const char *p = msg ? msg : "";
+    while (*p) {
+        while (*p && !isalnum((unsigned char)*p))
+            p++;
+        const char *w = p;
+        bool digit = false;
+        while (*p && isalnum((unsigned char)*p))
+            digit |= isdigit((unsigned char)*p++) != 0;
+        if (digit || p == w)
+            continue;
+        for (const char *c = w; c < p; c++)
+            h = gh_hash_u64(h, (uint64_t)tolower((unsigned char)*c));
+        h = gh_hash_u64(h, ' ');
+    }
+    return h;
+}
+
 /* The signature of s, when it is one several nodes can share: writes its
  * key, class, severity, window and words. Evidence of a node's own (GPU
  * memory, a GPU's fatal fault, an application's error) has none. */
@@ -235,6 +260,23 @@ static bool signature(const struct gh_signal *s, const struct gh_policy_settings
         gh_sfmt(out->what, sizeof out->what, "%s throttling",
                 s->kind == GH_KIND_POWER ? "power" : "thermal");
         return true;
+    case GH_KIND_POD_FAILED: {
+        /* a pod its node refused to run (det_podhost.c): the same reason and
+         * words on many nodes are a device plugin's or a runtime's rollout,
+         * a scheduler's bug, not each node's fault; only the nodes' own
+         * findings (pods of several jobs refused) make its incident */
+        if (!gh_classify_pod_rejected(s))
+            return false;
+        out->cls = GH_CLASS_UNKNOWN;
+        out->severity = GH_SEV_HIGH;
+        out->events = false;
+        gh_sfmt(key, cap, "p%.64s|%016llx", s->reason ? s->reason : "",
+                (unsigned long long)words_hash(s->msg));
+        gh_sfmt(out->what, sizeof out->what, "pods refused by their nodes: %s (\"%.100s\")",
+                s->reason ? s->reason : "?", s->msg ? s->msg : "");
+        gh_utf8_trim(out->what);
+        return true;
+    }
     case GH_KIND_NODE_NOT_READY:
         out->cls = GH_CLASS_UNKNOWN;
         out->severity = GH_SEV_HIGH;
@@ -741,7 +783,8 @@ const struct gh_detector_ops gh_det_fleet = {
     .name = "fleet",
     .kinds = GH_KIND_BIT(GH_KIND_XID) | GH_KIND_BIT(GH_KIND_SXID) | GH_KIND_BIT(GH_KIND_NIC) |
              GH_KIND_BIT(GH_KIND_NODE_CONDITION) | GH_KIND_BIT(GH_KIND_THERMAL) |
-             GH_KIND_BIT(GH_KIND_POWER) | GH_KIND_BIT(GH_KIND_NODE_NOT_READY),
+             GH_KIND_BIT(GH_KIND_POWER) | GH_KIND_BIT(GH_KIND_NODE_NOT_READY) |
+             GH_KIND_BIT(GH_KIND_POD_FAILED),
     .create = fleet_create,
     .destroy = fleet_destroy,
     .on_signal = fleet_on_signal,

@@ -21,7 +21,7 @@ static const struct gh_detector_ops *const detectors[] = {
      * joins) the condition's incident first, and the application detector
      * then finds it explained */
     &gh_det_hardware,  &gh_det_network, &gh_det_flapping, &gh_det_condition, &gh_det_application,
-    &gh_det_straggler, &gh_det_sdc,     &gh_det_node,     &gh_det_fleet,
+    &gh_det_straggler, &gh_det_sdc,     &gh_det_node,     &gh_det_fleet,     &gh_det_podhost,
 };
 static bool fleet_hold(void *ctx, const struct gh_finding *f);
 #define FLEET_DET                                                                                  \
