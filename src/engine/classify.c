@@ -147,6 +147,14 @@ bool gh_classify_pod_rejected(const struct gh_signal *s)
         "Allocate failed",
         "CDI device injection failed",
     };
+    /* what the pod's own image or spec got wrong (its entrypoint, its
+     * command): the job's, wherever it runs */
+    static const char *const own[] = {
+        "executable file not found",
+        "exec format error",
+        "no command specified",
+        "exec: \"",
+    };
     if (s->kind != GH_KIND_POD_FAILED)
         return false;
     bool rejected = false;
@@ -154,7 +162,12 @@ bool gh_classify_pod_rejected(const struct gh_signal *s)
         rejected = strcasecmp(s->reason, reasons[i]) == 0;
     for (size_t i = 0; !rejected && i < sizeof marks / sizeof marks[0]; i++)
         rejected = contains_ci(s->msg, marks[i]);
-    return rejected;
+    if (!rejected)
+        return false;
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        if (contains_ci(s->msg, own[i]) && !contains_ci(s->msg, "nvidia"))
+            return false;
+    return true;
 }
 
 bool gh_classify_pod_admission(const struct gh_signal *s)

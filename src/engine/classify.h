@@ -38,11 +38,12 @@ bool gh_classify_host_failure(const struct gh_signal *s);
  * the runtime could not create or start its container (CreateContainerError,
  * RunContainerError, StartError, ContainerCannotRun, "failed to create
  * containerd task", "OCI runtime create failed", "nvidia-container-cli",
- * "CDI device injection failed"). The image's own mistake (runc's `exec:
- * "...": executable file not found`) reads the same as a runtime that
- * fails every container (opencontainers/runc#4713): whose pods failed, and
- * where else, tells them apart (det_podhost.c, det_fleet.c), not the
- * words. */
+ * "CDI device injection failed"). Not when the message shows the pod's
+ * own image or spec at fault (runc's `exec: "..."`, "executable file not
+ * found", "exec format error", "no command specified") with nothing of the
+ * GPU stack in it: the pod's own failure, judged as an application's (a
+ * runtime that fails every container with those words,
+ * opencontainers/runc#4713, is left to the flapping detector). */
 bool gh_classify_pod_rejected(const struct gh_signal *s);
 /* True when the kubelet refused the pod at admission
  * (UnexpectedAdmissionError): never the application's doing, it never ran. */

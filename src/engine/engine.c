@@ -834,11 +834,23 @@ static struct facts *facts_get(struct gh_engine *e, const char *node, bool creat
     return f;
 }
 
+/* The fleet detector took work of its own (a record due, a finding held)
+ * outside its dispatch: its deadline moves up now, or nothing fires it
+ * when no signal of its kinds follows. */
+static void fleet_deadline(struct gh_engine *e)
+{
+    e->deadline[FLEET_DET] = detectors[FLEET_DET]->next_deadline(e->state[FLEET_DET]);
+    if (e->deadline[FLEET_DET] < e->min_deadline)
+        e->min_deadline = e->deadline[FLEET_DET];
+}
+
 enum gh_outcome gh_ctx_report(struct gh_engine *e, const struct gh_finding *f)
 {
     enum gh_outcome taken;
-    if (e->state[FLEET_DET] && gh_fleet_take(e->state[FLEET_DET], e, f, &taken))
+    if (e->state[FLEET_DET] && gh_fleet_take(e->state[FLEET_DET], e, f, &taken)) {
+        fleet_deadline(e);
         return taken;
+    }
     struct facts *fa = facts_get(e, f->node, false);
     return gh_decider_submit(e->decider, f, e->now, fa ? fa->boot_ts : INT64_MIN);
 }
@@ -850,9 +862,7 @@ static bool fleet_hold(void *ctx, const struct gh_finding *f)
     struct gh_engine *e = ctx;
     if (!gh_fleet_hold(e->state[FLEET_DET], e, f))
         return false;
-    e->deadline[FLEET_DET] = detectors[FLEET_DET]->next_deadline(e->state[FLEET_DET]);
-    if (e->deadline[FLEET_DET] < e->min_deadline)
-        e->min_deadline = e->deadline[FLEET_DET];
+    fleet_deadline(e);
     return true;
 }
 

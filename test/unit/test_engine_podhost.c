@@ -2,9 +2,10 @@
  * section 4): pods of several jobs refused by one node at admission or
  * container creation isolate the node (rule node-rejects-pods), with every
  * refused pod in the evidence and no job restarted or blamed; one job's
- * pods never blame the node, however many; a broken image that fails on
- * every node it runs on is no node's; refusals spread wider than the
- * window do not add up; after
+ * pods never blame the node, however many; pods that fail for their own
+ * image's fault are no refusal of the node's; a creation error that
+ * shows on every node it reached is no node's; refusals spread wider than
+ * the window do not add up; after
  * the incident, more refusals join it; the same refusal on many nodes at
  * once is one shared cause that takes no node out; a driver call's "timed
  * out" at container creation is not a collective timeout. */
@@ -166,27 +167,50 @@ static void test_window(void **st)
     gh_engine_free(e);
 }
 
-/* A broken image two jobs share (the entrypoint missing) fails their pods
- * on every node they run on: on node-11 pods of both jobs fail, as they do
- * on six other nodes. The failure is everywhere: no node's own, none out. */
-static void test_bad_image_everywhere_is_no_node(void **st)
+/* A container toolkit upgrade leaves no CDI spec on the nodes it reached:
+ * every GPU container there fails at creation. On node-11 pods of two jobs
+ * fail, as job d's do on six other nodes at the same time: the failure is
+ * everywhere, no node's own, none out of service. */
+static void test_same_create_error_everywhere_is_no_node(void **st)
 {
     (void)st;
     struct sink sk;
     struct gh_engine *e = engine(fleet(), &sk);
-    podfail(e, 2000, "node-11", "ml/d", "d-11", "StartError", 128, BAD_EXEC);
+    const char *cdi = "failed to create containerd container: CDI device injection failed: "
+                      "unresolvable CDI devices nvidia.com/gpu=all";
+    podfail(e, 2000, "node-11", "ml/d", "d-11", "CreateContainerError", -1, cdi);
     for (int i = 12; i < 18; i++) {
         char pod[16];
         snprintf(pod, sizeof pod, "d-%d", i);
-        podfail(e, 2000 + (i - 11) * 0.5, name(i), "ml/d", pod, "StartError", 128, BAD_EXEC);
+        podfail(e, 2000 + (i - 11) * 0.5, name(i), "ml/d", pod, "CreateContainerError", -1, cdi);
     }
-    podfail(e, 2010, "node-11", "ml/e", "e-11", "StartError", 128, BAD_EXEC);
-    podfail(e, 2020, "node-11", "ml/e", "e-11b", "StartError", 128, BAD_EXEC);
+    podfail(e, 2010, "node-11", "ml/e", "e-11", "CreateContainerError", -1, cdi);
+    podfail(e, 2020, "node-11", "ml/e", "e-11b", "CreateContainerError", -1, cdi);
     gh_engine_finish(e, INT64_MAX);
+    assert_int_equal(count_rule(&sk, "shared-cause"), 1);
     for (int i = 0; i < sk.n; i++) {
         assert_false(out_of_service(&sk.v[i]));
         assert_string_equal(sk.v[i].node, "");
     }
+    gh_engine_free(e);
+}
+
+/* Pods of four jobs bound to node-11 with an entrypoint their image lacks
+ * (or no command at all): the pods' own fault in the runtime's words, no
+ * refusal of the node's (what several jobs' failures on one node say stays
+ * the flapping detector's call, as before). */
+static void test_own_image_fault_is_no_refusal(void **st)
+{
+    (void)st;
+    struct sink sk;
+    struct gh_engine *e = engine(fleet(), &sk);
+    podfail(e, 100, "node-11", "ml/x", "x-0", "StartError", 128, BAD_EXEC);
+    podfail(e, 105, "node-11", "ml/y", "y-0", "StartError", 128, BAD_EXEC);
+    podfail(e, 110, "node-11", "ml/z", "z-0", "StartError", 128, BAD_EXEC);
+    podfail(e, 115, "node-11", "ml/w", "w-0", "RunContainerError", -1,
+            "failed to generate container spec: no command specified");
+    gh_engine_finish(e, INT64_MAX);
+    assert_int_equal(count_rule(&sk, "node-rejects-pods"), 0);
     gh_engine_free(e);
 }
 
@@ -258,8 +282,8 @@ static void test_classify(void **st)
     sset(&s.reason, "ErrImagePull"); /* a registry: never the node's */
     assert_false(gh_classify_pod_rejected(&s));
     sset(&s.reason, "StartError");
-    sset(&s.msg, BAD_EXEC); /* whose and where tell, not the words */
-    assert_true(gh_classify_pod_rejected(&s));
+    sset(&s.msg, BAD_EXEC); /* the image's own entrypoint */
+    assert_false(gh_classify_pod_rejected(&s));
     sset(&s.msg, CLI);
     assert_true(gh_classify_pod_rejected(&s));
     /* the driver's "timed out" at container creation: not a collective */
@@ -281,7 +305,8 @@ int main(void)
         cmocka_unit_test(test_one_job_never_blames),
         cmocka_unit_test(test_one_replicaset_never_blames),
         cmocka_unit_test(test_window),
-        cmocka_unit_test(test_bad_image_everywhere_is_no_node),
+        cmocka_unit_test(test_same_create_error_everywhere_is_no_node),
+        cmocka_unit_test(test_own_image_fault_is_no_refusal),
         cmocka_unit_test(test_container_create_timeout),
         cmocka_unit_test(test_same_refusal_on_40_nodes_is_shared),
         cmocka_unit_test(test_classify),
