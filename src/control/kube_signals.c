@@ -177,8 +177,11 @@ size_t gh_kube_pod_signals(const json_t *old, const json_t *pod, int64_t now,
                 if (on && cname && !strcmp(on, cname))
                     owr = gh_json_str(jget2(ocs, "state", "waiting"), "reason");
             }
-            if (rc > restart_count(old, cname))
-                continue; /* restarted: its terminated state was signalled */
+            /* restarted after an error: signalled above */
+            const json_t *t = jget2(cs, "lastState", "terminated");
+            if (rc > 0 && rc > restart_count(old, cname) && json_is_object(t) &&
+                json_integer_value(json_object_get(t, "exitCode")) != 0)
+                continue;
         }
         if (owr && !strcmp(owr, wr))
             continue; /* still the same failure */

@@ -166,6 +166,13 @@ static void test_pod_refused(void **st)
     assert_string_equal(s[0].id, "kube:pod:u-1:main:waiting:CreateContainerError:0");
     assert_int_equal(s[0].ts_ns, 9);
     gh_signal_clear(&s[0]);
+    /* the pod as created, before the kubelet wrote any container status */
+    json_t *bare = pod("Pending", 0, -1);
+    json_object_del(json_object_get(bare, "status"), "containerStatuses");
+    assert_int_equal(gh_kube_pod_signals(bare, creating, 9, s, 8), 1);
+    assert_string_equal(s[0].reason, "CreateContainerError");
+    gh_signal_clear(&s[0]);
+    json_decref(bare);
     /* the kubelet retrying with the same reason: nothing new */
     assert_int_equal(gh_kube_pod_signals(creating, creating, 10, s, 8), 0);
     /* first sight of a pod already stuck: it is evidence now */
