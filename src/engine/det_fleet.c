@@ -59,6 +59,7 @@ struct fsig {
     bool events;    /* its signals alone make the incident (not only its findings) */
     int64_t window; /* nodes within this of each other are one cause */
     enum gh_scope natural; /* the component such a signature points at (a port: its switch) */
+    int64_t first_hold;    /* how long its first node's finding waits for others */
     char hint[32];  /* what names it among the labels (a NIC device: its rail) */
     size_t n, cap;
     struct fnode *nodes; /* in the order they showed it */
@@ -193,6 +194,7 @@ static bool signature(const struct gh_signal *s, const struct gh_policy_settings
     if (!s->node)
         return false;
     out->window = st->fleet_window_ns;
+    out->first_hold = FIRST_HOLD_NS;
     out->events = true;
     out->natural = GH_SCOPE_FLEET;
     out->hint[0] = '\0';
@@ -270,6 +272,10 @@ static bool signature(const struct gh_signal *s, const struct gh_policy_settings
         out->cls = GH_CLASS_UNKNOWN;
         out->severity = GH_SEV_HIGH;
         out->events = false;
+        /* the refused pods are lost already, more are refused either way:
+         * its first node's finding waits the whole hold for the others (a
+         * rollout reaches node after node), not a second */
+        out->first_hold = st->fleet_hold_ns;
         gh_sfmt(key, cap, "p%.64s|%016llx", s->reason ? s->reason : "",
                 (unsigned long long)words_hash(s->msg));
         gh_sfmt(out->what, sizeof out->what, "pods refused by their nodes: %s (\"%.100s\")",
@@ -415,6 +421,7 @@ static void fleet_on_signal(void *state, struct gh_engine *e, const struct gh_tl
     s->events = proto.events;
     s->window = proto.window;
     s->natural = proto.natural;
+    s->first_hold = proto.first_hold;
     memcpy(s->hint, proto.hint, sizeof s->hint);
     memcpy(s->what, proto.what, sizeof s->what);
     if (ts > s->last)
@@ -646,9 +653,10 @@ bool gh_fleet_hold(void *state, struct gh_engine *e, const struct gh_finding *f)
     if (!s || s->shared_at)
         return false;
     bool other = others(s, fn);
-    /* the first node waits FIRST_HOLD_NS only: a cause many nodes share at
-     * once (a switch, an NVLink domain) shows on the others within it */
-    int64_t hold = other ? st->fleet_hold_ns : FIRST_HOLD_NS;
+    /* the first node waits FIRST_HOLD_NS only (its signature's first_hold):
+     * a cause many nodes share at once (a switch, an NVLink domain) shows
+     * on the others within it */
+    int64_t hold = other ? st->fleet_hold_ns : s->first_hold;
     if (hold > st->fleet_hold_ns)
         hold = st->fleet_hold_ns;
     if (fn->first + hold <= gh_ctx_now(e) ||

@@ -13,7 +13,13 @@
 #      policy's rule node-rejects-pods, its Incident's evidence the three
 #      pods (names, jobs, reasons, messages), no job restarted; g1 (where
 #      the same jobs' pods run) untouched; `gpuheal explain` shows the pods
-#      and the rule from the audit store. g3's decision is the barrier for 1.
+#      and the rule from the audit store. g3's decision is the barrier for 1;
+#   3. a device plugin rollout: on 12 more nodes (r01..r12) pods of two jobs
+#      each refused with the same words within seconds ("error reading from
+#      server: EOF"): one shared-cause Incident (scope fleet, affectedNodes
+#      count 12, no node blamed, nothing taken out), none of the 12 cordoned
+#      or tainted or given an Incident of its own; the barrier: three jobs'
+#      pods refused on g4 past the engine's hold, decided as g4's own.
 # The nodes are fake (no kubelet: the script writes the pods' status, as
 # the kubelet would, and renews the nodes' Leases so that they stay Ready).
 # Waits poll with deadlines (the machine may be loaded).
@@ -37,20 +43,23 @@ cleanup() {
   [ -n "$HB_PID" ] && kill "$HB_PID" 2>/dev/null
   "$K" delete ns "$NS" --wait=false >/dev/null 2>&1
   "$K" delete nodes -l "gpuheal.io/pool=$NS" --wait=false >/dev/null 2>&1
-  for n in g1 g2 g3; do "$K" -n kube-node-lease delete lease "$NS-$n" --wait=false >/dev/null 2>&1; done
-  delete_gnh g1 g2 g3
+  for n in g1 g2 g3 g4 $(rnodes); do "$K" -n kube-node-lease delete lease "$NS-$n" --wait=false >/dev/null 2>&1; done
+  delete_gnh g1 g2 g3 g4 $(rnodes)
   delete_incidents
+  delete_incidents '{.spec.affectedNodes}' "\"$NS-"
   rm_tmp
 }
+RN=12
+rnodes() { for i in $(seq -w 1 "$RN"); do echo "r$i"; done; }
 trap cleanup EXIT
 die_here() { bad "$*"; echo "--- controller log (tail)"; tail -30 "$CTL_LOG"; exit 1; }
 
 "$K" create ns "$NS" >/dev/null || { echo "FAIL: namespace"; exit 1; }
 echo "secret-token-$RANDOM" > "$TMP/token"
 "$GH_BIN/gpuheal" policy default > "$TMP/policy.yaml"
-for n in g1 g2 g3; do mknode $n || { echo "FAIL: node $n"; exit 1; }; done
+for n in g1 g2 g3 g4 $(rnodes); do mknode $n || { echo "FAIL: node $n"; exit 1; }; done
 # the nodes' heartbeats only: the pods' status is this script's to write
-( while kill -0 $$ 2>/dev/null; do heartbeat_leases g1 g2 g3; sleep 10; done ) &
+( while kill -0 $$ 2>/dev/null; do heartbeat_leases g1 g2 g3 g4 $(rnodes); sleep 10; done ) &
 HB_PID=$!
 
 start_controller "sqlite:$TMP/audit.db" || die_here "controller start"
@@ -142,6 +151,60 @@ check "no Incident blames one of the jobs" is 0 job_incidents
 sed 's/^/  /' "$TMP/explain.txt" | head -30
 check "gpuheal explain: the rule" grep -q "node-rejects-pods" "$TMP/explain.txt"
 check "gpuheal explain: the refused pods" sh -c "grep -q 'eval-3' '$TMP/explain.txt' && grep -q 'ft-worker-1' '$TMP/explain.txt'"
+
+# ---- 3. a device plugin rollout: the same refusal on 12 nodes ----------------
+EOF_MSG="Allocate failed due to rpc error: code = Unavailable desc = error reading from server: EOF, which is unexpected"
+{
+  echo "apiVersion: v1"; echo "kind: List"; echo "items:"
+  for n in $(rnodes); do
+    for p in "embed-$n-a embed" "embed-$n-b embed" "nb-$n notebook"; do
+      set -- $p
+      echo "- {apiVersion: v1, kind: Pod, metadata: {name: $1, labels: {job-name: $2}}, spec: {nodeName: $NS-$n, restartPolicy: Never, tolerations: [{operator: Exists}], containers: [{name: main, image: 'embed:latest', resources: {limits: {nvidia.com/gpu: '1'}}}]}}"
+    done
+  done
+} > "$TMP/rollout.yaml"
+"$K" -n "$NS" create -f "$TMP/rollout.yaml" >/dev/null || bad "rollout pods"
+T2=$(date -u +%s)
+# as a rollout reaches the nodes together: each node's first pod, then the
+# second, then the third (a node's own finding waits for the others anyway:
+# docs/engine.md)
+for p in embed-%s-a embed-%s-b nb-%s; do
+  for n in $(rnodes); do
+    # shellcheck disable=SC2059
+    pod=$(printf "$p" "$n")
+    refuse "$pod" "$EOF_MSG" || bad "refuse $pod"
+  done
+done
+shared_ids() {
+  "$K" get incidents -o jsonpath='{range .items[*]}{.metadata.name} {.spec.affectedNodes}{"\n"}{end}' |
+    awk -v p="\"$NS-r" 'index($0, p) { print $1 }'
+}
+shared_count() { shared_ids | grep -c .; }
+# the engine decides a shared cause's record once no new node began to show
+# it for a minute (docs/engine.md, "Shared causes")
+check "one shared-cause Incident for the rollout" wait_for 240 is 1 shared_count
+SID=$(shared_ids | head -1)
+if [ -n "$SID" ]; then
+  sfield() { "$K" get incident "$SID" -o "jsonpath={$1}"; }
+  echo "  shared-cause incident: $SID ($(sfield .spec.scope), $(sfield .spec.affectedNodesCount) nodes)"
+  check "its scope is fleet" is fleet sfield .spec.scope
+  check "affectedNodesCount $RN" is "$RN" sfield .spec.affectedNodesCount
+  check "no node blamed" is "" sfield .spec.node
+  check "it takes no node out" sh -c "! '$K' get incident '$SID' -o jsonpath='{.spec.actions}' |
+    grep -qE 'isolate_node|drain_node|reset_gpu|reboot_node|replace_node'"
+fi
+# the barrier: three jobs' pods refused on g4 (other words), past the hold
+until_s=$((T2 + 20))
+wait_for 60 sh -c "[ \$(date -u +%s) -gt $until_s ]"
+for p in "bar-a sweep" "bar-b eval" "bar-c ft"; do
+  set -- $p
+  gpu_pod "$1" g4 "$2" && refuse "$1" "$LOST" || bad "refuse $1"
+done
+check "$NS-g4 cordoned (the barrier decided)" wait_for 120 cordoned "$NS-g4"
+r_out() { for n in $(rnodes); do cordoned "$NS-$n" && echo "$n"; tainted "$NS-$n" && echo "$n"; done | grep -c .; }
+check "none of the $RN rollout nodes cordoned or tainted" is 0 r_out
+r_own() { for n in $(rnodes); do ids "$NS-$n"; done | grep -c .; }
+check "none of them has an Incident of its own" is 0 r_own
 
 check "controller stops cleanly (sanitizers: no leak)" stop_controller
 echo "controller_pod_refusals: $pass passed, $fail failed"

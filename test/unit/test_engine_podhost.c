@@ -7,7 +7,8 @@
  * shows on every node it reached is no node's; refusals spread wider than
  * the window do not add up; after
  * the incident, more refusals join it; the same refusal on many nodes at
- * once is one shared cause that takes no node out; a driver call's "timed
+ * once is one shared cause that takes no node out, its first node waiting
+ * the fleet's hold for the others; a driver call's "timed
  * out" at container creation is not a collective timeout. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -265,6 +266,31 @@ static void test_same_refusal_on_40_nodes_is_shared(void **st)
     gh_engine_free(e);
 }
 
+/* A rollout reaching node after node: the first node's three refusals
+ * come before any other node's; the next nodes show the same words within
+ * the fleet's hold (15 s): the first node is not taken out as its own. */
+static void test_first_node_waits_for_the_rollout(void **st)
+{
+    (void)st;
+    struct sink sk;
+    struct gh_engine *e = engine(fleet(), &sk);
+    const char *eof = "Allocate failed due to rpc error: code = Unavailable desc = error reading "
+                      "from server: EOF, which is unexpected";
+    refused(e, 100, "node-20", "batch/embed", "embed-a", eof);
+    refused(e, 100.5, "node-20", "batch/embed", "embed-b", eof);
+    refused(e, 101, "node-20", "team-a/nb", "nb-a", eof);
+    refused(e, 106, "node-21", "batch/embed", "embed-c", eof);
+    refused(e, 111, "node-22", "batch/embed", "embed-d", eof);
+    refused(e, 112, "node-22", "team-b/nb", "nb-b", eof);
+    refused(e, 113, "node-22", "batch/embed", "embed-e", eof);
+    gh_engine_finish(e, INT64_MAX);
+    assert_int_equal(count_rule(&sk, "node-rejects-pods"), 0);
+    assert_int_equal(count_rule(&sk, "shared-cause"), 1);
+    for (int i = 0; i < sk.n; i++)
+        assert_false(out_of_service(&sk.v[i]));
+    gh_engine_free(e);
+}
+
 static void test_classify(void **st)
 {
     (void)st;
@@ -309,6 +335,7 @@ int main(void)
         cmocka_unit_test(test_own_image_fault_is_no_refusal),
         cmocka_unit_test(test_container_create_timeout),
         cmocka_unit_test(test_same_refusal_on_40_nodes_is_shared),
+        cmocka_unit_test(test_first_node_waits_for_the_rollout),
         cmocka_unit_test(test_classify),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
