@@ -120,6 +120,26 @@ static int owners(const struct pnode *n)
     return k;
 }
 
+/* msg shortened for a sentence: its head and its tail, where the runtime's
+ * and the device plugin's words say what failed ("... nvml: GPU is lost,
+ * which is unexpected"), into buf (cap bytes). */
+static const char *gist(const char *msg, char *buf, size_t cap)
+{
+    size_t n = msg ? strlen(msg) : 0;
+    if (n < 110) {
+        gh_sfmt(buf, cap, "%s", msg ? msg : "");
+        return buf;
+    }
+    const char *tail = msg + n - 60, *space = strchr(tail, ' ');
+    if (space && space - tail < 20)
+        tail = space + 1; /* from a word's start */
+    while (tail > msg && ((unsigned char)*tail & 0xC0) == 0x80)
+        tail--; /* not inside a UTF-8 sequence */
+    gh_sfmt(buf, cap, "%.45s ... %s", msg, tail);
+    gh_utf8_trim(buf);
+    return buf;
+}
+
 /* The finding: the node refused n->n pods of jobs different jobs. */
 static void report(struct gh_engine *e, const char *node, struct pnode *n, int jobs, int64_t now)
 {
@@ -135,12 +155,13 @@ static void report(struct gh_engine *e, const char *node, struct pnode *n, int j
     for (int i = 0; i < n->n; i++)
         gh_finding_add(&f, n->v[i].ev);
     const struct gh_signal *first = &n->v[0].ev->sig;
+    char words[128];
     size_t used = (size_t)gh_sfmt(
         f.what, sizeof f.what,
         "%s refused %d pods of %d different jobs within %.0f s at admission or container "
-        "creation while Ready (%s: \"%.110s\"); pods",
+        "creation while Ready (%s: \"%s\"); pods",
         node, n->n, jobs, (double)(now - n->v[0].ts) / GH_NS_PER_S,
-        first->reason ? first->reason : "?", first->msg ? first->msg : "");
+        first->reason ? first->reason : "?", gist(first->msg, words, sizeof words));
     /* one pod of each job, by name */
     for (int i = 0, shown = 0; i < n->n && shown < 4 && used < sizeof f.what; i++) {
         bool seen = false;
@@ -155,8 +176,7 @@ static void report(struct gh_engine *e, const char *node, struct pnode *n, int j
         shown++;
     }
     if (used < sizeof f.what)
-        gh_sfmt(f.what + used, sizeof f.what - used,
-                ": the node fails them, not the jobs; their pods never ran");
+        gh_sfmt(f.what + used, sizeof f.what - used, ": the node fails them, not the jobs");
     gh_utf8_trim(f.what);
     n->reported = now;
     gh_ctx_report(e, &f);
