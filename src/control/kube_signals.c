@@ -152,6 +152,45 @@ size_t gh_kube_pod_signals(const json_t *old, const json_t *pod, int64_t now,
         s->exit_code = (int)json_integer_value(json_object_get(t, "exitCode"));
         set(&s->msg, gh_json_str(t, "message"));
     }
+    /* a container the runtime cannot create or start while the pod stays
+     * Pending (CreateContainerError: no terminated state, no restart; the
+     * kubelet retries with the same reason): one signal per container,
+     * reason and restart count, from its waiting state's reason and
+     * message. A restart signalled above already says it. */
+    json_array_foreach(jget2(pod, "status", "containerStatuses"), i, cs)
+    {
+        if (n >= max || deleting)
+            break;
+        const char *wr = gh_json_str(jget2(cs, "state", "waiting"), "reason");
+        if (!wr ||
+            (strcmp(wr, "CreateContainerError") != 0 && strcmp(wr, "RunContainerError") != 0))
+            continue;
+        const char *cname = gh_json_str(cs, "name");
+        long rc = (long)json_integer_value(json_object_get(cs, "restartCount"));
+        const char *owr = NULL;
+        if (old) {
+            size_t k;
+            json_t *ocs;
+            json_array_foreach(jget2(old, "status", "containerStatuses"), k, ocs)
+            {
+                const char *on = gh_json_str(ocs, "name");
+                if (on && cname && !strcmp(on, cname))
+                    owr = gh_json_str(jget2(ocs, "state", "waiting"), "reason");
+            }
+            /* restarted after an error: signalled above */
+            const json_t *t = jget2(cs, "lastState", "terminated");
+            if (rc > 0 && rc > restart_count(old, cname) && json_is_object(t) &&
+                json_integer_value(json_object_get(t, "exitCode")) != 0)
+                continue;
+        }
+        if (owr && !strcmp(owr, wr))
+            continue; /* still the same failure */
+        struct gh_signal *s = &out[n++];
+        snprintf(id, sizeof id, "kube:pod:%s:%s:waiting:%s:%ld", uid, cname ? cname : "?", wr, rc);
+        common(s, pod, GH_KIND_POD_FAILED, now, id);
+        set(&s->reason, wr);
+        set(&s->msg, gh_json_str(jget2(cs, "state", "waiting"), "message"));
+    }
     /* succeeded: phase became Succeeded (the pod ran to completion) */
     if (!strcmp(phase, "Succeeded") && !(ophase && !strcmp(ophase, "Succeeded")) && n < max) {
         const char *fin = NULL;

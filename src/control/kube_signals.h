@@ -26,7 +26,14 @@
  * Jobs, JobSets and Kubeflow training jobs; NULL when none (buf unused). */
 const char *gh_kube_pod_job(const json_t *pod, char *buf, size_t cap);
 
-/* Signals for the change old -> pod (old NULL: first sight). Writes up to
+/* Signals for the change old -> pod (old NULL: first sight): pod_failed
+ * when it failed (phase Failed: its failing container's exit code, reason
+ * and message, or the pod's own reason, e.g. UnexpectedAdmissionError with
+ * the kubelet's message), when a container restarted after an error, and
+ * when a container began to wait in CreateContainerError or
+ * RunContainerError (the runtime cannot create or start it; the pod stays
+ * Pending: its waiting reason and message, once per reason and restart);
+ * pod_started, pod_succeeded. Writes up to
  * max (<= GH_KUBE_SIGNALS_MAX) initialised signals to out (caller clears
  * each with gh_signal_clear) and returns how many. now: the time for
  * signals whose object carries none. */

@@ -94,6 +94,10 @@ enum gh_podfail gh_classify_pod_failure(const struct gh_signal *s)
         return GH_PF_IGNORE;
     if (s->has_exit_code && s->exit_code == 137 && !s->msg && !r)
         return GH_PF_OOM;
+    /* a runtime's or a driver call's "timed out" while the pod was being
+     * created is no collective's: the pod never ran */
+    if (gh_classify_pod_rejected(s))
+        return GH_PF_APP;
     if (gh_classify_collective_text(s->msg) || gh_classify_collective_text(r))
         return GH_PF_COLLECTIVE;
     if (s->has_exit_code && s->exit_code == 0 && (!r || strcasecmp(r, "Error") != 0))
@@ -125,6 +129,51 @@ bool gh_classify_host_failure(const struct gh_signal *s)
         if (contains_ci(s->msg, marks[i]) || contains_ci(s->reason, marks[i]))
             return true;
     return false;
+}
+
+bool gh_classify_pod_rejected(const struct gh_signal *s)
+{
+    /* the kubelet's admission (a device plugin's Allocate) and the
+     * runtime's create and start: the pod never ran */
+    static const char *const reasons[] = {
+        "UnexpectedAdmissionError", "CreateContainerError", "RunContainerError", "StartError",
+        "ContainerCannotRun",
+    };
+    static const char *const marks[] = {
+        "failed to create containerd task",
+        "failed to create shim",
+        "OCI runtime create failed",
+        "nvidia-container-cli",
+        "Allocate failed",
+        "CDI device injection failed",
+    };
+    /* what the pod's own image or spec got wrong (its entrypoint, its
+     * command): the job's, wherever it runs */
+    static const char *const own[] = {
+        "executable file not found",
+        "exec format error",
+        "no command specified",
+        "exec: \"",
+    };
+    if (s->kind != GH_KIND_POD_FAILED)
+        return false;
+    bool rejected = false;
+    for (size_t i = 0; !rejected && s->reason && i < sizeof reasons / sizeof reasons[0]; i++)
+        rejected = strcasecmp(s->reason, reasons[i]) == 0;
+    for (size_t i = 0; !rejected && i < sizeof marks / sizeof marks[0]; i++)
+        rejected = contains_ci(s->msg, marks[i]);
+    if (!rejected)
+        return false;
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        if (contains_ci(s->msg, own[i]) && !contains_ci(s->msg, "nvidia"))
+            return false;
+    return true;
+}
+
+bool gh_classify_pod_admission(const struct gh_signal *s)
+{
+    return s->kind == GH_KIND_POD_FAILED && s->reason &&
+           strcasecmp(s->reason, "UnexpectedAdmissionError") == 0;
 }
 
 const char *gh_where(const char *node, int gpu, char *buf, size_t cap)

@@ -31,6 +31,24 @@ enum gh_podfail gh_classify_pod_failure(const struct gh_signal *s);
  * application's own exit or OOM. */
 bool gh_classify_host_failure(const struct gh_signal *s);
 
+/* True when a pod_failed signal shows the node refusing to run the pod at
+ * all (docs/engine.md, "A Ready node that fails every pod"): the kubelet's
+ * admission failed (UnexpectedAdmissionError: a device plugin's Allocate
+ * failed, "requested number of devices unavailable", "GPU is lost"), or
+ * the runtime could not create or start its container (CreateContainerError,
+ * RunContainerError, StartError, ContainerCannotRun, "failed to create
+ * containerd task", "OCI runtime create failed", "nvidia-container-cli",
+ * "CDI device injection failed"). Not when the message shows the pod's
+ * own image or spec at fault (runc's `exec: "..."`, "executable file not
+ * found", "exec format error", "no command specified") with nothing of the
+ * GPU stack in it: the pod's own failure, judged as an application's (a
+ * runtime that fails every container with those words,
+ * opencontainers/runc#4713, is left to the flapping detector). */
+bool gh_classify_pod_rejected(const struct gh_signal *s);
+/* True when the kubelet refused the pod at admission
+ * (UnexpectedAdmissionError): never the application's doing, it never ran. */
+bool gh_classify_pod_admission(const struct gh_signal *s);
+
 /* True when text mentions a collective timeout or hang. */
 bool gh_classify_collective_text(const char *text);
 

@@ -464,9 +464,17 @@ static int drop_act(enum gh_action *a, int n, enum gh_action x)
 
 /* The job a finding on a node concerns: its own, else the one running
  * there now (the topology skips jobs that ended or left the node). */
+static bool refuses_pods(const struct gh_finding *f)
+{
+    return f->node && !f->job && f->kind == GH_KIND_POD_FAILED &&
+           f->cls != GH_CLASS_FLAPPING_NODE && f->cls != GH_CLASS_APPLICATION;
+}
+
 static const char *job_of(struct gh_decider *d, const struct gh_finding *f)
 {
-    if (f->job || !f->node || f->cls == GH_CLASS_FLAPPING_NODE)
+    /* a node refusing the pods of several jobs (det_podhost.c) concerns
+     * none of them: their pods never ran there */
+    if (f->job || !f->node || f->cls == GH_CLASS_FLAPPING_NODE || refuses_pods(f))
         return f->job;
     long j = gh_topology_job_on_node(d->topo, f->node, f->gpu);
     return j >= 0 ? gh_topology_job_name(d->topo, (size_t)j) : NULL;
@@ -1072,6 +1080,11 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
     else if (fx.job)
         append(inc.reason, sizeof inc.reason, &used, "; %s is not restarted: %s", fx.job,
                fx.gone_why);
+    else if (inc.node && refuses_pods(f))
+        append(inc.reason, sizeof inc.reason, &used,
+               "; no job restarts: the refused pods never ran, their controllers create them "
+               "again, elsewhere once %s is out of scheduling",
+               inc.node);
     else if (inc.node)
         append(inc.reason, sizeof inc.reason, &used, "; impact: none (no job runs there)");
     if (fx.restart_added)

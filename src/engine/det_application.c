@@ -146,6 +146,10 @@ static void on_pod_failed(struct app *a, struct gh_engine *e, const struct gh_tl
     enum gh_podfail pf = gh_classify_pod_failure(s);
     if (pf == GH_PF_IGNORE || pf == GH_PF_COLLECTIVE)
         return;
+    /* refused at the kubelet's admission: it never ran, nothing of the
+     * application's failed (det_podhost.c judges the node) */
+    if (gh_classify_pod_admission(s))
+        return;
     const struct gh_policy_settings *st = gh_ctx_settings(e);
     const char *job = s->job;
     if (job)

@@ -196,6 +196,11 @@ static void fl_on_signal(void *state, struct gh_engine *e, const struct gh_tl_en
     enum gh_podfail pf = gh_classify_pod_failure(s);
     if (pf == GH_PF_IGNORE || pf == GH_PF_OOM)
         return;
+    /* A pod the node refused to run (admission, container creation) is
+     * judged at once by det_podhost.c, against the jobs it belonged to and
+     * the fleet around the node: not a job failure of the node's history. */
+    if (gh_classify_pod_rejected(s))
+        return;
     /* A failure that a decided GPU, memory or interconnect incident on this
      * node explains is that incident's consequence, with its own escalation
      * on repeats: counting it here too would make a second incident of one

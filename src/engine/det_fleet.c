@@ -24,9 +24,11 @@
  * out at once. */
 #include "engine/fleet.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/utf8.h"
 #include "engine/classify.h"
 #include "engine/decide.h"
 #include "engine/scope.h"
@@ -57,6 +59,7 @@ struct fsig {
     bool events;    /* its signals alone make the incident (not only its findings) */
     int64_t window; /* nodes within this of each other are one cause */
     enum gh_scope natural; /* the component such a signature points at (a port: its switch) */
+    int64_t first_hold;    /* how long its first node's finding waits for others */
     char hint[32];  /* what names it among the labels (a NIC device: its rail) */
     size_t n, cap;
     struct fnode *nodes; /* in the order they showed it */
@@ -159,6 +162,29 @@ static const char *stated_words(enum gh_stated said)
     return said == GH_STATED_NONFATAL ? " (non-fatal)" : said == GH_STATED_FATAL ? " (fatal)" : "";
 }
 
+/* The words of a message, without what differs from node to node and pod
+ * to pod (device indices, UUIDs, counts, pod suffixes: every token with a
+ * digit in it), as a hash: one failure's text on every node. */
+static uint64_t words_hash(const char *msg)
+{
+    uint64_t h = GH_HASH_INIT;
+    const char *p = msg ? msg : "";
+    while (*p) {
+        while (*p && !isalnum((unsigned char)*p))
+            p++;
+        const char *w = p;
+        bool digit = false;
+        while (*p && isalnum((unsigned char)*p))
+            digit |= isdigit((unsigned char)*p++) != 0;
+        if (digit || p == w)
+            continue;
+        for (const char *c = w; c < p; c++)
+            h = gh_hash_u64(h, (uint64_t)tolower((unsigned char)*c));
+        h = gh_hash_u64(h, ' ');
+    }
+    return h;
+}
+
 /* The signature of s, when it is one several nodes can share: writes its
  * key, class, severity, window and words. Evidence of a node's own (GPU
  * memory, a GPU's fatal fault, an application's error) has none. */
@@ -168,6 +194,7 @@ static bool signature(const struct gh_signal *s, const struct gh_policy_settings
     if (!s->node)
         return false;
     out->window = st->fleet_window_ns;
+    out->first_hold = FIRST_HOLD_NS;
     out->events = true;
     out->natural = GH_SCOPE_FLEET;
     out->hint[0] = '\0';
@@ -235,6 +262,27 @@ static bool signature(const struct gh_signal *s, const struct gh_policy_settings
         gh_sfmt(out->what, sizeof out->what, "%s throttling",
                 s->kind == GH_KIND_POWER ? "power" : "thermal");
         return true;
+    case GH_KIND_POD_FAILED: {
+        /* a pod its node refused to run (det_podhost.c): the same reason and
+         * words on many nodes are a device plugin's or a runtime's rollout,
+         * a scheduler's bug, not each node's fault; only the nodes' own
+         * findings (pods of several jobs refused) make its incident */
+        if (!gh_classify_pod_rejected(s))
+            return false;
+        out->cls = GH_CLASS_UNKNOWN;
+        out->severity = GH_SEV_HIGH;
+        out->events = false;
+        /* the refused pods are lost already, more are refused either way:
+         * its first node's finding waits the whole hold for the others (a
+         * rollout reaches node after node), not a second */
+        out->first_hold = st->fleet_hold_ns;
+        gh_sfmt(key, cap, "p%.64s|%016llx", s->reason ? s->reason : "",
+                (unsigned long long)words_hash(s->msg));
+        gh_sfmt(out->what, sizeof out->what, "pods refused by their nodes: %s (\"%.100s\")",
+                s->reason ? s->reason : "?", s->msg ? s->msg : "");
+        gh_utf8_trim(out->what);
+        return true;
+    }
     case GH_KIND_NODE_NOT_READY:
         out->cls = GH_CLASS_UNKNOWN;
         out->severity = GH_SEV_HIGH;
@@ -373,6 +421,7 @@ static void fleet_on_signal(void *state, struct gh_engine *e, const struct gh_tl
     s->events = proto.events;
     s->window = proto.window;
     s->natural = proto.natural;
+    s->first_hold = proto.first_hold;
     memcpy(s->hint, proto.hint, sizeof s->hint);
     memcpy(s->what, proto.what, sizeof s->what);
     if (ts > s->last)
@@ -604,12 +653,12 @@ bool gh_fleet_hold(void *state, struct gh_engine *e, const struct gh_finding *f,
     if (!s || s->shared_at)
         return false;
     bool other = others(s, fn);
-    /* the first node waits FIRST_HOLD_NS only: a cause many nodes share at
-     * once (a switch, an NVLink domain) shows on the others within it; a
-     * finding that harms nothing loses nothing by waiting the whole hold,
-     * in which a check or a rollout reaching nodes one by one shows on the
-     * others */
-    int64_t hold = other || harmless ? st->fleet_hold_ns : FIRST_HOLD_NS;
+    /* the first node waits FIRST_HOLD_NS only (its signature's first_hold):
+     * a cause many nodes share at once (a switch, an NVLink domain) shows
+     * on the others within it; a finding that harms nothing loses nothing
+     * by waiting the whole hold, in which a check or a rollout reaching
+     * nodes one by one shows on the others */
+    int64_t hold = other || harmless ? st->fleet_hold_ns : s->first_hold;
     if (hold > st->fleet_hold_ns)
         hold = st->fleet_hold_ns;
     if (fn->first + hold <= gh_ctx_now(e) ||
@@ -764,7 +813,8 @@ const struct gh_detector_ops gh_det_fleet = {
     .name = "fleet",
     .kinds = GH_KIND_BIT(GH_KIND_XID) | GH_KIND_BIT(GH_KIND_SXID) | GH_KIND_BIT(GH_KIND_NIC) |
              GH_KIND_BIT(GH_KIND_NODE_CONDITION) | GH_KIND_BIT(GH_KIND_THERMAL) |
-             GH_KIND_BIT(GH_KIND_POWER) | GH_KIND_BIT(GH_KIND_NODE_NOT_READY),
+             GH_KIND_BIT(GH_KIND_POWER) | GH_KIND_BIT(GH_KIND_NODE_NOT_READY) |
+             GH_KIND_BIT(GH_KIND_POD_FAILED),
     .create = fleet_create,
     .destroy = fleet_destroy,
     .on_signal = fleet_on_signal,

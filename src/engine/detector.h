@@ -98,6 +98,7 @@ extern const struct gh_detector_ops gh_det_sdc;
 extern const struct gh_detector_ops gh_det_node;
 extern const struct gh_detector_ops gh_det_condition;
 extern const struct gh_detector_ops gh_det_fleet;
+extern const struct gh_detector_ops gh_det_podhost;
 
 /* The class det_condition gives a Node condition's finding (unknown for a
  * site's own check): the class of a cause several nodes share by it. */

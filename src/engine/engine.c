@@ -21,7 +21,7 @@ static const struct gh_detector_ops *const detectors[] = {
      * joins) the condition's incident first, and the application detector
      * then finds it explained */
     &gh_det_hardware,  &gh_det_network, &gh_det_flapping, &gh_det_condition, &gh_det_application,
-    &gh_det_straggler, &gh_det_sdc,     &gh_det_node,     &gh_det_fleet,
+    &gh_det_straggler, &gh_det_sdc,     &gh_det_node,     &gh_det_fleet,     &gh_det_podhost,
 };
 static bool fleet_hold(void *ctx, const struct gh_finding *f, bool harmless);
 #define FLEET_DET                                                                                  \
@@ -835,11 +835,23 @@ static struct facts *facts_get(struct gh_engine *e, const char *node, bool creat
     return f;
 }
 
+/* The fleet detector took work of its own (a record due, a finding held)
+ * outside its dispatch: its deadline moves up now, or nothing fires it
+ * when no signal of its kinds follows. */
+static void fleet_deadline(struct gh_engine *e)
+{
+    e->deadline[FLEET_DET] = detectors[FLEET_DET]->next_deadline(e->state[FLEET_DET]);
+    if (e->deadline[FLEET_DET] < e->min_deadline)
+        e->min_deadline = e->deadline[FLEET_DET];
+}
+
 enum gh_outcome gh_ctx_report(struct gh_engine *e, const struct gh_finding *f)
 {
     enum gh_outcome taken;
-    if (e->state[FLEET_DET] && gh_fleet_take(e->state[FLEET_DET], e, f, &taken))
+    if (e->state[FLEET_DET] && gh_fleet_take(e->state[FLEET_DET], e, f, &taken)) {
+        fleet_deadline(e);
         return taken;
+    }
     struct facts *fa = facts_get(e, f->node, false);
     return gh_decider_submit(e->decider, f, e->now, fa ? fa->boot_ts : INT64_MIN);
 }
@@ -878,9 +890,7 @@ static bool fleet_hold(void *ctx, const struct gh_finding *f, bool harmless)
     }
     if (!held)
         return false;
-    e->deadline[FLEET_DET] = detectors[FLEET_DET]->next_deadline(e->state[FLEET_DET]);
-    if (e->deadline[FLEET_DET] < e->min_deadline)
-        e->min_deadline = e->deadline[FLEET_DET];
+    fleet_deadline(e);
     return true;
 }
 

@@ -48,7 +48,9 @@ enum {
     GH_DET_SDC = 1 << 6,
     GH_DET_NODE = 1 << 7,  /* nodes NotReady past settings.node_down with a job on them */
     GH_DET_FLEET = 1 << 8, /* one signature on many nodes: a cause they share (settings.fleet) */
-    GH_DET_ALL = (1 << 9) - 1,
+    GH_DET_PODHOST =
+        1 << 9, /* a Ready node refusing the pods of several jobs (settings.pod_host) */
+    GH_DET_ALL = (1 << 10) - 1,
 };
 
 struct gh_engine_config {

@@ -65,6 +65,9 @@ void gh_policy_settings_default(struct gh_policy_settings *s)
     s->node_down_ns = 60 * GH_NS_PER_S;
     s->not_ready_toleration_ns = 300 * GH_NS_PER_S;
     s->job_idle_ns = 3600 * GH_NS_PER_S;
+    s->pod_host_window_ns = 600 * GH_NS_PER_S;
+    s->pod_host_min_jobs = 2;
+    s->pod_host_min_pods = 3;
     s->fleet_window_ns = 600 * GH_NS_PER_S;
     s->fleet_link_window_ns = 10 * GH_NS_PER_S;
     s->fleet_min_nodes = 3;

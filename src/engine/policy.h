@@ -96,6 +96,10 @@ struct gh_policy_settings {
     int64_t node_down_ns;        /* a node NotReady this long (no node_ready) with a job on it is down */
     int64_t not_ready_toleration_ns; /* ... and is isolated only after this long without hardware evidence */
     int64_t job_idle_ns;         /* a job no signal named for this long is forgotten (0: never) */
+    /* a Ready node that fails every pod (det_podhost.c) */
+    int64_t pod_host_window_ns; /* pods the node refused within this are counted together */
+    int pod_host_min_jobs;      /* ... of at least this many different jobs ... */
+    int pod_host_min_pods;      /* ... and at least this many pods in all blame the node */
     /* shared causes (engine/fleet.c) */
     int64_t fleet_window_ns;      /* one signature on several nodes within this is one cause */
     int64_t fleet_link_window_ns; /* ... for a NIC port going down (a switch takes them at once) */

@@ -7,7 +7,11 @@
  * must encode (gh_signal_encode: the codec's own checks), be a
  * node_condition of a watched type with a node and an id, and never more
  * than the cap; a list that parses must hold only valid, distinct names
- * that it says it has (aborts otherwise). Seeds: test/fuzz/kube_signals/. */
+ * that it says it has (aborts otherwise). The same pair read as Pods
+ * (gh_kube_pod_signals: failures, restarts, containers waiting in
+ * CreateContainerError, the kubelet's admission refusals): at most the
+ * cap, pod kinds with ids, a failure with its reason. Seeds:
+ * test/fuzz/kube_signals/. */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -54,6 +58,22 @@ static void check_signals(const struct gh_node_conditions *w, struct gh_signal *
     }
 }
 
+/* Pod signals: at most max, each a pod kind with an id (its duplicate
+ * key); a pod_failed has a reason. */
+static void check_pod_signals(struct gh_signal *s, size_t n, size_t max)
+{
+    if (n > max)
+        abort();
+    for (size_t i = 0; i < n; i++) {
+        if (!s[i].id || (s[i].kind != GH_KIND_POD_FAILED && s[i].kind != GH_KIND_POD_STARTED &&
+                         s[i].kind != GH_KIND_POD_SUCCEEDED))
+            abort();
+        if (s[i].kind == GH_KIND_POD_FAILED && !s[i].reason)
+            abort();
+        gh_signal_clear(&s[i]);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *text = malloc(size + 1);
@@ -92,6 +112,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     size_t n = gh_kube_node_condition_signals(old, node, &w, 1, s, 99); /* capped by the callee */
     check_signals(&w, s, n, GH_KUBE_SIGNALS_MAX);
+    /* the same pair as Pods (issue 25: the waiting states of containers
+     * the runtime cannot create, the kubelet's admission refusals) */
+    for (size_t max = 1; max <= GH_KUBE_SIGNALS_MAX + 1; max += GH_KUBE_SIGNALS_MAX) {
+        n = gh_kube_pod_signals(old, node, 1, s, max);
+        check_pod_signals(s, n, max < GH_KUBE_SIGNALS_MAX ? max : GH_KUBE_SIGNALS_MAX);
+    }
     json_decref(doc);
     return 0;
 }

@@ -127,6 +127,77 @@ static void test_pod_succeeded(void **st)
     json_decref(done);
 }
 
+/* A node that refuses pods (issue 25 section 4): the kubelet's admission
+ * (phase Failed, the pod's own reason and message, no container ran) and a
+ * container the runtime cannot create (Pending, waiting in
+ * CreateContainerError: once per reason and restart, with its message). */
+static void test_pod_refused(void **st)
+{
+    (void)st;
+    struct gh_signal s[GH_KUBE_SIGNALS_MAX];
+    json_t *pending = pod("Pending", 0, -1);
+    json_t *admission = json_pack(
+        "{s:{s:s, s:s, s:s, s:{s:s}}, s:{s:s}, s:{s:s, s:s, s:s}}", "metadata", "name", "llm-4",
+        "namespace", "ml", "uid", "u-2", "labels", "batch.kubernetes.io/job-name", "llm", "spec",
+        "nodeName", "gpu-17", "status", "phase", "Failed", "reason", "UnexpectedAdmissionError",
+        "message",
+        "Pod Allocate failed due to requested number of devices unavailable for nvidia.com/gpu. "
+        "Requested: 1, Available: 0, which is unexpected");
+    assert_int_equal(gh_kube_pod_signals(NULL, admission, 7, s, 8), 1);
+    assert_int_equal(s[0].kind, GH_KIND_POD_FAILED);
+    assert_string_equal(s[0].reason, "UnexpectedAdmissionError");
+    assert_string_equal(s[0].job, "ml/llm");
+    assert_string_equal(s[0].node, "gpu-17");
+    assert_non_null(strstr(s[0].msg, "requested number of devices unavailable"));
+    assert_false(s[0].has_exit_code);
+    assert_string_equal(s[0].id, "kube:pod:u-2:failed");
+    gh_signal_clear(&s[0]);
+
+    json_t *creating = pod("Pending", 0, -1);
+    json_t *cs = json_array_get(
+        json_object_get(json_object_get(creating, "status"), "containerStatuses"), 0);
+    json_object_set_new(cs, "state",
+                        json_pack("{s:{s:s, s:s}}", "waiting", "reason", "CreateContainerError",
+                                  "message", "context deadline exceeded"));
+    assert_int_equal(gh_kube_pod_signals(pending, creating, 9, s, 8), 1);
+    assert_int_equal(s[0].kind, GH_KIND_POD_FAILED);
+    assert_string_equal(s[0].reason, "CreateContainerError");
+    assert_string_equal(s[0].msg, "context deadline exceeded");
+    assert_string_equal(s[0].id, "kube:pod:u-1:main:waiting:CreateContainerError:0");
+    assert_int_equal(s[0].ts_ns, 9);
+    gh_signal_clear(&s[0]);
+    /* the pod as created, before the kubelet wrote any container status */
+    json_t *bare = pod("Pending", 0, -1);
+    json_object_del(json_object_get(bare, "status"), "containerStatuses");
+    assert_int_equal(gh_kube_pod_signals(bare, creating, 9, s, 8), 1);
+    assert_string_equal(s[0].reason, "CreateContainerError");
+    gh_signal_clear(&s[0]);
+    json_decref(bare);
+    /* the kubelet retrying with the same reason: nothing new */
+    assert_int_equal(gh_kube_pod_signals(creating, creating, 10, s, 8), 0);
+    /* first sight of a pod already stuck: it is evidence now */
+    assert_int_equal(gh_kube_pod_signals(NULL, creating, 11, s, 8), 1);
+    gh_signal_clear(&s[0]);
+    /* a start that failed (exit code 128, restarted): the restart's signal
+     * only, not a second one for its waiting RunContainerError */
+    json_t *started = pod("Pending", 1, 128);
+    cs = json_array_get(json_object_get(json_object_get(started, "status"), "containerStatuses"),
+                        0);
+    json_object_set_new(cs, "state",
+                        json_pack("{s:{s:s}}", "waiting", "reason", "RunContainerError"));
+    assert_int_equal(gh_kube_pod_signals(creating, started, 12, s, 8), 1);
+    assert_int_equal(s[0].exit_code, 128);
+    gh_signal_clear(&s[0]);
+    /* being deleted: no failure of the node's */
+    json_object_set_new(json_object_get(creating, "metadata"), "deletionTimestamp",
+                        json_string("2026-11-29T07:06:00Z"));
+    assert_int_equal(gh_kube_pod_signals(pending, creating, 13, s, 8), 0);
+    json_decref(pending);
+    json_decref(admission);
+    json_decref(creating);
+    json_decref(started);
+}
+
 static json_t *job_obj(const char *cond, const char *status)
 {
     json_t *j = json_pack("{s:{s:s, s:s, s:s}, s:{}}", "metadata", "name", "llm", "namespace",
@@ -379,7 +450,7 @@ int main(void)
         cmocka_unit_test(test_job_name),      cmocka_unit_test(test_pod_lifecycle),
         cmocka_unit_test(test_pod_succeeded), cmocka_unit_test(test_job_finished),
         cmocka_unit_test(test_node_ready),    cmocka_unit_test(test_node_conditions),
-        cmocka_unit_test(test_node_labels),
+        cmocka_unit_test(test_node_labels),   cmocka_unit_test(test_pod_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -173,6 +173,9 @@ static void test_node_down_rule_and_settings(void **st)
     assert_string_equal(p->rules[gh_policy_match(p, &q)].name, "flapping-node");
     q = (struct gh_policy_query){GH_CLASS_UNKNOWN, GH_KIND_POD_FAILED, -1, GH_SEV_MEDIUM, false, 0, false, GH_IMPACT_NONE, NULL};
     assert_string_equal(p->rules[gh_policy_match(p, &q)].name, "unknown-fault");
+    q.severity = GH_SEV_HIGH; /* a node refusing the pods of several jobs (det_podhost.c) */
+    assert_string_equal(p->rules[gh_policy_match(p, &q)].name, "node-rejects-pods");
+    assert_int_equal(p->rules[gh_policy_match(p, &q)].actions[0], GH_ACT_ISOLATE_NODE);
     gh_policy_free(p);
 
     struct gh_policy_diags d;
