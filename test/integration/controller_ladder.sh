@@ -71,7 +71,10 @@ ladder_kubelet() {
     done
   return 0
 }
-( while kill -0 $$ 2>/dev/null; do ladder_kubelet; sleep 1; done ) &
+( i=0; while kill -0 $$ 2>/dev/null; do
+    [ $((i % 10)) -eq 0 ] && heartbeat_leases g1 g2 g3 g4
+    ladder_kubelet; sleep 1; i=$((i + 1))
+  done ) &
 KUBELET_PID=$!
 
 # the agent's, the reporter's and the kubelet's part of an in-place restart
@@ -129,6 +132,7 @@ spec:
 EOF
 }
 uid_of() { "$K" -n "$NS" get job "$1" -o jsonpath='{.metadata.uid}' 2>/dev/null; }
+dump() { "$K" -n "$NS" get jobs,pods -o wide 2>&1 | sed 's/^/# /'; "$K" get nodes -l "gpuheal.io/pool=$NS" -o wide 2>&1 | sed 's/^/# /'; }
 running() { # job count
   [ "$("$K" -n "$NS" get pods -l "batch.kubernetes.io/job-name=$1" -o jsonpath='{range .items[?(@.status.phase=="Running")]}{.metadata.name}{"\n"}{end}' | grep -c .)" -ge "$2" ]
 }
@@ -190,7 +194,7 @@ drop_job norule
 
 # ---- 2. the rule, no agent (no GPUNodeHealth) -------------------------------
 ladjob noagent 1
-check "2: job noagent Running" wait_for 60 running noagent 2
+check "2: job noagent Running" wait_for 60 running noagent 2 || dump
 U2=$(uid_of noagent)
 for n in g1 g2 g3 g4; do "$K" delete gpunodehealths.gpuheal.io "$NS-$n" >/dev/null 2>&1; done
 fault94 noagent
@@ -202,7 +206,7 @@ drop_job noagent
 
 # ---- 3. the rule and an agent's GPUNodeHealth, nobody restarts: timeout ----
 ladjob silent 1
-check "3: job silent Running" wait_for 60 running silent 2
+check "3: job silent Running" wait_for 60 running silent 2 || dump
 U3=$(uid_of silent)
 for n in g1 g2 g3 g4; do mkgnh $n; done
 N3=$(node_of silent 0)
@@ -219,7 +223,7 @@ drop_job silent
 # ---- 4. in place --------------------------------------------------------------
 touch "$TMP/agent"
 ladjob fast 1
-check "4: job fast Running" wait_for 60 running fast 2
+check "4: job fast Running" wait_for 60 running fast 2 || dump
 U4=$(uid_of fast)
 P4=$("$K" -n "$NS" get pods -l batch.kubernetes.io/job-name=fast -o jsonpath='{.items[*].metadata.uid}')
 fault94 fast
@@ -241,7 +245,7 @@ drop_job fast
 
 # ---- 5. replace only what is lost; the job's budget ---------------------------
 ladjob budget 1 budget
-check "5: job budget Running" wait_for 60 running budget 2
+check "5: job budget Running" wait_for 60 running budget 2 || dump
 U5=$(uid_of budget)
 B=$(node_of budget 1)
 A=$(node_of budget 0)
