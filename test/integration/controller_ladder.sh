@@ -53,7 +53,13 @@ trap cleanup EXIT
 
 "$K" create ns "$NS" >/dev/null || { echo "FAIL: namespace"; exit 1; }
 echo "secret-token-$RANDOM" > "$TMP/token"
-for n in g1 g2 g3 g4; do mknode $n || { echo "FAIL: node $n"; exit 1; }; done
+# a kubelet that runs pods with RestartAllContainers rules declares it
+# (status.declaredFeatures); the scheduler places such pods only there
+for n in g1 g2 g3 g4; do
+  mknode $n && "$K" patch node "$NS-$n" --subresource=status --type=merge \
+    -p '{"status":{"declaredFeatures":["RestartAllContainersOnContainerExits"]}}' >/dev/null ||
+    { echo "FAIL: node $n"; exit 1; }
+done
 
 # the kubelet's part: bound pods Running; a pod being deleted first Failed
 # (keeping its conditions, as the kubelet's status does), then removed
