@@ -334,7 +334,56 @@ static void act_once(struct worker *w, struct run_ctx *rc, struct gh_audit_inten
             snprintf(buf[np], sizeof buf[np], "%s/%s", d->pods[np].ns, d->pods[np].name);
             pods[np] = buf[np];
         }
+        /* in place first (job_inplace.h): the job's running pods restart
+         * where they are; the failed ones are deleted as before */
+        char why[400] = "";
+        json_t *pl = it->payload ? json_loads(it->payload, 0, NULL) : NULL;
+        if (job && !pl && w->ex->o.inplace_timeout_ns >= 0) {
+            struct gh_act_result pr;
+            if (gh_act_restart_prepare(&x, ns, name, NULL, 0, d->checkpoint_step,
+                                       d->checkpoint_path, &pl, &pr, &err) != GH_OK)
+                snprintf(why, sizeof why, "in_place not available: %.300s", pr.detail);
+            else if (d->checkpoint_step < 0)
+                json_object_set_new(pl, "resume_kept", json_true()); /* no checkpoint known */
+        } else if (w->ex->o.inplace_timeout_ns < 0) {
+            snprintf(why, sizeof why, "in-place restarts are off (--in-place-timeout)");
+        }
+        if (pl && !gh_json_str(pl, "fallback")) {
+            struct gh_inplace_opts io = {.timeout_ns = w->ex->o.inplace_timeout_ns};
+            struct gh_act_result ir;
+            int irc = gh_act_restart_in_place(&x, pl, &io, store_plan,
+                                              &(struct plan_store){w, it, &err}, &ir, why,
+                                              sizeof why, &err);
+            if (irc == GH_OK || (irc != GH_EUNSUPPORTED && irc != GH_ETIMEOUT)) {
+                json_decref(pl);
+                *res = ir;
+                if (irc == GH_OK) { /* and the failed pods, for their controller */
+                    struct gh_act_result fr;
+                    gh_act_retry_in_place(&x, ns, name, pods, np, &fr, &err);
+                    size_t used = strlen(res->detail);
+                    if (strcmp(fr.result, "succeeded") == 0 && used < sizeof res->detail)
+                        snprintf(res->detail + used, sizeof res->detail - used, "; %.200s",
+                                 fr.detail);
+                }
+                break;
+            }
+            char fbtext[sizeof why + 64];
+            snprintf(fbtext, sizeof fbtext, "%s %s: %s", GH_MODE_IN_PLACE,
+                     irc == GH_ETIMEOUT ? "failed" : "not available", why);
+            snprintf(why, sizeof why, "%.399s", fbtext);
+            json_object_set_new(pl, "fallback", json_string(why));
+            (void)store_plan(&(struct plan_store){w, it, &err}, pl);
+        } else if (pl) {
+            snprintf(why, sizeof why, "%.399s", gh_json_str(pl, "fallback"));
+        }
+        json_decref(pl);
         gh_act_retry_in_place(&x, job ? ns : NULL, job ? name : NULL, pods, np, res, &err);
+        if (job && why[0]) {
+            char detail[sizeof res->detail];
+            snprintf(detail, sizeof detail, "mode %s (%.200s): %.280s", GH_MODE_DELETE_FAILED, why,
+                     res->detail);
+            memcpy(res->detail, detail, sizeof detail);
+        }
         break;
     }
     case GH_ACT_RESTART_FROM_CHECKPOINT: {

@@ -168,7 +168,13 @@ static int collect_pods(const struct gh_act_ctx *x, const char *ns, const char *
             break; /* one kind's label is enough */
     }
     if (json_array_size(c.pods) == 0) {
-        snprintf(why, cap, "no running pod of %s/%s to restart in place", ns, name);
+        if (json_array_size(c.lost) > 0)
+            snprintf(why, cap,
+                     "every pod of %s/%s is on the excluded node: none to restart in "
+                     "place",
+                     ns, name);
+        else
+            snprintf(why, cap, "no running pod of %s/%s to restart in place", ns, name);
         return GH_EUNSUPPORTED;
     }
     return GH_OK;
@@ -417,9 +423,10 @@ int gh_act_restart_in_place(const struct gh_act_ctx *x, json_t *plan,
         return GH_OK;
     }
     why[0] = '\0';
-    /* the resume first: the restarted processes read it */
-    rc = gh_act_resume_apply(x, plan, r, err);
-    if (rc)
+    /* the resume first: the restarted processes read it (a retry with no
+     * checkpoint known leaves the ConfigMap as it is) */
+    if (!json_is_true(json_object_get(plan, "resume_kept")) &&
+        (rc = gh_act_resume_apply(x, plan, r, err)) != GH_OK)
         return rc;
     const char *nodes[NODES_MAX];
     int nn = nodes_of(pods, nodes, NODES_MAX);
