@@ -164,8 +164,11 @@ static int collect_pods(const struct gh_act_ctx *x, const char *ns, const char *
             return c.rc;
         if (rc)
             return rc;
-        if (json_array_size(c.pods) + json_array_size(c.lost) > 0)
-            break; /* one kind's label is enough */
+        if (json_array_size(c.pods) + json_array_size(c.lost) > 0) {
+            /* one kind's label is enough; the wait lists by it */
+            json_object_set_new(ip, "selector", json_string(sel));
+            break;
+        }
     }
     if (json_array_size(c.pods) == 0) {
         if (json_array_size(c.lost) > 0)
@@ -276,52 +279,80 @@ static void sleep_ms(long ms)
         ;
 }
 
-/* Polls the plan's pods until each one's restart count rose (done), one
- * was replaced or deleted (GH_EIO, why), or the deadline (GH_ETIMEOUT). */
-static int wait_restarted(const struct gh_act_ctx *x, json_t *pods, int64_t deadline, char *why,
+/* One round of the wait: the job's pods listed by the plan's selector. */
+struct seen {
+    json_t *byuid; /* uid -> plan entry (borrowed) */
+    size_t found;
+};
+
+static int seen_pod(void *ud, json_t *pod)
+{
+    struct seen *sn = ud;
+    const char *uid = gh_kube_meta_uid(pod);
+    json_t *p = uid ? json_object_get(sn->byuid, uid) : NULL;
+    if (!p)
+        return GH_OK;
+    sn->found++;
+    if (gh_inplace_restarts(pod) > json_integer_value(json_object_get(p, "before")))
+        json_object_set_new(p, "done", json_true());
+    return GH_OK;
+}
+
+/* Polls the plan's pods (one list per round, by the plan's selector, so a
+ * gang of thousands costs a few calls) until each one's restart count rose
+ * (done), one was deleted or replaced (GH_EIO, why), or the deadline
+ * (GH_ETIMEOUT). */
+static int wait_restarted(const struct gh_act_ctx *x, const json_t *ip, int64_t deadline, char *why,
                           size_t cap, struct gh_kube_status *st, struct gh_err *err)
 {
     const struct gh_clock *clk = x->clock ? x->clock : gh_clock_real();
+    json_t *pods = json_object_get(ip, "pods");
+    const char *sel = gh_json_str(ip, "selector");
+    json_t *byuid = json_object();
+    if (!byuid)
+        return gh_err_set(err, GH_ENOMEM, "out of memory");
+    size_t i;
+    json_t *p;
+    json_array_foreach(pods, i, p) if (gh_json_str(p, "uid"))
+        json_object_set(byuid, gh_json_str(p, "uid"), p);
+    int rc;
     for (;;) {
-        size_t left = 0, i;
-        json_t *p;
-        json_array_foreach(pods, i, p)
+        struct seen sn = {byuid, 0};
+        struct gh_kube_list_opts lo = {.label_selector = sel};
+        struct gh_kube_ref ref = {&gh_kube_res_pods, gh_json_str(json_array_get(pods, 0), "ns"),
+                                  NULL};
+        rc = gh_kube_list_all(x->c, &ref, &lo, seen_pod, &sn, NULL, 0, st, err);
+        if (rc)
+            break;
+        size_t left = 0;
+        const char *first = NULL;
+        json_array_foreach(pods, i, p) if (!json_is_true(json_object_get(p, "done")))
         {
-            if (json_is_true(json_object_get(p, "done")))
-                continue;
-            struct gh_kube_ref ref = {&gh_kube_res_pods, gh_json_str(p, "ns"),
-                                      gh_json_str(p, "name")};
-            json_t *cur = NULL;
-            int rc = gh_kube_get(x->c, &ref, &cur, st, err);
-            const char *uid = cur ? gh_kube_meta_uid(cur) : NULL;
-            if (rc == GH_ENOTFOUND ||
-                (rc == GH_OK && (!uid || strcmp(uid, gh_json_str(p, "uid"))))) {
-                json_decref(cur);
-                snprintf(why, cap, "pod %s was deleted or replaced while it restarted in place",
-                         gh_json_str(p, "name"));
-                return GH_EIO;
-            }
-            if (rc == GH_OK &&
-                gh_inplace_restarts(cur) > json_integer_value(json_object_get(p, "before")))
-                json_object_set_new(p, "done", json_true());
-            else
-                left++;
-            json_decref(cur);
+            left++;
+            if (!first)
+                first = gh_json_str(p, "name");
         }
         if (left == 0)
-            return GH_OK;
+            break;
+        if (sn.found < json_array_size(pods)) {
+            snprintf(why, cap, "%zu pod%s deleted or replaced while restarting in place",
+                     json_array_size(pods) - sn.found,
+                     json_array_size(pods) - sn.found == 1 ? "" : "s");
+            rc = GH_EIO;
+            break;
+        }
         if (gh_clock_now(clk) > deadline) {
-            const char *first = NULL;
-            json_array_foreach(pods, i, p) if (!first && !json_is_true(json_object_get(p, "done")))
-                first = gh_json_str(p, "name");
             snprintf(why, cap,
                      "%zu pod%s not restarted in place in time (first: %s): is the "
                      "gpuheal reporter running in it, connected to the node agent?",
                      left, left == 1 ? "" : "s", first ? first : "?");
-            return GH_ETIMEOUT;
+            rc = GH_ETIMEOUT;
+            break;
         }
         sleep_ms(POLL_MS);
     }
+    json_decref(byuid);
+    return rc;
 }
 
 int gh_act_restart_in_place(const struct gh_act_ctx *x, json_t *plan,
@@ -348,6 +379,30 @@ int gh_act_restart_in_place(const struct gh_act_ctx *x, json_t *plan,
             snprintf(why, cap, "replacing only the lost pods needs an Indexed Job, not a%s %s",
                      kind && strcmp(kind, "Job") == 0 ? " non-Indexed" : "",
                      kind ? kind : "job of another kind");
+            return GH_EUNSUPPORTED;
+        }
+    }
+    for (int i = 0; i < o->n_lost; i++) {
+        /* the Job controller recreates the pod from its template, which
+         * does not avoid the node: only the node's cordon or taint does */
+        struct gh_kube_ref nr = {&gh_kube_res_nodes, NULL, o->lost_nodes[i]};
+        json_t *nobj = NULL;
+        int nrc = gh_kube_get(x->c, &nr, &nobj, &st, err);
+        bool out = nrc == GH_OK && json_is_true(gh_json_get(nobj, "spec", "unschedulable"));
+        size_t k;
+        json_t *t;
+        const char *key = x->taint_key ? x->taint_key : GH_TAINT_KEY;
+        json_array_foreach(gh_json_get(nobj, "spec", "taints"), k, t)
+        {
+            const char *tk = gh_json_str(t, "key");
+            out |= tk && strcmp(tk, key) == 0;
+        }
+        json_decref(nobj);
+        if (!out) {
+            snprintf(why, cap,
+                     "node %s is neither cordoned nor tainted %s: a replacement pod "
+                     "could land on it again",
+                     o->lost_nodes[i], key);
             return GH_EUNSUPPORTED;
         }
     }
@@ -415,7 +470,7 @@ int gh_act_restart_in_place(const struct gh_act_ctx *x, json_t *plan,
         }
     }
     json_t *pods = json_object_get(ip, "pods"), *lost = json_object_get(ip, "lost");
-    if (resumed && wait_restarted(x, pods, 0, why, cap, &st, err) == GH_OK &&
+    if (resumed && wait_restarted(x, ip, 0, why, cap, &st, err) == GH_OK &&
         json_array_size(lost) == 0) {
         gh_act_result_api_ok(r, 200);
         gh_act_result_set(r, "noop", "mode %s: the pods of %s/%s already restarted in place",
@@ -455,7 +510,7 @@ int gh_act_restart_in_place(const struct gh_act_ctx *x, json_t *plan,
         nlost++;
     }
     int64_t started = json_integer_value(json_object_get(ip, "started"));
-    rc = wait_restarted(x, pods, (started ? started : gh_clock_now(clk)) + timeout, why, cap, &st,
+    rc = wait_restarted(x, ip, (started ? started : gh_clock_now(clk)) + timeout, why, cap, &st,
                         err);
     if (rc == GH_OK) {
         gh_act_result_api_ok(r, 200);
