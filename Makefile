@@ -8,7 +8,8 @@
 #   make chaos   fault injection (test/chaos): every scenario, a CHAOS_SOAK_SECONDS soak
 #   make e2e-node  the shipped image, chart and manifests on a real node (test/node)
 #   make bench-node  recovery on a real node: NODE_FAULTS faults (default 10), p50/p99
-.PHONY: all deps build build-asan build-fuzz build-tsan test demo fuzz fuzz-short bench clean chaos e2e-node bench-node
+#   make bench-node-ladder  full recreate vs in place on a real node: NODE_ROUNDS rounds
+.PHONY: all deps build build-asan build-fuzz build-tsan test demo fuzz fuzz-short bench clean chaos e2e-node bench-node bench-node-ladder
 
 CMAKE_GEN   ?= -G Ninja
 JOBS        ?= $(shell nproc)
@@ -62,6 +63,10 @@ e2e-node: deps
 NODE_FAULTS ?= 10
 bench-node: deps
 	@NODE_FAULTS=$(NODE_FAULTS) bench/real-node.sh
+
+NODE_ROUNDS ?= 10
+bench-node-ladder: deps
+	@NODE_ROUNDS=$(NODE_ROUNDS) bench/real-node-ladder.sh
 
 clean:
 	rm -rf build build-asan build-fuzz build-tsan

@@ -7,10 +7,20 @@ non-blocking, lines wait in a bounded in-memory queue while the agent is
 absent or slow (the oldest are dropped and counted when it is full), and a
 connection is retried at most every ``reconnect_interval`` seconds. Every
 failure is counted in :meth:`Reporter.stats`, never raised.
+
+The other way: gpuheal restarts a job in place (docs/resume-contract.md)
+by a line the agent writes to this connection,
+``{"kind":"restart","id":...,"incident":...,"exit_code":N}``. A daemon
+thread listens for it (also while the training loop hangs, as in a
+collective that never returns) and, by default, makes the process exit
+with code N, which the pod's container restart rule maps to
+``RestartAllContainers``: the kubelet restarts the pod's containers where
+they are, and the new process resumes from the resume ConfigMap.
 """
 
 import collections
 import json
+import sys
 import logging
 import math
 import os
@@ -94,13 +104,18 @@ class Reporter:
     - gpu: $GPUHEAL_GPU, the node's GPU index (as the agent numbers them),
       else none.
     - socket_path: $GPUHEAL_SOCKET, then /run/gpuheal/telemetry.sock.
+    - on_restart: what a restart request from gpuheal does: "exit" (the
+      default: a last flush of at most 0.5 s, then ``os._exit(exit_code)``
+      from the listening thread, so a hung training loop exits too), a
+      callable given the request (a dict with id, incident, exit_code), or
+      None (not listened for).
 
     When the agent's socket cannot be reached, one warning says so (logger
     "gpuheal_reporter"), and one more when lines are first dropped.
     """
 
     def __init__(self, job=None, rank=None, node=None, socket_path=None, gpu=None,
-                 queue_max=10000, reconnect_interval=1.0):
+                 queue_max=10000, reconnect_interval=1.0, on_restart="exit"):
         if job is None:
             job = _job_from_env()
         if job is None or str(job).strip() == "":
@@ -134,6 +149,15 @@ class Reporter:
                        "disconnects": 0}
         self._warned_connect = False
         self._warned_drop = False
+        self._stats["restarts"] = 0
+        if on_restart is not None and on_restart != "exit" and not callable(on_restart):
+            raise ValueError("Reporter: on_restart must be \"exit\", a callable or None")
+        self._on_restart = on_restart
+        self._listener = None
+        if on_restart is not None:
+            self._listener = threading.Thread(target=self._listen, name="gpuheal-restart",
+                                              daemon=True)
+            self._listener.start()
 
     @property
     def job(self):
@@ -243,6 +267,86 @@ class Reporter:
     def __exit__(self, *exc):
         self.close()
         return False
+
+    # ---- restart requests (agent -> reporter) ----
+
+    def _listen(self):
+        """Waits for lines from the agent on the connection (connecting again
+        when it broke); hands each restart request on."""
+        buf = b""
+        while True:
+            try:
+                with self._lock:
+                    if self._closed:
+                        return
+                    if self._sock is None and self._stats["connects"] > 0:
+                        # reconnect (an agent restarted) even while the
+                        # training loop sends nothing; the first connection
+                        # is the first send's
+                        self._connect_locked(time.monotonic())
+                        buf = b""
+                    s = self._sock
+                if s is None:
+                    time.sleep(0.2)
+                    continue
+                try:
+                    ready, _, _ = select.select([s], [], [], 0.5)
+                except (OSError, ValueError):
+                    continue  # closed by the training thread meanwhile
+                if not ready:
+                    continue
+                with self._lock:
+                    if self._sock is not s:
+                        continue
+                    try:
+                        data = s.recv(4096)
+                    except (BlockingIOError, InterruptedError):
+                        continue
+                    except OSError:
+                        data = b""
+                    if not data:
+                        self._disconnect_locked()
+                        self._next_connect = time.monotonic() + self._reconnect_interval
+                        continue
+                buf += data
+                if len(buf) > 65536 and b"\n" not in buf:
+                    buf = b""  # no line of ours is this long
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    self._agent_line(line)
+            except Exception:
+                self._count("errors")
+                time.sleep(0.2)
+
+    def _agent_line(self, line):
+        try:
+            obj = json.loads(line.decode("utf-8"))
+        except Exception:
+            self._count("errors")
+            return
+        if not isinstance(obj, dict) or obj.get("kind") != "restart":
+            return
+        code = obj.get("exit_code")
+        if not isinstance(code, int) or isinstance(code, bool) or not 1 <= code <= 255:
+            self._count("errors")
+            return
+        self._count("restarts")
+        if callable(self._on_restart):
+            try:
+                self._on_restart(dict(obj))
+            except Exception:
+                self._count("errors")
+            return
+        _log.warning("gpuheal_reporter: gpuheal restarts job %s in place (incident %s): "
+                     "rank %d exits with code %d for the pod's RestartAllContainers rule",
+                     self._job, obj.get("incident"), self._rank, code)
+        try:
+            self.close(timeout=0.5)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except Exception:
+            pass
+        os._exit(code)
 
     # ---- internals ----
 

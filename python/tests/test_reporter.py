@@ -329,6 +329,75 @@ class ReporterTest(unittest.TestCase):
         r.step(1, 1, loss=object())  # loss that is not a number
         self.assertEqual(r.stats()["errors"], 6)
 
+    def _send_all(self, srv, data):
+        """Writes data to every connection the server accepted."""
+        with srv._lock:
+            held = list(srv._held)
+        for c in held:
+            c.sendall(data)
+        return len(held)
+
+    def test_restart_request_reaches_the_handler(self):
+        srv = Server(self.path)
+        got = []
+        try:
+            r = Reporter("ml/j", 0, socket_path=self.path, on_restart=got.append)
+            r.step(1, 10.0)
+            srv.wait(1)
+            # not a restart, a bad one, then a good one split over two writes
+            self.assertEqual(self._send_all(srv, b'{"kind":"other"}\n{"kind":"restart",'
+                                                 b'"exit_code":0}\nnot json\n'), 1)
+            self._send_all(srv, b'{"kind":"restart","id":"inc-1","incident":"inc-1",')
+            time.sleep(0.05)
+            self._send_all(srv, b'"exit_code":88}\n')
+            end = time.monotonic() + 5
+            while not got and time.monotonic() < end:
+                time.sleep(0.01)
+            self.assertEqual(got, [{"kind": "restart", "id": "inc-1", "incident": "inc-1",
+                                    "exit_code": 88}])
+            self.assertEqual(r.stats()["restarts"], 1)
+            self.assertGreaterEqual(r.stats()["errors"], 2)  # code 0, not json
+            r.close()
+        finally:
+            srv.close()
+
+    def test_restart_request_exits_with_its_code_while_the_loop_hangs(self):
+        # the default handler: the process exits with the request's code,
+        # even with its main thread stuck (as in a collective that hangs)
+        srv = Server(self.path)
+        try:
+            prog = ("import sys, time; sys.path.insert(0, %r)\n"
+                    "from gpuheal_reporter import Reporter\n"
+                    "r = Reporter('ml/j', 0, socket_path=%r)\n"
+                    "r.step(1, 10.0); r.flush()\n"
+                    "time.sleep(60)\n"
+                    % (os.path.dirname(os.path.dirname(os.path.abspath(__file__))), self.path))
+            import subprocess
+            p = subprocess.Popen([sys.executable, "-c", prog], stderr=subprocess.PIPE)
+            self.assertTrue(srv.wait(1, timeout=20))
+            self._send_all(srv, b'{"kind":"restart","id":"i","incident":"i","exit_code":88}\n')
+            rc = p.wait(timeout=20)
+            err = p.stderr.read().decode()
+            self.assertEqual(rc, 88, err)
+            self.assertIn("in place", err)
+        finally:
+            srv.close()
+
+    def test_restart_listening_off(self):
+        srv = Server(self.path)
+        try:
+            r = Reporter("ml/j", 0, socket_path=self.path, on_restart=None)
+            r.step(1, 10.0)
+            srv.wait(1)
+            self._send_all(srv, b'{"kind":"restart","id":"i","incident":"i","exit_code":88}\n')
+            time.sleep(0.3)
+            self.assertEqual(r.stats()["restarts"], 0)
+            r.close()
+            with self.assertRaises(ValueError):
+                Reporter("ml/j", 0, socket_path=self.path, on_restart=5)
+        finally:
+            srv.close()
+
     def test_context_manager(self):
         srv = Server(self.path)
         try:

@@ -102,6 +102,9 @@ struct gh_requests {
     size_t output_max;
     gh_probe_emit_fn emit;
     void *emit_ctx;
+    void (*restart)(void *ctx, const char *pod_uid, const char *id, const char *incident,
+                    int exit_code);
+    void *restart_ctx;
 
     struct gh_worker *worker; /* runs worker_run once: the watch loop */
 
@@ -754,10 +757,41 @@ static void resume(struct gh_requests *r)
 
 /* ---- watching */
 
+/* The restart requests on ann (the GPUNodeHealth's annotations), passed on. */
+static void scan_restarts(struct gh_requests *r, const json_t *ann)
+{
+    const char *key;
+    const json_t *val;
+    size_t plen = strlen(GH_REQUESTS_RESTART_PREFIX);
+    int64_t now = gh_clock_now(r->clock);
+    json_object_foreach((json_t *)ann, key, val)
+    {
+        if (strncmp(key, GH_REQUESTS_RESTART_PREFIX, plen) != 0 || !json_is_string(val))
+            continue;
+        const char *uid = key + plen;
+        json_t *v = json_loads(json_string_value(val), 0, NULL);
+        const char *id = gh_json_str(v, "id"), *inc = gh_json_str(v, "incident");
+        const char *ts = gh_json_str(v, "time");
+        json_t *code = json_object_get(v, "exit_code");
+        int64_t at = 0;
+        bool valid = id && *id && strlen(uid) > 0 && strlen(uid) < 40 && json_is_integer(code) &&
+                     json_integer_value(code) >= 1 && json_integer_value(code) <= 255 && ts &&
+                     gh_time_parse_rfc3339(ts, strlen(ts), &at);
+        if (!valid)
+            GH_LOG(GH_LOG_WARN, "msg=\"restart request ignored: not a valid request\" key=%.80s",
+                   key);
+        else if (now - at <= GH_REQUESTS_RESTART_MAX_AGE_NS)
+            r->restart(r->restart_ctx, uid, id, inc, (int)json_integer_value(code));
+        json_decref(v);
+    }
+}
+
 /* The requests on obj (the node's GPUNodeHealth) that are new. */
 static void scan(struct gh_requests *r, const json_t *obj)
 {
     const json_t *ann = json_object_get(json_object_get(obj, "metadata"), "annotations");
+    if (r->restart && json_is_object(ann))
+        scan_restarts(r, ann);
     for (int a = 0; a < GH_REQ__COUNT; a++) {
         char key[64];
         snprintf(key, sizeof key, "%s%s", ANN_PREFIX, act_names[a]);
@@ -939,6 +973,8 @@ int gh_requests_new(struct gh_kube_client *c, const struct gh_requests_opts *o,
     r->output_max = o->output_max ? o->output_max : 512;
     r->emit = o->emit;
     r->emit_ctx = o->emit_ctx;
+    r->restart = o->restart;
+    r->restart_ctx = o->restart_ctx;
     int rc = GH_OK;
     if (!(r->state_path = strdup(o->state_path)))
         rc = gh_err_set(err, GH_ENOMEM, "requests: out of memory");

@@ -86,7 +86,18 @@ struct gh_requests_opts {
     const char *field_manager;             /* copied; NULL = GH_REQUESTS_FIELD_MANAGER */
     gh_probe_emit_fn emit;                 /* required; called from the worker thread */
     void *emit_ctx;
+    /* Optional: each restart request on the GPUNodeHealth (annotation
+     * restart.gpuheal.io/<pod UID> = {"id","incident","pod","exit_code",
+     * "time"}, control/job_inplace.h) is passed on, from the worker thread,
+     * at every update that still shows it (the callee keeps it once per id;
+     * agent/telemetry.h). One older than GH_REQUESTS_RESTART_MAX_AGE by its
+     * "time" is not (left by a controller that stopped before removing it). */
+    void (*restart)(void *ctx, const char *pod_uid, const char *id, const char *incident,
+                    int exit_code);
+    void *restart_ctx;
 };
+#define GH_REQUESTS_RESTART_PREFIX "restart.gpuheal.io/"
+#define GH_REQUESTS_RESTART_MAX_AGE_NS (120 * GH_NS_PER_S)
 
 struct gh_requests;
 

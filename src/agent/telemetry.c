@@ -16,10 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+#include <jansson.h>
 
 #include "agent/peer.h"
 #include "signal/signal_fast.h"
@@ -28,6 +31,18 @@
 #define RBUF_SIZE (64 * 1024)
 #define READ_BUDGET (256 * 1024) /* bytes per client per wake-up */
 #define MAX_EVENTS 64
+#define RESTART_QUEUE 256
+#define RESTART_ID_MAX 200
+
+/* A restart request for a pod's processes (gh_telemetry_restart). */
+struct restart_req {
+    char pod_uid[GH_PEER_UID_MAX];
+    char id[RESTART_ID_MAX];
+    char incident[RESTART_ID_MAX];
+    int code;
+    int64_t seen_ns; /* when first seen: only connections older than this get it */
+    bool delivered;
+};
 
 struct client {
     int fd;                 /* -1 for the ingest pseudo-client */
@@ -40,6 +55,7 @@ struct client {
      * line ("" = a host process: no pod_uid), or why its lines are refused. */
     char pod_uid[GH_PEER_UID_MAX];
     char *refused;              /* owned unless refused_oom; NULL = its lines are taken */
+    int64_t accepted_ns;        /* when it connected (restart requests go to older ones) */
     struct client *prev, *next; /* the list of connected clients */
 };
 
@@ -83,6 +99,14 @@ struct gh_telemetry {
     size_t rej_next, rej_count;
     struct rank_slot *slots; /* open addressing, cap a power of two */
     size_t slot_cap, slot_used;
+    struct restart_req rq[RESTART_QUEUE]; /* queued by gh_telemetry_restart */
+    size_t rq_n;
+
+    /* Restart requests: the loop's own. */
+    int evfd; /* wakes the loop for queued requests */
+    char tag_restart;
+    struct restart_req seen[GH_TELEMETRY_RESTARTS_KEEP]; /* ring of the last ones */
+    size_t seen_next;
 };
 
 void gh_telemetry_opts_init(struct gh_telemetry_opts *o)
@@ -494,6 +518,7 @@ static void accept_clients(struct gh_telemetry *t)
         }
         c->fd = fd;
         c->id = ++t->next_client_id;
+        c->accepted_ns = gh_clock_now(t->clock);
         identify(t, c);
         struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = c};
         if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, fd, &ev)) {
@@ -533,6 +558,98 @@ static void client_readable(struct gh_telemetry *t, struct client *c)
     }
 }
 
+/* ---- restart requests ------------------------------------------------------ */
+
+/* Writes q to the connections of its pod open before it was first seen. */
+static void restart_one(struct gh_telemetry *t, const struct restart_req *in)
+{
+    struct restart_req *q = NULL;
+    for (size_t i = 0; i < GH_TELEMETRY_RESTARTS_KEEP; i++) {
+        struct restart_req *s = &t->seen[i];
+        if (s->id[0] && !strcmp(s->id, in->id) && !strcmp(s->pod_uid, in->pod_uid)) {
+            q = s;
+            break;
+        }
+    }
+    if (q && q->delivered)
+        return; /* once */
+    if (!q) {
+        q = &t->seen[t->seen_next];
+        t->seen_next = (t->seen_next + 1) % GH_TELEMETRY_RESTARTS_KEEP;
+        *q = *in;
+        q->delivered = false;
+    }
+    json_t *o = json_pack("{s:s, s:s, s:s, s:i}", "kind", "restart", "id", q->id, "incident",
+                          q->incident, "exit_code", q->code);
+    char *line = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!line)
+        return;
+    size_t len = strlen(line);
+    line[len] = '\n'; /* json_dumps' NUL: sent as the line's end */
+    int n = 0;
+    for (struct client *c = t->clients; c; c = c->next) {
+        if (c->refused || strcmp(c->pod_uid, q->pod_uid) != 0 || c->accepted_ns > q->seen_ns)
+            continue;
+        if (send(c->fd, line, len + 1, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)(len + 1))
+            n++;
+    }
+    free(line);
+    pthread_mutex_lock(&t->mu);
+    if (n > 0)
+        t->st.restarts_delivered++;
+    else if (!q->delivered)
+        t->st.restarts_no_client++;
+    pthread_mutex_unlock(&t->mu);
+    q->delivered = n > 0;
+}
+
+static void handle_restarts(struct gh_telemetry *t)
+{
+    uint64_t v;
+    ssize_t r = read(t->evfd, &v, sizeof v);
+    (void)r;
+    struct restart_req batch[RESTART_QUEUE];
+    pthread_mutex_lock(&t->mu);
+    size_t n = t->rq_n;
+    memcpy(batch, t->rq, n * sizeof batch[0]);
+    t->rq_n = 0;
+    pthread_mutex_unlock(&t->mu);
+    for (size_t i = 0; i < n; i++)
+        restart_one(t, &batch[i]);
+}
+
+int gh_telemetry_restart(struct gh_telemetry *t, const char *pod_uid, const char *id,
+                         const char *incident, int exit_code, struct gh_err *err)
+{
+    if (!pod_uid || !pod_uid[0] || strlen(pod_uid) >= GH_PEER_UID_MAX || !id || !id[0] ||
+        strlen(id) >= RESTART_ID_MAX || (incident && strlen(incident) >= RESTART_ID_MAX) ||
+        exit_code < 1 || exit_code > 255)
+        return gh_err_set(err, GH_EINVAL,
+                          "telemetry: restart request needs a pod UID, an id "
+                          "(< %d bytes) and an exit code 1-255",
+                          RESTART_ID_MAX);
+    if (t->evfd < 0)
+        return gh_err_set(err, GH_EIO, "telemetry: no socket");
+    pthread_mutex_lock(&t->mu);
+    if (t->rq_n >= RESTART_QUEUE) {
+        pthread_mutex_unlock(&t->mu);
+        return gh_err_set(err, GH_ELIMIT, "telemetry: %d restart requests queued", RESTART_QUEUE);
+    }
+    struct restart_req *q = &t->rq[t->rq_n++];
+    memset(q, 0, sizeof *q);
+    snprintf(q->pod_uid, sizeof q->pod_uid, "%s", pod_uid);
+    snprintf(q->id, sizeof q->id, "%s", id);
+    snprintf(q->incident, sizeof q->incident, "%s", incident ? incident : "");
+    q->code = exit_code;
+    q->seen_ns = gh_clock_now(t->clock);
+    pthread_mutex_unlock(&t->mu);
+    uint64_t one = 1;
+    ssize_t w = write(t->evfd, &one, sizeof one);
+    (void)w;
+    return GH_OK;
+}
+
 int gh_telemetry_run_once(struct gh_telemetry *t, int timeout_ms, struct gh_err *err)
 {
     struct epoll_event evs[MAX_EVENTS];
@@ -546,6 +663,10 @@ int gh_telemetry_run_once(struct gh_telemetry *t, int timeout_ms, struct gh_err 
         void *tag = evs[i].data.ptr;
         if (tag == &t->tag_listen) {
             accept_clients(t);
+            continue;
+        }
+        if (tag == &t->tag_restart) {
+            handle_restarts(t);
             continue;
         }
         struct client *c = tag;
@@ -617,7 +738,7 @@ int gh_telemetry_new(const struct gh_telemetry_opts *opts, struct gh_telemetry *
     t = calloc(1, sizeof *t);
     if (!t)
         return gh_err_set(err, GH_ENOMEM, "telemetry: out of memory");
-    t->lfd = t->epfd = t->spare_fd = -1;
+    t->lfd = t->epfd = t->spare_fd = t->evfd = -1;
     t->ingest.fd = -1;
     pthread_mutex_init(&t->mu, NULL);
     t->line_max = opts->line_max ? opts->line_max : GH_TELEMETRY_LINE_MAX_DEFAULT;
@@ -661,6 +782,12 @@ int gh_telemetry_new(const struct gh_telemetry_opts *opts, struct gh_telemetry *
             goto out;
         }
         t->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        t->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        struct epoll_event rev = {.events = EPOLLIN, .data.ptr = &t->tag_restart};
+        if (t->evfd < 0 || epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->evfd, &rev)) {
+            rc = gh_err_set(err, GH_EIO, "telemetry: eventfd: %s", strerror(errno));
+            goto out;
+        }
     }
     *out = t;
     return GH_OK;
@@ -730,6 +857,8 @@ void gh_telemetry_free(struct gh_telemetry *t)
         close(t->lfd);
     if (t->spare_fd >= 0)
         close(t->spare_fd);
+    if (t->evfd >= 0)
+        close(t->evfd);
     if (t->path) {
         struct stat st;
         if (stat(t->path, &st) == 0 && st.st_dev == t->sock_dev && st.st_ino == t->sock_ino)

@@ -125,6 +125,8 @@ struct gh_telemetry_stats {
     uint64_t clients_now;
     uint64_t ranks;            /* per-rank records held */
     uint64_t ranks_dropped;    /* step lines of new ranks beyond max_ranks */
+    uint64_t restarts_delivered; /* restart requests written to a pod's connection(s) */
+    uint64_t restarts_no_client; /* restart requests of a pod with no connection open */
 };
 void gh_telemetry_stats(struct gh_telemetry *t, struct gh_telemetry_stats *out);
 
@@ -159,6 +161,21 @@ int gh_telemetry_rank(struct gh_telemetry *t, const char *job, int rank,
  * must not call into t). Returns the number visited. */
 size_t gh_telemetry_ranks(struct gh_telemetry *t,
                           void (*fn)(void *ctx, const struct gh_telemetry_rank *r), void *ctx);
+
+/* A restart request for the processes of pod pod_uid (the controller's
+ * annotation restart.gpuheal.io/<pod UID> on this node's GPUNodeHealth,
+ * control/job_inplace.h; agent/requests.c reads it): written once, as the
+ * line {"kind":"restart","id":ID,"incident":INC,"exit_code":N}, to every
+ * connection of that pod that was open when the request was first seen
+ * (a process that starts after it - the restarted one - never gets it);
+ * the python reporter exits with exit_code, which the pod's restart rule
+ * maps to RestartAllContainers. The same (pod, id) again is ignored (the
+ * last GH_TELEMETRY_RESTARTS_KEEP are remembered). Thread-safe: queued
+ * and handled by the loop. GH_EINVAL (empty uid or id, code outside
+ * 1..255), GH_ELIMIT (queue full). */
+#define GH_TELEMETRY_RESTARTS_KEEP 512
+int gh_telemetry_restart(struct gh_telemetry *t, const char *pod_uid, const char *id,
+                         const char *incident, int exit_code, struct gh_err *err);
 
 /* Closes every client and the socket, unlinks the socket file,
  * frees. Accepts NULL. */

@@ -202,6 +202,36 @@ static void shared_cause_lines(FILE *out, const struct gh_audit_incident_rec *r)
     json_decref(inc);
 }
 
+/* The rung of the recovery ladder a restart used, from its detail ("mode
+ * NAME: ..." or "mode full_recreate (WHY): ...", control/job_inplace.h),
+ * and why not a faster one. */
+static void way_back(FILE *out, const struct gh_audit_action_rec *x)
+{
+    const char *d = x->detail;
+    if (!d || strncmp(d, "mode ", 5) != 0)
+        return;
+    d += 5;
+    size_t n = strcspn(d, " :");
+    if (n == strlen("in_place") && strncmp(d, "in_place", n) == 0)
+        fprintf(out, "  Way back: in place - the job's containers restarted in their pods "
+                     "(same nodes, no rescheduling), the fastest rung; no node was excluded\n");
+    else if (n == strlen("replace_lost") && strncmp(d, "replace_lost", n) == 0)
+        fprintf(out, "  Way back: replace only what is lost - the pods of the excluded node "
+                     "recreated elsewhere, the others restarted in place; not all in place: "
+                     "a node was excluded\n");
+    else if (n == strlen("full_recreate") && strncmp(d, "full_recreate", n) == 0) {
+        const char *why = d + n;
+        int wl = 0;
+        if (*why == ' ' && why[1] == '(') {
+            why += 2;
+            const char *end = strstr(why, "): ");
+            wl = end ? (int)(end - why) : (int)strlen(why);
+        }
+        fprintf(out, "  Way back: full recreate - the whole job deleted and created again%s%.*s\n",
+                wl ? "; not a faster rung: " : "", wl, why);
+    }
+}
+
 static void explain_one(FILE *out, size_t k, const struct gh_audit_incident_rec *r)
 {
     char t1[GH_RFC3339_MAX], t2[GH_RFC3339_MAX];
@@ -272,6 +302,8 @@ static void explain_one(FILE *out, size_t k, const struct gh_audit_incident_rec 
             fprintf(out, " (%s)", x->api_result);
         fprintf(out, "\n");
     }
+    for (size_t i = 0; i < r->n_actions; i++)
+        way_back(out, &r->acts[i]);
     deferred_lines(out, r);
     fprintf(out, "  Outcome: %s\n", or(r->phase, "?"));
 }

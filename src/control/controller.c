@@ -591,6 +591,7 @@ int gh_controller_new(const struct gh_controller_opts *o, struct gh_controller *
                                   .no_execute_taint = o->no_execute_taint,
                                   .taint_key = o->taint_key,
                                   .drain = o->drain,
+                                  .inplace_timeout_ns = o->inplace_timeout_ns,
                                   .crash_after = o->crash_after,
                                   .qps = o->qps,
                                   .workers = o->executor_workers,

@@ -50,6 +50,7 @@ struct gh_controller_opts {
     const char *watch_namespace;       /* pods watched (and acted on); NULL: all */
     const char *node_selector;         /* nodes governed (label selector); NULL: all */
     bool no_execute_taint;
+    int64_t inplace_timeout_ns; /* executor: restart in place within this (0: 30 s; < 0: off) */
     const char *taint_key;             /* borrowed, outlives the controller; NULL: GH_TAINT_KEY */
     const char *node_conditions;       /* Node condition types other agents set, turned into
                                           node_condition signals ("A,B,..."; "" or "none":

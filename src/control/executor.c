@@ -18,6 +18,7 @@
 #include "control/decision.h"
 #include "control/executor_publish.h"
 #include "control/drain_hold.h"
+#include "control/job_inplace.h"
 #include "control/job_kinds.h"
 #include "kube/api.h"
 #include "kube/client.h"
@@ -256,6 +257,39 @@ static void run_intent(struct worker *w, struct run_ctx *rc, struct gh_audit_int
     }
 }
 
+/* Whether the decision takes its node out of service: a node is
+ * excluded, so the job's pods there cannot restart in place. */
+static bool excludes_node(const struct gh_decision *d)
+{
+    for (int i = 0; i < d->n_actions; i++)
+        if (d->actions[i] == GH_ACT_ISOLATE_NODE || d->actions[i] == GH_ACT_DRAIN_NODE ||
+            d->actions[i] == GH_ACT_REPLACE_NODE)
+            return true;
+    return false;
+}
+
+struct plan_store {
+    struct worker *w;
+    struct gh_audit_intent *it;
+    struct gh_err *err;
+};
+
+/* Stores the restart plan pl with the intent (gh_inplace_sent_fn), so that
+ * a retry or a restarted controller resumes it. */
+static int store_plan(void *ud, json_t *pl)
+{
+    struct plan_store *ps = ud;
+    char *text = json_dumps(pl, JSON_COMPACT);
+    int rc = text ? gh_audit_intent_set_payload(ps->w->a, ps->it->id, text, ps->err) : GH_ENOMEM;
+    if (rc == GH_OK) {
+        free(ps->it->payload);
+        ps->it->payload = text;
+    } else {
+        free(text);
+    }
+    return rc;
+}
+
 /* One try of an intent's action into res. */
 static void act_once(struct worker *w, struct run_ctx *rc, struct gh_audit_intent *it,
                      struct gh_act_result *res)
@@ -300,7 +334,56 @@ static void act_once(struct worker *w, struct run_ctx *rc, struct gh_audit_inten
             snprintf(buf[np], sizeof buf[np], "%s/%s", d->pods[np].ns, d->pods[np].name);
             pods[np] = buf[np];
         }
+        /* in place first (job_inplace.h): the job's running pods restart
+         * where they are; the failed ones are deleted as before */
+        char why[400] = "";
+        json_t *pl = it->payload ? json_loads(it->payload, 0, NULL) : NULL;
+        if (job && !pl && w->ex->o.inplace_timeout_ns >= 0) {
+            struct gh_act_result pr;
+            if (gh_act_restart_prepare(&x, ns, name, NULL, 0, d->checkpoint_step,
+                                       d->checkpoint_path, &pl, &pr, &err) != GH_OK)
+                snprintf(why, sizeof why, "in_place not available: %.300s", pr.detail);
+            else if (d->checkpoint_step < 0)
+                json_object_set_new(pl, "resume_kept", json_true()); /* no checkpoint known */
+        } else if (w->ex->o.inplace_timeout_ns < 0) {
+            snprintf(why, sizeof why, "in-place restarts are off (--in-place-timeout)");
+        }
+        if (pl && !gh_json_str(pl, "fallback")) {
+            struct gh_inplace_opts io = {.timeout_ns = w->ex->o.inplace_timeout_ns};
+            struct gh_act_result ir;
+            int irc = gh_act_restart_in_place(&x, pl, &io, store_plan,
+                                              &(struct plan_store){w, it, &err}, &ir, why,
+                                              sizeof why, &err);
+            if (irc == GH_OK || (irc != GH_EUNSUPPORTED && irc != GH_ETIMEOUT)) {
+                json_decref(pl);
+                *res = ir;
+                if (irc == GH_OK) { /* and the failed pods, for their controller */
+                    struct gh_act_result fr;
+                    gh_act_retry_in_place(&x, ns, name, pods, np, &fr, &err);
+                    size_t used = strlen(res->detail);
+                    if (strcmp(fr.result, "succeeded") == 0 && used < sizeof res->detail)
+                        snprintf(res->detail + used, sizeof res->detail - used, "; %.200s",
+                                 fr.detail);
+                }
+                break;
+            }
+            char fbtext[sizeof why + 64];
+            snprintf(fbtext, sizeof fbtext, "%s %s: %s", GH_MODE_IN_PLACE,
+                     irc == GH_ETIMEOUT ? "failed" : "not available", why);
+            snprintf(why, sizeof why, "%.399s", fbtext);
+            json_object_set_new(pl, "fallback", json_string(why));
+            (void)store_plan(&(struct plan_store){w, it, &err}, pl);
+        } else if (pl) {
+            snprintf(why, sizeof why, "%.399s", gh_json_str(pl, "fallback"));
+        }
+        json_decref(pl);
         gh_act_retry_in_place(&x, job ? ns : NULL, job ? name : NULL, pods, np, res, &err);
+        if (job && why[0]) {
+            char detail[sizeof res->detail];
+            snprintf(detail, sizeof detail, "mode %s (%.200s): %.280s", GH_MODE_DELETE_FAILED, why,
+                     res->detail);
+            memcpy(res->detail, detail, sizeof detail);
+        }
         break;
     }
     case GH_ACT_RESTART_FROM_CHECKPOINT: {
@@ -308,30 +391,58 @@ static void act_once(struct worker *w, struct run_ctx *rc, struct gh_audit_inten
             gh_act_result_set(res, "skipped", "no job to restart");
             break;
         }
+        /* the ladder (job_inplace.h): in place when no node is excluded,
+         * only the excluded node's pods replaced when the kind allows it,
+         * the whole object recreated otherwise or when a faster rung is
+         * not available or fails */
+        bool excluded = node && excludes_node(d);
         json_t *pl = it->payload ? json_loads(it->payload, 0, NULL) : NULL;
         if (!pl) {
             const char *avoid[1] = {node};
-            if (gh_act_restart_prepare(&x, ns, name, avoid, node ? 1 : 0, d->checkpoint_step,
+            if (gh_act_restart_prepare(&x, ns, name, avoid, excluded ? 1 : 0, d->checkpoint_step,
                                        d->checkpoint_path, &pl, res, &err) != GH_OK)
                 break;
             /* durable before anything changes: a crash from here on
              * resumes with the same replacement */
-            char *text = json_dumps(pl, JSON_COMPACT);
-            int src = text ? gh_audit_intent_set_payload(w->a, it->id, text, &err) : GH_ENOMEM;
-            if (src == GH_OK) { /* a retry (transient failure) resumes with this plan */
-                free(it->payload);
-                it->payload = text;
-            } else {
-                free(text);
-            }
-            if (src) {
+            if (store_plan(&(struct plan_store){w, it, &err}, pl) != GH_OK) {
                 json_decref(pl);
                 gh_act_result_set(res, "failed", "could not store the restart plan: %s", err.msg);
                 break;
             }
         }
+        char why[400] = "";
+        const char *faster = excluded ? GH_MODE_REPLACE_LOST : GH_MODE_IN_PLACE;
+        const char *fb = gh_json_str(pl, "fallback");
+        if (fb) {
+            snprintf(why, sizeof why, "%s", fb); /* decided before a restart of the controller */
+        } else if (w->ex->o.inplace_timeout_ns < 0) {
+            snprintf(why, sizeof why, "in-place restarts are off (--in-place-timeout)");
+        } else {
+            const char *lost[1] = {node};
+            struct gh_inplace_opts io = {.timeout_ns = w->ex->o.inplace_timeout_ns,
+                                         .lost_nodes = lost,
+                                         .n_lost = excluded ? 1 : 0};
+            int irc = gh_act_restart_in_place(&x, pl, &io, store_plan,
+                                              &(struct plan_store){w, it, &err}, res, why,
+                                              sizeof why, &err);
+            if (irc == GH_OK || (irc != GH_EUNSUPPORTED && irc != GH_ETIMEOUT)) {
+                json_decref(pl); /* done, or an API failure the caller retries */
+                break;
+            }
+            /* down the ladder, remembered so that a retry does not try again */
+            char fbtext[sizeof why + 64];
+            snprintf(fbtext, sizeof fbtext, "%s %s: %s", faster,
+                     irc == GH_ETIMEOUT ? "failed" : "not available", why);
+            snprintf(why, sizeof why, "%.399s", fbtext);
+            json_object_set_new(pl, "fallback", json_string(why));
+            (void)store_plan(&(struct plan_store){w, it, &err}, pl);
+        }
         gh_act_restart_execute(&x, pl, res, &err);
         json_decref(pl);
+        char detail[sizeof res->detail];
+        snprintf(detail, sizeof detail, "mode %s (%.200s): %.280s", GH_MODE_FULL_RECREATE, why,
+                 res->detail);
+        memcpy(res->detail, detail, sizeof detail);
         break;
     }
     default: gh_act_result_set(res, "skipped", "nothing to do"); break;

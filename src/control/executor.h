@@ -69,6 +69,9 @@ struct gh_executor_opts {
     bool no_execute_taint;             /* isolate with NoExecute instead of NoSchedule */
     const char *taint_key;             /* borrowed, outlives the executor; NULL: GH_TAINT_KEY */
     struct gh_drain_opts drain;
+    int64_t inplace_timeout_ns;        /* how long pods may take to restart in place before
+                                          the restart falls back to a full recreate
+                                          (job_inplace.h); 0: 30 s, < 0: never in place */
     size_t queue_cap;                  /* 0: 4096 */
     /* Test hook: after this action's API call succeeds and before it is
      * recorded, the process kills itself (SIGKILL) - a crash mid-action. */

@@ -8,6 +8,7 @@
 
 #include "common/json.h"
 #include "control/actuator.h"
+#include "control/job_inplace.h"
 #include "control/job_kinds.h"
 #include "control/tenancy.h"
 #include "kube/api.h"
@@ -613,4 +614,23 @@ int gh_act_restart_execute(const struct gh_act_ctx *x, const json_t *pl, struct 
                       name, avoid[0] ? " away from " : "", avoid, where, ns, name,
                       GH_RESUME_SUFFIX);
     return GH_OK;
+}
+
+int gh_act_resume_apply(const struct gh_act_ctx *x, const json_t *pl, struct gh_act_result *r,
+                        struct gh_err *err)
+{
+    const char *ns = gh_json_str(pl, "namespace"), *name = gh_json_str(pl, "name");
+    if (!ns || !name || !gh_json_str(pl, "incident")) {
+        gh_act_result_set(r, "failed", "restart plan without its job");
+        return gh_err_set(err, GH_EINVAL, "restart payload incomplete");
+    }
+    struct gh_kube_status st;
+    gh_kube_status_reset(&st);
+    int rc = apply_resume(x, pl, ns, name, &st, err);
+    if (rc) {
+        gh_act_result_api_fail(r, &st, err);
+        gh_act_result_set(r, "failed", "could not write ConfigMap %s/%s%s", ns, name,
+                          GH_RESUME_SUFFIX);
+    }
+    return rc;
 }

@@ -144,6 +144,11 @@ size_t gh_kube_pod_signals(const json_t *old, const json_t *pod, int64_t now,
         const json_t *t = jget2(cs, "lastState", "terminated");
         if (!json_is_object(t) || json_integer_value(json_object_get(t, "exitCode")) == 0)
             continue;
+        /* the kubelet restarting all the pod's containers in place (a
+         * RestartAllContainers rule; gpuheal's in-place restart): no failure */
+        const char *why = gh_json_str(t, "reason");
+        if (why && strcmp(why, "RestartingAllContainers") == 0)
+            continue;
         struct gh_signal *s = &out[n++];
         snprintf(id, sizeof id, "kube:pod:%s:%s:%ld", uid, cname ? cname : "?", rc);
         common(s, pod, GH_KIND_POD_FAILED, ts_of(gh_json_str(t, "finishedAt"), now), id);

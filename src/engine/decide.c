@@ -35,6 +35,7 @@ struct episode {
     bool cleared;     /* node_condition: went False; raised again within the episode it is
                        * the same flapping flag, not a new incident */
     int64_t first_ts, expires, decided;
+    char job[160]; /* the job its incident restarted ("" when none) */
     int64_t anomaly_ts, anomaly_step;
     uint64_t node_hash; /* 'c' episodes: the node the corruption blamed (0: none) */
     /* 'c' episodes: a node a corruption incident blamed but left in the
@@ -638,6 +639,19 @@ static bool other_fault(const struct episode *ep, const struct gh_finding *f, in
            first - ep->decided >= OTHER_FAULT_NS;
 }
 
+/* A fault whose rule restarts the job it harms, on a node whose open
+ * episode restarted another job: a restart of that other job, not of this
+ * one (a contained error, XID 94, kills only the processes of the job on
+ * its GPU; a second job hit on the same node needs its own restart). */
+static bool other_job(struct gh_decider *d, const struct episode *ep, const struct gh_finding *f,
+                      const enum gh_action *base, int n_base)
+{
+    if (!ep->job[0] || !has_act(base, n_base, GH_ACT_RESTART_FROM_CHECKPOINT))
+        return false;
+    const char *j = job_of(d, f);
+    return j && strcmp(j, ep->job) != 0;
+}
+
 static unsigned act_mask(const enum gh_action *a, int n)
 {
     unsigned m = 0;
@@ -806,7 +820,8 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
     for (int i = 0; i < f->n_requested; i++)
         asked |= 1u << f->requested[i];
     bool absorb = false;
-    if (episode_open(ep, now) && !other_condition(ep, f) && !other_fault(ep, f, now)) {
+    if (episode_open(ep, now) && !other_condition(ep, f) && !other_fault(ep, f, now) &&
+        !other_job(d, ep, f, base, n_base)) {
         /* a Node condition's harm shown after its incident (a pod the host
          * failed) is weighed against what the incident did: its job's
          * restart is more, though the rule's actions are the same */
@@ -1159,6 +1174,10 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
                 ne->strength = prev;
             for (int i = 0; i < inc.n_actions; i++)
                 ne->acts |= 1u << inc.actions[i];
+            if (!was_open)
+                ne->job[0] = '\0';
+            if (inc.job && has_act(inc.actions, inc.n_actions, GH_ACT_RESTART_FROM_CHECKPOINT))
+                gh_sfmt(ne->job, sizeof ne->job, "%s", inc.job);
             if (!was_open)
                 ne->deferred = 0;
             ne->deferred |= fx.deferred;

@@ -224,6 +224,7 @@ echo "# controller: what it needs"
 for v in get list watch patch update; do can "$CTRL" yes "$v" nodes; done
 for v in get list watch; do can "$CTRL" yes "$v" pods -A; done
 can "$CTRL" yes delete pods -n default # retry_in_place, in a job namespace only
+can "$CTRL" yes patch pods --subresource=status -n default # replace_lost: DisruptionTarget first
 can "$CTRL" yes create pods --subresource=eviction -n default
 can "$CTRL" yes create tokenreviews.authentication.k8s.io # who an agent is (its node)
 can "$CTRL" yes create events.events.k8s.io -n default
@@ -266,6 +267,8 @@ can "$CTRL" no patch jobs.batch -n default
 can "$CTRL" no update jobs.batch -n default
 can "$CTRL" no delete pods -n kube-system
 can "$CTRL" no delete pods -A
+can "$CTRL" no patch pods --subresource=status -n kube-system
+can "$CTRL" no patch pods -n default
 can "$CTRL" no patch configmaps/kube-root-ca.crt -n kube-system
 can "$CTRL" no create configmaps -n kube-system
 can "$CTRL" no patch configmaps -n "$NS"

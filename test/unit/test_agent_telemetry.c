@@ -782,9 +782,89 @@ static void test_writer_identity(void **state)
     recorder_free(r);
 }
 
+/* Reads what the agent wrote back to fd within a few seconds of driving
+ * the loop (the restart line), into buf. */
+static size_t read_back(struct gh_telemetry *t, int fd, char *buf, size_t cap)
+{
+    size_t got = 0;
+    for (int i = 0; i < 50 && got < cap - 1; i++) {
+        assert_int_equal(gh_telemetry_run_once(t, 100, NULL), GH_OK);
+        ssize_t n = recv(fd, buf + got, cap - 1 - got, MSG_DONTWAIT);
+        if (n > 0) {
+            got += (size_t)n;
+            if (memchr(buf, '\n', got))
+                break;
+        }
+    }
+    buf[got] = '\0';
+    return got;
+}
+
+/* A restart request (issue 25, in place): written once to the pod's
+ * connections open when it was first seen, never to a later one (the
+ * restarted process), never to another pod's; repeated, not again. */
+static void test_restart_request(void **state)
+{
+    (void)state;
+    struct recorder *r = recorder_new();
+    struct gh_telemetry *t = new_sock(r, 0);
+    struct gh_telemetry_stats st;
+    struct gh_err err;
+    char buf[512];
+    int a = connect_to(sock_path);
+    write_all(a, POD_LINE, strlen(POD_LINE));
+    assert_true(run_until(t, 1, 30)); /* accepted and identified: pod POD_UID */
+
+    /* another pod's request: nothing for this connection */
+    assert_int_equal(
+        gh_telemetry_restart(t, "11111111-2222-3333-4444-555555555555", "inc-0", "inc-0", 88, &err),
+        GH_OK);
+    assert_int_equal(read_back(t, a, buf, sizeof buf), 0);
+    gh_telemetry_stats(t, &st);
+    assert_int_equal(st.restarts_no_client, 1);
+
+    assert_int_equal(gh_telemetry_restart(t, POD_UID, "inc-1", "inc-1", 88, &err), GH_OK);
+    assert_true(read_back(t, a, buf, sizeof buf) > 0);
+    json_t *o = json_loads(buf, 0, NULL);
+    assert_non_null(o);
+    assert_string_equal(json_string_value(json_object_get(o, "kind")), "restart");
+    assert_string_equal(json_string_value(json_object_get(o, "id")), "inc-1");
+    assert_int_equal(json_integer_value(json_object_get(o, "exit_code")), 88);
+    json_decref(o);
+    gh_telemetry_stats(t, &st);
+    assert_int_equal(st.restarts_delivered, 1);
+
+    /* the restarted process connects; the same request again (the
+     * annotation seen at the next update): not for it, not twice */
+    int b = connect_to(sock_path);
+    write_all(b, POD_LINE, strlen(POD_LINE));
+    assert_true(run_until(t, 2, 30));
+    assert_int_equal(gh_telemetry_restart(t, POD_UID, "inc-1", "inc-1", 88, &err), GH_OK);
+    assert_int_equal(read_back(t, b, buf, sizeof buf), 0);
+    assert_int_equal(read_back(t, a, buf, sizeof buf), 0);
+    gh_telemetry_stats(t, &st);
+    assert_int_equal(st.restarts_delivered, 1);
+
+    /* a new request reaches both connections of the pod */
+    assert_int_equal(gh_telemetry_restart(t, POD_UID, "inc-2", "inc-2", 7, &err), GH_OK);
+    assert_true(read_back(t, b, buf, sizeof buf) > 0);
+    assert_non_null(strstr(buf, "\"exit_code\":7"));
+    assert_true(read_back(t, a, buf, sizeof buf) > 0);
+
+    /* bad requests: named */
+    assert_int_equal(gh_telemetry_restart(t, POD_UID, "x", "x", 0, &err), GH_EINVAL);
+    assert_non_null(strstr(err.msg, "exit code"));
+    assert_int_equal(gh_telemetry_restart(t, "", "x", "x", 9, &err), GH_EINVAL);
+    close(a);
+    close(b);
+    gh_telemetry_free(t);
+    recorder_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_restart_request, setup_dir, teardown_dir),
         cmocka_unit_test(test_valid_lines),
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_oversized),

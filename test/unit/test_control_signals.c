@@ -95,6 +95,19 @@ static void test_pod_lifecycle(void **st)
     json_object_set_new(json_object_get(deleting_restart, "metadata"), "deletionTimestamp",
                         json_string("2026-11-29T07:06:00Z"));
     assert_int_equal(gh_kube_pod_signals(running, deleting_restart, 1, s, 8), 0);
+    /* restarted in place by a RestartAllContainers rule (the kubelet's
+     * reason for each container it restarted): no failure (issue 25) */
+    json_t *in_place = pod("Running", 1, 137);
+    json_object_set_new(
+        json_object_get(
+            json_object_get(
+                json_array_get(
+                    json_object_get(json_object_get(in_place, "status"), "containerStatuses"), 0),
+                "lastState"),
+            "terminated"),
+        "reason", json_string("RestartingAllContainers"));
+    assert_int_equal(gh_kube_pod_signals(running, in_place, 1, s, 8), 0);
+    json_decref(in_place);
     json_decref(deleting);
     json_decref(deleting_restart);
     json_decref(pending);

@@ -115,6 +115,9 @@ struct agent {
     struct gh_dcgm_health *dcgm;
     struct gh_dcgm_exporter *dcgmx;
     struct gh_telemetry *tele;
+    /* tele for the requests thread (restart requests): set once the socket
+     * is up; that thread stops before tele is freed */
+    _Atomic(struct gh_telemetry *) tele_relay;
     struct gh_inject *inject;
     struct gh_nic_source *nic;
     struct gh_probe *probe;

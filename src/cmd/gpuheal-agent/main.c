@@ -559,6 +559,7 @@ static void start_sources(struct agent *a)
             gh_telemetry_free(a->tele);
             a->tele = NULL;
         }
+        atomic_store(&a->tele_relay, a->tele);
     }
     if (a->cfg.inject) {
         struct gh_inject_opts o;

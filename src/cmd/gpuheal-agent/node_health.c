@@ -80,6 +80,21 @@ static void emit_request_result(void *ctx, const struct gh_signal *s)
         atomic_fetch_add(&a->inbox_dropped, 1);
 }
 
+/* A restart request for a pod's processes: to the telemetry socket's
+ * connections of that pod (agent/telemetry.h). Requests thread. */
+static void relay_restart(void *ctx, const char *pod_uid, const char *id, const char *incident,
+                          int exit_code)
+{
+    struct agent *a = ctx;
+    struct gh_telemetry *t = atomic_load(&a->tele_relay);
+    struct gh_err err;
+    if (!t)
+        return; /* no socket: the controller's wait times out and it recreates the job */
+    if (gh_telemetry_restart(t, pod_uid, id, incident, exit_code, &err) != GH_OK)
+        GH_LOG(GH_LOG_WARN, "msg=\"restart request not passed on\" pod_uid=%s error=\"%s\"",
+               pod_uid, err.msg);
+}
+
 /* The controller's requests (agent/requests.h) on a client of their own:
  * their commands block, so they run on their own thread, not the loop.
  * Without it the agent runs on, saying why. */
@@ -90,10 +105,15 @@ static void start_requests(struct agent *a, const struct gh_kube_config *kc,
     struct gh_kube_client *c = NULL;
     char state[4096];
     snprintf(state, sizeof state, "%s/requests.state", a->cfg.spool_dir);
-    struct gh_requests_opts ro = {.node = a->cfg.node, .state_path = state,
-                                  .boot_id = a->boot_id, .validate_cmd = a->cfg.validate_cmd,
+    struct gh_requests_opts ro = {.node = a->cfg.node,
+                                  .state_path = state,
+                                  .boot_id = a->boot_id,
+                                  .validate_cmd = a->cfg.validate_cmd,
                                   .timeout_ns = a->cfg.request_timeout_ns,
-                                  .emit = emit_request_result, .emit_ctx = a};
+                                  .emit = emit_request_result,
+                                  .emit_ctx = a,
+                                  .restart = relay_restart,
+                                  .restart_ctx = a};
     for (int i = 0; i < GH_REQ__COUNT; i++)
         ro.cmd[i] = a->cfg.request_cmd[i];
     /* a write that hangs must not hold up the agent's stop for long */

@@ -83,6 +83,9 @@ static const struct setting {
     {"storm-window", false, "storm breaker window (5m)"},
     {"storm-hold", false, "storm breaker stays open this long after the last blame (15m)"},
     {"taint-effect", false, "NoSchedule (default) or NoExecute"},
+    {"in-place-timeout", false,
+     "how long a job's pods may take to restart in place before the restart recreates the "
+     "whole job (30s; 0s = never in place)"},
     {"taint-key", false,
      "the taint put on isolated nodes (gpuheal.io/unhealthy); agents must "
      "tolerate it"},
@@ -493,6 +496,7 @@ int main(int argc, char **argv)
         !duration(&v, "storm-window", &o.guards.storm_window_ns) ||
         !duration(&v, "storm-hold", &o.guards.storm_hold_ns) ||
         !duration(&v, "drain-timeout", &o.drain.timeout_ns) ||
+        !duration(&v, "in-place-timeout", &o.inplace_timeout_ns) ||
         !duration(&v, "request-timeout", &o.request_timeout_ns) ||
         !duration(&v, "reorder-window", &o.reorder_window_ns) ||
         !duration(&v, "lease-duration", &o.lease_ns) ||
@@ -504,6 +508,8 @@ int main(int argc, char **argv)
         goto out;
     }
     o.no_execute_taint = te && !strcmp(te, "NoExecute");
+    if (get(&v, "in-place-timeout") && o.inplace_timeout_ns == 0)
+        o.inplace_timeout_ns = -1; /* 0s: never in place */
     o.taint_key = get(&v, "taint-key");
     if (o.taint_key && !taint_key_ok(o.taint_key)) {
         fprintf(stderr, "gpuheal-controller: --taint-key \"%s\": a label key such as "
