@@ -263,7 +263,8 @@ node_ready() { [ "$("$K" get node "$1" -o jsonpath='{.status.conditions[?(@.type
 check "flapping: $F still Ready (its Lease renewed: no NotReady in play)" node_ready "$F"
 # the kubelet loop stops here: a patch of its, from a list taken before,
 # must not turn a failed pod Running again
-kill "$KUBELET_PID" 2>/dev/null; wait "$KUBELET_PID" 2>/dev/null; KUBELET_PID=""
+stop_kubelet
+for j in 1 2 3; do wait_for 20 running "fl$j" || bad "flapping: fl$j running after the kubelet stopped"; done
 DB4="sqlite:$TMP/flap.db"
 start_controller "$DB4" --max-unavailable 10 || exit 1
 # the kubelet reports each job's pod failed on $F, one job after the other

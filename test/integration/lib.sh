@@ -86,6 +86,20 @@ kubelet() {
     done
   return 0
 }
+# stop_kubelet: the loop and what it runs now (a kubectl patch in flight
+# would land after the caller's own patches: a pod it failed Running again)
+stop_kubelet() {
+  [ -n "${KUBELET_PID:-}" ] || return 0
+  local pids=$KUBELET_PID all="" p
+  while [ -n "$pids" ]; do # the loop's descendants, stopped before they act
+    all="$all $pids"
+    kill -STOP $pids 2>/dev/null
+    pids=$(for p in $pids; do pgrep -P "$p"; done | tr '\n' ' ')
+  done
+  kill -KILL $all 2>/dev/null
+  wait "$KUBELET_PID" 2>/dev/null
+  KUBELET_PID=""
+}
 # every second in the background while the script runs
 start_kubelet() {
   ( while kill -0 $$ 2>/dev/null; do kubelet; sleep 1; done ) &
