@@ -176,6 +176,10 @@ void gh_ctl_release_done(struct gh_controller *ctl, const char *node, const char
 /* The engine's incident callback (gh_engine_new) and rule filter
  * (gh_engine_set_rule_filter). */
 void gh_ctl_on_incident(void *ud, const struct gh_incident *inc);
+/* The engine's joined-evidence callback (gh_engine_set_joined): the
+ * signals go to the audit store as a JOINED task, off the loop. */
+void gh_ctl_on_joined(void *ud, const char *incident_id, const char *node,
+                      const struct gh_tl_entry *const *ev, size_t n);
 bool gh_ctl_rule_governs(void *ud, int rule, const char *node);
 /* Incident j (stolen) kept for this process's next leadership. */
 void gh_ctl_defer(struct gh_controller *ctl, json_t *j, int64_t first);

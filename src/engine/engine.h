@@ -99,6 +99,13 @@ void gh_engine_finish(struct gh_engine *e, int64_t until_ns);
  * clock, deadlines plus the reorder window). */
 int64_t gh_engine_next_deadline(const struct gh_engine *e);
 
+/* Reports evidence that joins an incident already decided (an open
+ * episode absorbing a node's or job's later signals, a node that shows a
+ * shared cause after its record) to fn(ctx, ...) (incident.h,
+ * gh_joined_fn); NULL: nothing is reported (the default; what is decided
+ * does not change either way). */
+void gh_engine_set_joined(struct gh_engine *e, gh_joined_fn fn, void *ctx);
+
 /* Forgets job (borrowed): its placement, even a declared one, and what the
  * timeline holds for it. For drivers that know a job has ended (the
  * controller, when its last pod is gone); jobs nobody forgets expire when
