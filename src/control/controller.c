@@ -777,6 +777,7 @@ int gh_controller_run(struct gh_controller *ctl, int stop_fd, struct gh_err *err
             ctl->engine_nomem = es.nomem;
             gh_ctl_metrics_engine_nomem(ctl->metrics, es.nomem);
         }
+        gh_ctl_metrics_gauge(ctl->metrics, GH_GAUGE_ENGINE_HELD, (double)es.held);
         gh_ctl_metrics_gauge(ctl->metrics, GH_GAUGE_ENGINE_PENDING,
                              (double)es.timeline.pushed - (double)es.timeline.released -
                                  (double)es.timeline.duplicates);

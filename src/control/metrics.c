@@ -257,7 +257,9 @@ size_t gh_ctl_metrics_write(struct gh_ctl_metrics *m, char *buf, size_t cap)
         {"gpuheal_incidents_awaiting_approval", "Incidents waiting for approval."},
         {"gpuheal_engine_pending_signals", "Signals in the engine's reorder window."},
         {"gpuheal_controller_store_up", "1 while the audit store takes writes (readiness "
-                                        "needs it)."}};
+                                        "needs it)."},
+        {"gpuheal_engine_held_findings", "Findings and shared causes the engine holds for other "
+                                         "nodes, decided when their holds end."}};
     _Static_assert(sizeof gnames / sizeof gnames[0] == GH_GAUGE__COUNT, "a name per gauge");
     for (int g = 0; g < GH_GAUGE__COUNT; g++)
         put(&o, "# HELP %s %s\n# TYPE %s gauge\n%s %g\n", gnames[g][0], gnames[g][1],

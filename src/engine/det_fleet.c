@@ -543,6 +543,12 @@ static struct fsig *finding_sig(struct fleet *fl, struct gh_engine *e, const str
     return best;
 }
 
+size_t gh_fleet_waiting(const void *state)
+{
+    const struct fleet *fl = state;
+    return fl ? fl->n_held + fl->n_due : 0;
+}
+
 bool gh_fleet_take(void *state, struct gh_engine *e, const struct gh_finding *f,
                    enum gh_outcome *out)
 {

@@ -756,6 +756,7 @@ void gh_engine_stats(const struct gh_engine *e, struct gh_engine_stats *out)
             out->detector_bytes += detectors[i]->memory(e->state[i]);
     out->jobs = gh_topology_jobs_live(e->topo);
     out->expired_jobs = e->expired_jobs;
+    out->held = gh_fleet_waiting(e->state[FLEET_DET]);
     out->nomem = e->nomem + out->timeline.nomem + ds.nomem + gh_topology_nomem(e->topo);
     out->bytes = sizeof *e + out->timeline.bytes + out->detector_bytes +
                  gh_decider_memory(e->decider) + gh_topology_memory(e->topo) +

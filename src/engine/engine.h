@@ -193,6 +193,10 @@ struct gh_engine_stats {
      * sees it grow reports it (gh_engine_ingest's own GH_ENOMEM is its
      * return value). */
     uint64_t nomem;
+    /* Findings the fleet detector holds and shared causes not decided yet
+     * (engine/fleet.h): decided when their holds end, within
+     * settings.fleet.window plus 60 s. 0: nothing waits. */
+    size_t held;
 };
 void gh_engine_stats(const struct gh_engine *e, struct gh_engine_stats *out);
 
