@@ -2,8 +2,9 @@
 # controller_joined.sh - evidence that joins an incident after it was
 # decided reaches the audit store (joined_evidence), on the local control
 # plane (test/kube) with 12 kwok GPU nodes, read as a person reads it:
-#   1. an XID 79 storm, one node every 0.2 s (the kill9 chaos storm, without
-#      the kills): the first three nodes are their own incidents, the fourth
+#   1. an XID 79 storm on 12 nodes of one rack, one node every 0.2 s (the
+#      kill9 chaos storm, without the kills): the first three nodes are their
+#      own incidents, the fourth
 #      trips the rule's breaker into one shared-cause incident; the XIDs of
 #      the eight nodes after it join that incident. Every XID id is then in
 #      the store: in a decision's evidence or in joined_evidence, the joined
@@ -69,7 +70,7 @@ kwok_node() { # NAME
   kind: Node
   metadata:
     name: $1
-    labels: {gpuheal.io/pool: "$NS", gpuheal.io/fake: "true", kubernetes.io/hostname: $1}
+    labels: {gpuheal.io/pool: "$NS", gpuheal.io/fake: "true", kubernetes.io/hostname: $1, example.com/rack: "r-$NS"}
     annotations: {kwok.x-k8s.io/node: fake}
   spec:
     taints: [{key: gpuheal.io/test-only, effect: NoSchedule}]
@@ -90,6 +91,10 @@ ready_count() {
 check "$NODES kwok nodes Ready" wait_for 120 is $NODES ready_count
 
 start_controller "sqlite:$DB" || die_here "controller start"
+# the rack label puts the nodes in the engine's topology: the breaker counts
+# the nodes it knows (a job's nodes, or labelled ones), as in the chaos run
+check "the controller read the rack labels" \
+  grep -q "event=nodes_listed nodes=$NODES with_component_labels=$NODES" "$CTL_LOG"
 
 # ---- 1. the storm: one XID 79 per node, 0.2 s apart (signal time) ----------
 T0=$(($(date -u +%s) - 5))
