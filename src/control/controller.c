@@ -555,6 +555,7 @@ int gh_controller_new(const struct gh_controller_opts *o, struct gh_controller *
     ctl->awaiting = gh_strmap_new(AWAIT_MAX);
     ctl->released = gh_strmap_new(AWAIT_MAX);
     ctl->answers = gh_strmap_new(AWAIT_MAX);
+    ctl->joined_n = gh_strmap_new(JOINED_IDS_MAX);
     ctl->costs = gh_strmap_new(COSTS_MAX);
     ctl->metrics = gh_ctl_metrics_new();
     ctl->guard = gh_guard_new(&o->guards);
@@ -823,6 +824,7 @@ void gh_controller_free(struct gh_controller *ctl)
     gh_strmap_free(ctl->decided);
     gh_strmap_free(ctl->released);
     gh_strmap_free(ctl->answers);
+    gh_strmap_free(ctl->joined_n);
     if (ctl->costs)
         for (size_t i = 0; i < gh_strmap_count(ctl->costs); i++)
             free(gh_strmap_value(ctl->costs, i));

@@ -202,6 +202,27 @@ void gh_ctl_on_joined(void *ud, const char *incident_id, const char *node,
                       const struct gh_tl_entry *const *ev, size_t n)
 {
     struct gh_controller *ctl = ud;
+    /* Bounded: an incident past the store's cap is not sent again (its
+     * signals stay in the journal), and joined rows never crowd decisions
+     * out of the executor's queue. */
+    long k = ctl->joined_n ? gh_strmap_intern(ctl->joined_n, incident_id, NULL, NULL) : -1;
+    uintptr_t sent = k >= 0 ? (uintptr_t)gh_strmap_value(ctl->joined_n, (size_t)k) : 0;
+    if (sent >= GH_AUDIT_JOINED_MAX) {
+        gh_ctl_metrics_joined(ctl->metrics, 0, (unsigned)n);
+        return;
+    }
+    if (gh_executor_depth(ctl->ex) >= JOINED_QUEUE_MAX) {
+        gh_ctl_metrics_joined(ctl->metrics, 0, (unsigned)n);
+        uint64_t c = ++ctl->joined_shed;
+        if ((c & (c - 1)) == 0) /* the 1st, 2nd, 4th, ... */
+            GH_LOG(GH_LOG_WARN,
+                   "event=joined_evidence_shed id=%s signals=%zu shed=%llu "
+                   "(the executor is busy: decisions first; the journal keeps them)",
+                   incident_id, n, (unsigned long long)c);
+        return;
+    }
+    if (k >= 0)
+        gh_strmap_set_value(ctl->joined_n, (size_t)k, (void *)(sent + n));
     json_t *arr = json_array();
     for (size_t i = 0; arr && i < n; i++) {
         json_t *o = gh_signal_encode_json(&ev[i]->sig);

@@ -43,6 +43,11 @@
 
 #define KNOWN_MAX (1u << 20)
 #define AWAIT_MAX 65536
+/* Joined evidence (gh_ctl_on_joined): incidents whose joined signals are
+ * counted (past it, the store's cap alone bounds them), and the executor
+ * depth at which joined reports are shed so that decisions go first. */
+#define JOINED_IDS_MAX 4096
+#define JOINED_QUEUE_MAX 1024
 #define SIGQUEUE_CAP 65536
 #define POP_BATCH 256
 #define METRICS_MAX (64 * 1024)
@@ -92,6 +97,8 @@ struct gh_controller {
     size_t n_awaiting;
     struct gh_strmap *released; /* "node@isolated-at" whose release was asked */
     struct gh_strmap *answers;  /* "request-id|result" of agent answers submitted */
+    struct gh_strmap *joined_n; /* incident id -> signals submitted as joined (value: count) */
+    uint64_t joined_shed;       /* joined reports not submitted: the executor was busy */
     int64_t requests_scanned;   /* when unanswered requests were last looked at */
     struct {
         json_t *inc;
