@@ -68,7 +68,16 @@ static const char schema_fmt[] =
     /* accepted signals, committed before the ingest answers (journal.h) */
     "CREATE TABLE IF NOT EXISTS signal_journal (id TEXT PRIMARY KEY, arrival_ns BIGINT NOT NULL,"
     " seq BIGINT NOT NULL, ts_ns BIGINT NOT NULL, line TEXT NOT NULL);"
-    "CREATE INDEX IF NOT EXISTS signal_journal_arrival ON signal_journal (arrival_ns, seq);";
+    "CREATE INDEX IF NOT EXISTS signal_journal_arrival ON signal_journal (arrival_ns, seq);"
+    /* evidence that joined an incident after it was decided (its episode
+     * absorbed it, or a node joined its shared cause): key is the signal's
+     * id, else "h:" + a hash of its JSON; at most GH_AUDIT_JOINED_MAX rows
+     * per incident */
+    "CREATE TABLE IF NOT EXISTS joined_evidence ("
+    " incident_id TEXT NOT NULL, sig_key TEXT NOT NULL, joined_ns BIGINT NOT NULL,"
+    " ts_ns BIGINT NOT NULL, source TEXT, kind TEXT, node TEXT, gpu BIGINT, code BIGINT,"
+    " job TEXT, msg TEXT, json TEXT NOT NULL, PRIMARY KEY (incident_id, sig_key));"
+    "CREATE INDEX IF NOT EXISTS joined_evidence_node ON joined_evidence (node);";
 
 static int open_store(const char *url, bool create, struct gh_audit **out, struct gh_err *err)
 {
@@ -342,6 +351,81 @@ int gh_audit_record_action(struct gh_audit *a, const struct gh_audit_action *r, 
                       " finished_ns, result, http, api_result, detail)"
                       " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)",
                       p, 10, NULL, err);
+}
+
+/* ---- joined evidence */
+
+static int count_one(void *ud, int ncols, const char *const *v)
+{
+    if (ncols >= 1 && v[0])
+        *(long *)ud = strtol(v[0], NULL, 10);
+    return 0;
+}
+
+int gh_audit_record_joined(struct gh_audit *a, const char *incident_id, const char *node,
+                           const json_t *ev, int64_t joined_ns, enum gh_audit_joined *res,
+                           struct gh_err *err)
+{
+    *res = GH_AUDIT_JOINED_DUPLICATE;
+    if (!incident_id || !incident_id[0] || !json_is_object(ev))
+        return gh_err_set(err, GH_EINVAL,
+                          "joined evidence: an incident id and a signal object "
+                          "are required");
+    char *text = json_dumps(ev, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_SORT_KEYS);
+    if (!text)
+        return gh_err_set(err, GH_ENOMEM, "out of memory");
+    char key[GH_AUDIT_ID_MAX];
+    const char *sid = gh_json_str(ev, "id");
+    if (sid && sid[0]) {
+        snprintf(key, sizeof key, "%s", sid);
+    } else {
+        uint64_t h = 1469598103934665603ULL; /* FNV-1a of the signal's JSON */
+        for (const char *c = text; *c; c++)
+            h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+        snprintf(key, sizeof key, "h:%016llx", (unsigned long long)h);
+    }
+    long n = 0;
+    struct gh_db_val q[] = {gh_db_text(incident_id)};
+    int rc = gh_db_query(a->db, "SELECT COUNT(*) FROM joined_evidence WHERE incident_id = $1", q, 1,
+                         count_one, &n, err);
+    if (rc)
+        goto out;
+    if (n >= GH_AUDIT_JOINED_MAX) {
+        /* over the cap; a duplicate of a stored row is still a duplicate */
+        long dup = 0;
+        struct gh_db_val k[] = {gh_db_text(incident_id), gh_db_text(key)};
+        rc = gh_db_query(a->db,
+                         "SELECT COUNT(*) FROM joined_evidence WHERE incident_id = $1 AND"
+                         " sig_key = $2",
+                         k, 2, count_one, &dup, err);
+        if (!rc && !dup)
+            *res = GH_AUDIT_JOINED_CAPPED;
+        goto out;
+    }
+    const char *en = gh_json_str(ev, "node");
+    struct gh_db_val p[] = {gh_db_text(incident_id),
+                            gh_db_text(key),
+                            gh_db_int(joined_ns),
+                            gh_db_int(jtime(ev, "ts")),
+                            gh_db_text(gh_json_str(ev, "source")),
+                            gh_db_text(gh_json_str(ev, "kind")),
+                            gh_db_text(en ? en : node),
+                            jint_or_null(ev, "gpu"),
+                            jint_or_null(ev, "code"),
+                            gh_db_text(gh_json_str(ev, "job")),
+                            gh_db_text(gh_json_str(ev, "msg")),
+                            gh_db_text(text)};
+    long changed = 0;
+    rc = gh_db_exec(a->db,
+                    "INSERT INTO joined_evidence (incident_id, sig_key, joined_ns, ts_ns, source,"
+                    " kind, node, gpu, code, job, msg, json)"
+                    " VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12) ON CONFLICT DO NOTHING",
+                    p, 12, &changed, err);
+    if (!rc && changed > 0)
+        *res = GH_AUDIT_JOINED_STORED;
+out:
+    free(text);
+    return rc;
 }
 
 /* ---- intents */
@@ -699,6 +783,30 @@ static int action_row(void *ud, int ncols, const char *const *v)
     return GH_OK;
 }
 
+static int joined_row(void *ud, int ncols, const char *const *v)
+{
+    (void)ncols;
+    struct gh_audit_incident_rec *r = ud;
+    int rc = grow((void **)&r->joined, &r->n_joined, sizeof *r->joined);
+    if (rc == GH_ELIMIT)
+        return GH_OK;
+    if (rc)
+        return rc;
+    struct gh_audit_ev_rec *e = &r->joined[r->n_joined++];
+    /* ts_ns source kind node gpu code job msg json joined_ns */
+    e->ts_ns = num(v[0]);
+    e->source = dup_or_null(v[1]);
+    e->kind = dup_or_null(v[2]);
+    e->node = dup_or_null(v[3]);
+    e->gpu = v[4] ? (int)num(v[4]) : -1;
+    e->code = v[5] ? (long)num(v[5]) : -1;
+    e->job = dup_or_null(v[6]);
+    e->msg = dup_or_null(v[7]);
+    e->json = dup_or_null(v[8]);
+    e->joined_ns = num(v[9]);
+    return GH_OK;
+}
+
 static int load_incident(struct gh_audit *a, const char *id, struct gh_audit_incident_rec *r,
                          struct gh_err *err)
 {
@@ -723,6 +831,11 @@ static int load_incident(struct gh_audit *a, const char *id, struct gh_audit_inc
                          "SELECT started_ns, finished_ns, action, target, result, http, api_result,"
                          " detail FROM actions WHERE incident_id = $1 ORDER BY id",
                          p, 1, action_row, r, err);
+    if (!rc)
+        rc = gh_db_query(a->db,
+                         "SELECT ts_ns, source, kind, node, gpu, code, job, msg, json, joined_ns"
+                         " FROM joined_evidence WHERE incident_id = $1 ORDER BY ts_ns, sig_key",
+                         p, 1, joined_row, r, err);
     if (rc == GH_ENOMEM)
         gh_err_set(err, rc, "out of memory");
     return rc;
@@ -742,6 +855,7 @@ int gh_audit_query(struct gh_audit *a, const struct gh_audit_subject *subj, int6
     case GH_AUDIT_NODE:
         sql = "SELECT id FROM incidents WHERE decided_ns >= $2 AND (node = $1"
               " OR id IN (SELECT incident_id FROM evidence WHERE node = $1)"
+              " OR id IN (SELECT incident_id FROM joined_evidence WHERE node = $1)"
               " OR id IN (SELECT incident_id FROM actions WHERE target = $3))"
               " ORDER BY decided_ns DESC, id LIMIT $4";
         break;
@@ -800,8 +914,8 @@ void gh_audit_recs_free(struct gh_audit_incident_rec *v, size_t n)
                      r->controller, r->ckpt_path, r->json};
         for (size_t k = 0; k < sizeof s / sizeof s[0]; k++)
             free(s[k]);
-        for (size_t k = 0; k < r->n_ev; k++) {
-            struct gh_audit_ev_rec *e = &r->ev[k];
+        for (size_t k = 0; k < r->n_ev + r->n_joined; k++) {
+            struct gh_audit_ev_rec *e = k < r->n_ev ? &r->ev[k] : &r->joined[k - r->n_ev];
             free(e->source), free(e->kind), free(e->node), free(e->job), free(e->pod);
             free(e->msg), free(e->json);
         }
@@ -815,6 +929,7 @@ void gh_audit_recs_free(struct gh_audit_incident_rec *v, size_t n)
             free(x->detail);
         }
         free(r->ev);
+        free(r->joined);
         free(r->guards);
         free(r->acts);
     }
@@ -830,12 +945,10 @@ static int count_row(void *ud, int ncols, const char *const *v)
 
 int gh_audit_count(struct gh_audit *a, const char *what, long *n, struct gh_err *err)
 {
-    static const char *const tables[][2] = {{"incidents", "incidents"},
-                                            {"evidence", "evidence"},
-                                            {"guards", "guard_decisions"},
-                                            {"actions", "actions"},
-                                            {"intents", "intents"},
-                                            {"telemetry", "telemetry"}};
+    static const char *const tables[][2] = {
+        {"incidents", "incidents"},   {"evidence", "evidence"}, {"guards", "guard_decisions"},
+        {"actions", "actions"},       {"intents", "intents"},   {"telemetry", "telemetry"},
+        {"joined", "joined_evidence"}};
     *n = 0;
     for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
         if (strcmp(what, tables[i][0]) == 0) {

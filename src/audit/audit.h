@@ -94,6 +94,22 @@ struct gh_audit_action {
 int gh_audit_record_action(struct gh_audit *a, const struct gh_audit_action *r,
                            struct gh_err *err);
 
+/* Evidence that joined incident_id after it was decided (engine.h,
+ * gh_engine_set_joined): ev is the signal object (spec section 1, borrowed),
+ * node the joining node (borrowed; used when ev names none). Keyed by the
+ * signal's id, else a hash of its JSON: a second record of the same signal
+ * changes nothing. At most GH_AUDIT_JOINED_MAX rows per incident; past
+ * that, nothing is stored and *res says so (the caller counts it). */
+#define GH_AUDIT_JOINED_MAX 1000
+enum gh_audit_joined {
+    GH_AUDIT_JOINED_STORED,
+    GH_AUDIT_JOINED_DUPLICATE, /* already stored */
+    GH_AUDIT_JOINED_CAPPED,    /* the incident has GH_AUDIT_JOINED_MAX rows: not stored */
+};
+int gh_audit_record_joined(struct gh_audit *a, const char *incident_id, const char *node,
+                           const json_t *ev, int64_t joined_ns, enum gh_audit_joined *res,
+                           struct gh_err *err);
+
 /* An intent: written (state "pending") before an action is attempted and
  * finished after it, so that a controller killed in between finds it on
  * start and completes it. id is unique per incident, action and target. */
@@ -164,6 +180,7 @@ struct gh_audit_ev_rec {
     int gpu;      /* -1 when absent */
     long code;    /* -1 when absent */
     bool injected;
+    int64_t joined_ns; /* joined evidence: when it joined (0: the decision's own) */
 };
 struct gh_audit_guard_rec {
     int64_t ts_ns;
@@ -180,8 +197,9 @@ struct gh_audit_incident_rec {
     int gpu;            /* -1 when absent */
     int64_t ckpt_step;  /* -1 when absent */
     int64_t first_ns, decided_ns, recorded_ns;
-    size_t n_ev, n_guards, n_actions;
+    size_t n_ev, n_guards, n_actions, n_joined;
     struct gh_audit_ev_rec *ev;
+    struct gh_audit_ev_rec *joined; /* evidence that joined it later, in time order */
     struct gh_audit_guard_rec *guards;
     struct gh_audit_action_rec *acts;
 };
@@ -197,7 +215,8 @@ int gh_audit_query(struct gh_audit *a, const struct gh_audit_subject *subj, int6
 void gh_audit_recs_free(struct gh_audit_incident_rec *v, size_t n);
 
 /* Counts for tests and reports. what: "incidents", "evidence", "guards",
- * "actions", "intents", "telemetry" (bucket rows, telemetry.h). */
+ * "actions", "intents", "telemetry" (bucket rows, telemetry.h), "joined"
+ * (joined_evidence rows). */
 int gh_audit_count(struct gh_audit *a, const char *what, long *n, struct gh_err *err);
 
 #endif

@@ -261,6 +261,18 @@ static void explain_one(FILE *out, size_t k, const struct gh_audit_incident_rec 
         if (e->msg)
             fprintf(out, "        \"%s\"\n", e->msg);
     }
+    if (r->n_joined)
+        fprintf(out, "  Joined later (after the decision, %zu signal%s%s):\n", r->n_joined,
+                r->n_joined == 1 ? "" : "s",
+                r->n_joined >= GH_AUDIT_JOINED_MAX ? ", the most kept" : "");
+    for (size_t i = 0; i < r->n_joined; i++) {
+        const struct gh_audit_ev_rec *e = &r->joined[i];
+        char head[512];
+        ev_head(head, sizeof head, e);
+        fprintf(out, "    %s  %s (joined later)\n", ts(e->ts_ns, t1), head);
+        if (e->msg)
+            fprintf(out, "        \"%s\"\n", e->msg);
+    }
 
     fprintf(out, "  What was decided (%s, %.0f ms after the first evidence):\n",
             ts(r->decided_ns, t1), ms(r->first_ns, r->decided_ns));
@@ -354,7 +366,7 @@ void gh_timeline_write(FILE *out, const struct gh_audit_subject *subj,
 {
     size_t cap = 0;
     for (size_t i = 0; i < n; i++)
-        cap += 1 + recs[i].n_ev + recs[i].n_guards + recs[i].n_actions;
+        cap += 1 + recs[i].n_ev + recs[i].n_joined + recs[i].n_guards + recs[i].n_actions;
     char name[GH_AUDIT_ID_MAX + 16];
     gh_audit_subject_str(subj, name, sizeof name);
     struct row *rows = cap ? calloc(cap, sizeof *rows) : NULL;
@@ -402,6 +414,22 @@ void gh_timeline_write(FILE *out, const struct gh_audit_subject *subj,
             snprintf(mode, sizeof mode, " [%s]", r->mode);
         snprintf(d->detail, sizeof d->detail, "%s by rule %s -> %s%s", or(r->cls, "?"),
                  or(r->rule, "(none)"), or(r->actions, "none"), mode);
+        for (size_t k = 0; k < r->n_joined; k++) {
+            const struct gh_audit_ev_rec *e = &r->joined[k];
+            struct row *w = &rows[m++];
+            w->t = e->ts_ns;
+            w->order = 0;
+            w->seq = m;
+            snprintf(w->what, sizeof w->what, "joined");
+            if (e->gpu >= 0)
+                snprintf(w->subject, sizeof w->subject, "%s GPU %d", or (e->node, "-"), e->gpu);
+            else
+                snprintf(w->subject, sizeof w->subject, "%s", or (e->node, "-"));
+            char head[512];
+            ev_head(head, sizeof head, e);
+            snprintf(w->detail, sizeof w->detail, "%s%s%s (joined %.40s later)", head,
+                     e->msg ? ": " : "", or (e->msg, ""), or (r->id, "?"));
+        }
         for (size_t k = 0; k < r->n_guards; k++) {
             const struct gh_audit_guard_rec *g = &r->guards[k];
             struct row *w = &rows[m++];

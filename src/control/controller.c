@@ -413,6 +413,19 @@ static void reports(struct gh_controller *ctl)
                 GH_LOG(GH_LOG_ERROR, "event=decision_not_recorded id=%s node=%s error=\"%s\" "
                        "(stopping: the journal keeps its signals for the next start)", r[i].id,
                        r[i].node[0] ? r[i].node : "-", r[i].error);
+            if (r[i].kind == GH_TASK_JOINED) {
+                gh_ctl_metrics_joined(ctl->metrics, (unsigned)r[i].joined_stored,
+                                      (unsigned)r[i].joined_capped);
+                if (r[i].joined_capped)
+                    GH_LOG(GH_LOG_WARN,
+                           "event=joined_evidence_capped id=%s not_stored=%d "
+                           "(the incident keeps %d joined rows)",
+                           r[i].id, r[i].joined_capped, GH_AUDIT_JOINED_MAX);
+                if (r[i].warning[0])
+                    GH_LOG(GH_LOG_ERROR, "event=joined_evidence_not_recorded id=%s error=\"%s\"",
+                           r[i].id, r[i].warning);
+                continue;
+            }
             if (r[i].kind == GH_TASK_RELEASE && r[i].n > 0)
                 gh_ctl_release_done(ctl, r[i].node, r[i].id, r[i].acts[0].result);
             for (int k = 0; k < r[i].n; k++)
@@ -542,6 +555,7 @@ int gh_controller_new(const struct gh_controller_opts *o, struct gh_controller *
     ctl->awaiting = gh_strmap_new(AWAIT_MAX);
     ctl->released = gh_strmap_new(AWAIT_MAX);
     ctl->answers = gh_strmap_new(AWAIT_MAX);
+    ctl->joined_n = gh_strmap_new(JOINED_IDS_MAX);
     ctl->costs = gh_strmap_new(COSTS_MAX);
     ctl->metrics = gh_ctl_metrics_new();
     ctl->guard = gh_guard_new(&o->guards);
@@ -572,6 +586,8 @@ int gh_controller_new(const struct gh_controller_opts *o, struct gh_controller *
     ec.reorder_window_ns =
         o->reorder_window_ns >= 0 ? o->reorder_window_ns : GH_CONTROLLER_REORDER_WINDOW_NS;
     ctl->engine = gh_engine_new(o->policy, NULL, ctl->clock, &ec, gh_ctl_on_incident, ctl, err);
+    if (ctl->engine)
+        gh_engine_set_joined(ctl->engine, gh_ctl_on_joined, ctl);
     if (!ctl->engine) {
         rc = GH_EINVAL;
         goto fail;
@@ -763,6 +779,7 @@ int gh_controller_run(struct gh_controller *ctl, int stop_fd, struct gh_err *err
             ctl->engine_nomem = es.nomem;
             gh_ctl_metrics_engine_nomem(ctl->metrics, es.nomem);
         }
+        gh_ctl_metrics_gauge(ctl->metrics, GH_GAUGE_ENGINE_HELD, (double)es.held);
         gh_ctl_metrics_gauge(ctl->metrics, GH_GAUGE_ENGINE_PENDING,
                              (double)es.timeline.pushed - (double)es.timeline.released -
                                  (double)es.timeline.duplicates);
@@ -808,6 +825,7 @@ void gh_controller_free(struct gh_controller *ctl)
     gh_strmap_free(ctl->decided);
     gh_strmap_free(ctl->released);
     gh_strmap_free(ctl->answers);
+    gh_strmap_free(ctl->joined_n);
     if (ctl->costs)
         for (size_t i = 0; i < gh_strmap_count(ctl->costs); i++)
             free(gh_strmap_value(ctl->costs, i));

@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "control/controller_int.h"
 #include "control/job_kinds.h"
+#include "signal/signal_json.h"
 
 /* An incident (stolen) kept for this process's next leadership: decided
  * while standing by, or handed back by the executor unrecorded. */
@@ -195,6 +196,56 @@ static bool governed(struct gh_controller *ctl, const struct gh_incident *inc, j
     GH_LOG(GH_LOG_INFO, "event=incident_not_governed id=%s node=%s rule=%s why=\"%s\"", inc->id,
            inc->node, inc->rule, why);
     return false;
+}
+
+void gh_ctl_on_joined(void *ud, const char *incident_id, const char *node,
+                      const struct gh_tl_entry *const *ev, size_t n)
+{
+    struct gh_controller *ctl = ud;
+    /* Bounded: an incident past the store's cap is not sent again (its
+     * signals stay in the journal), and joined rows never crowd decisions
+     * out of the executor's queue. */
+    long k = ctl->joined_n ? gh_strmap_intern(ctl->joined_n, incident_id, NULL, NULL) : -1;
+    uintptr_t sent = k >= 0 ? (uintptr_t)gh_strmap_value(ctl->joined_n, (size_t)k) : 0;
+    if (sent >= GH_AUDIT_JOINED_MAX) {
+        gh_ctl_metrics_joined(ctl->metrics, 0, (unsigned)n);
+        return;
+    }
+    if (gh_executor_depth(ctl->ex) >= JOINED_QUEUE_MAX) {
+        gh_ctl_metrics_joined(ctl->metrics, 0, (unsigned)n);
+        uint64_t c = ++ctl->joined_shed;
+        if ((c & (c - 1)) == 0) /* the 1st, 2nd, 4th, ... */
+            GH_LOG(GH_LOG_WARN,
+                   "event=joined_evidence_shed id=%s signals=%zu shed=%llu "
+                   "(the executor is busy: decisions first; the journal keeps them)",
+                   incident_id, n, (unsigned long long)c);
+        return;
+    }
+    if (k >= 0)
+        gh_strmap_set_value(ctl->joined_n, (size_t)k, (void *)(sent + n));
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < n; i++) {
+        json_t *o = gh_signal_encode_json(&ev[i]->sig);
+        if (!o || json_array_append_new(arr, o)) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    if (!arr) {
+        GH_LOG(GH_LOG_ERROR, "event=joined_evidence_dropped id=%s error=\"out of memory\"",
+               incident_id);
+        return;
+    }
+    struct gh_task t;
+    memset(&t, 0, sizeof t);
+    t.kind = GH_TASK_JOINED;
+    snprintf(t.id, sizeof t.id, "%s", incident_id);
+    snprintf(t.node, sizeof t.node, "%s", node ? node : "");
+    t.incident = arr;
+    t.joined_ns = now(ctl);
+    GH_LOG(GH_LOG_DEBUG, "event=evidence_joined id=%s node=%s signals=%zu", incident_id,
+           node ? node : "-", n);
+    gh_ctl_submit(ctl, &t);
 }
 
 void gh_ctl_on_incident(void *ud, const struct gh_incident *inc)

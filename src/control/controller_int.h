@@ -43,6 +43,11 @@
 
 #define KNOWN_MAX (1u << 20)
 #define AWAIT_MAX 65536
+/* Joined evidence (gh_ctl_on_joined): incidents whose joined signals are
+ * counted (past it, the store's cap alone bounds them), and the executor
+ * depth at which joined reports are shed so that decisions go first. */
+#define JOINED_IDS_MAX 4096
+#define JOINED_QUEUE_MAX 1024
 #define SIGQUEUE_CAP 65536
 #define POP_BATCH 256
 #define METRICS_MAX (64 * 1024)
@@ -92,6 +97,8 @@ struct gh_controller {
     size_t n_awaiting;
     struct gh_strmap *released; /* "node@isolated-at" whose release was asked */
     struct gh_strmap *answers;  /* "request-id|result" of agent answers submitted */
+    struct gh_strmap *joined_n; /* incident id -> signals submitted as joined (value: count) */
+    uint64_t joined_shed;       /* joined reports not submitted: the executor was busy */
     int64_t requests_scanned;   /* when unanswered requests were last looked at */
     struct {
         json_t *inc;
@@ -176,6 +183,10 @@ void gh_ctl_release_done(struct gh_controller *ctl, const char *node, const char
 /* The engine's incident callback (gh_engine_new) and rule filter
  * (gh_engine_set_rule_filter). */
 void gh_ctl_on_incident(void *ud, const struct gh_incident *inc);
+/* The engine's joined-evidence callback (gh_engine_set_joined): the
+ * signals go to the audit store as a JOINED task, off the loop. */
+void gh_ctl_on_joined(void *ud, const char *incident_id, const char *node,
+                      const struct gh_tl_entry *const *ev, size_t n);
 bool gh_ctl_rule_governs(void *ud, int rule, const char *node);
 /* Incident j (stolen) kept for this process's next leadership. */
 void gh_ctl_defer(struct gh_controller *ctl, json_t *j, int64_t first);

@@ -1132,6 +1132,38 @@ static void unhold(struct gh_executor *ex, struct job *j)
     }
 }
 
+/* Evidence that joined a decided incident: its rows, in one commit
+ * (idempotent: a replay's second report of a signal changes nothing). A
+ * failure is a warning: the journal keeps the signals, and the next start
+ * reports them again. */
+static void do_joined(struct worker *w, struct gh_task *t, struct gh_exec_report *rep)
+{
+    snprintf(rep->id, sizeof rep->id, "%s", t->id);
+    struct gh_err err = {{0}};
+    int rc = gh_audit_begin(w->a, &err);
+    size_t i;
+    json_t *ev;
+    json_array_foreach(t->incident, i, ev)
+    {
+        if (rc)
+            break;
+        enum gh_audit_joined res;
+        rc = gh_audit_record_joined(w->a, t->id, t->node[0] ? t->node : NULL, ev, t->joined_ns,
+                                    &res, &err);
+        rep->joined_stored += !rc && res == GH_AUDIT_JOINED_STORED;
+        rep->joined_capped += !rc && res == GH_AUDIT_JOINED_CAPPED;
+    }
+    if (!rc)
+        rc = gh_audit_commit(w->a, &err);
+    else
+        gh_audit_rollback(w->a);
+    if (rc) {
+        rep->joined_stored = 0;
+        snprintf(rep->warning, sizeof rep->warning, "joined evidence of %.63s not recorded: %.200s",
+                 t->id, err.msg);
+    }
+}
+
 /* Runs one stage of j; true when its stage 2 is to follow. */
 static bool run_job(struct worker *w, struct job *j)
 {
@@ -1146,6 +1178,7 @@ static bool run_job(struct worker *w, struct job *j)
     case GH_TASK_REPLAY: do_replay(w, &j->rep); break;
     case GH_TASK_HOLD: do_hold(w, &j->t, &j->rep); break;
     case GH_TASK_OUTCOME: do_outcome(w, &j->t, &j->rep); break;
+    case GH_TASK_JOINED: do_joined(w, &j->t, &j->rep); break;
     }
     return false;
 }
@@ -1322,6 +1355,8 @@ static void job_keys(struct job *j)
     if (t->kind == GH_TASK_RELEASE)
         snprintf(j->keys[j->nkeys++], KEY_MAX, "node/%s", t->node);
     if (t->kind == GH_TASK_HOLD) /* before the release of the same incident */
+        snprintf(j->keys[j->nkeys++], KEY_MAX, "inc/%.300s", t->id);
+    if (t->kind == GH_TASK_JOINED) /* after the decision it joins */
         snprintf(j->keys[j->nkeys++], KEY_MAX, "inc/%.300s", t->id);
     if (t->kind == GH_TASK_OUTCOME) { /* after the decision that asked */
         snprintf(j->keys[j->nkeys++], KEY_MAX, "inc/%.300s", t->id);

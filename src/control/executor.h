@@ -59,6 +59,9 @@ struct gh_exec_report {
     bool deferred;
     json_t *incident;
     bool fenced;               /* intents left pending: may_act turned false */
+    /* JOINED: rows stored, and signals not stored because the incident
+     * has GH_AUDIT_JOINED_MAX rows already */
+    int joined_stored, joined_capped;
 };
 
 struct gh_executor_opts {

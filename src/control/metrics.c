@@ -32,6 +32,7 @@ struct gh_ctl_metrics {
     uint64_t signals[N_SOURCES];
     uint64_t commit_failures;
     uint64_t engine_nomem;
+    uint64_t joined_stored, joined_capped;
     double gauges[GH_GAUGE__COUNT];
 };
 
@@ -55,6 +56,14 @@ void gh_ctl_metrics_commit_failure(struct gh_ctl_metrics *m)
 {
     pthread_mutex_lock(&m->mu);
     m->commit_failures++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void gh_ctl_metrics_joined(struct gh_ctl_metrics *m, unsigned stored, unsigned capped)
+{
+    pthread_mutex_lock(&m->mu);
+    m->joined_stored += stored;
+    m->joined_capped += capped;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -217,6 +226,14 @@ size_t gh_ctl_metrics_write(struct gh_ctl_metrics *m, char *buf, size_t cap)
             "gpuheal_controller_decision_commit_failures_total %llu\n",
         (unsigned long long)m->commit_failures);
     put(&o,
+        "# HELP gpuheal_joined_evidence_total Signals that joined an incident after it was "
+        "decided, by what became of their audit row (not_stored: the incident had the most "
+        "rows kept).\n"
+        "# TYPE gpuheal_joined_evidence_total counter\n"
+        "gpuheal_joined_evidence_total{result=\"stored\"} %llu\n"
+        "gpuheal_joined_evidence_total{result=\"not_stored\"} %llu\n",
+        (unsigned long long)m->joined_stored, (unsigned long long)m->joined_capped);
+    put(&o,
         "# HELP gpuheal_engine_allocation_failures_total Allocations the engine could not "
         "make while it released, detected and decided (each may have cost a signal's "
         "effect: a finding or an incident).\n"
@@ -240,7 +257,9 @@ size_t gh_ctl_metrics_write(struct gh_ctl_metrics *m, char *buf, size_t cap)
         {"gpuheal_incidents_awaiting_approval", "Incidents waiting for approval."},
         {"gpuheal_engine_pending_signals", "Signals in the engine's reorder window."},
         {"gpuheal_controller_store_up", "1 while the audit store takes writes (readiness "
-                                        "needs it)."}};
+                                        "needs it)."},
+        {"gpuheal_engine_held_findings", "Findings and shared causes the engine holds for other "
+                                         "nodes, decided when their holds end."}};
     _Static_assert(sizeof gnames / sizeof gnames[0] == GH_GAUGE__COUNT, "a name per gauge");
     for (int g = 0; g < GH_GAUGE__COUNT; g++)
         put(&o, "# HELP %s %s\n# TYPE %s gauge\n%s %g\n", gnames[g][0], gnames[g][1],

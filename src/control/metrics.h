@@ -19,6 +19,7 @@ enum gh_ctl_gauge {
     GH_GAUGE_AWAITING_APPROVAL,
     GH_GAUGE_ENGINE_PENDING,
     GH_GAUGE_STORE_UP,
+    GH_GAUGE_ENGINE_HELD,
     GH_GAUGE__COUNT
 };
 
@@ -40,6 +41,9 @@ void gh_ctl_metrics_guard_trip(struct gh_ctl_metrics *m, const char *guard);
 void gh_ctl_metrics_latency(struct gh_ctl_metrics *m, double seconds);
 /* A decision's record that failed to commit (each attempt counts). */
 void gh_ctl_metrics_commit_failure(struct gh_ctl_metrics *m);
+/* Joined evidence (audit.h, gh_audit_record_joined): rows stored, and
+ * signals not stored because their incident had GH_AUDIT_JOINED_MAX rows. */
+void gh_ctl_metrics_joined(struct gh_ctl_metrics *m, unsigned stored, unsigned capped);
 /* The engine's failed allocations so far (gh_engine_stats.nomem: each may
  * have cost a signal's effect), exposed as a counter. */
 void gh_ctl_metrics_engine_nomem(struct gh_ctl_metrics *m, unsigned long long total);

@@ -65,6 +65,8 @@ enum gh_task_kind {
     GH_TASK_HOLD,     /* record a drain held for a checkpoint (drain_hold.h) */
     GH_TASK_OUTCOME,  /* record what the node agent answered to a request (or that it
                          never answered) and republish the incident */
+    GH_TASK_JOINED,   /* record evidence that joined a decided incident (id; incident:
+                         an array of signal objects; node; joined_ns) */
 };
 
 /* A value type; incident is owned by the task (stolen by submit), and d
@@ -89,6 +91,7 @@ struct gh_task {
     enum gh_action req_action;
     char req_result[16];
     char req_detail[600];
+    int64_t joined_ns; /* JOINED: when the engine reported it */
 };
 
 #endif

@@ -37,6 +37,7 @@ struct episode {
     int64_t first_ts, expires, decided;
     char job[160]; /* the job its incident restarted ("" when none) */
     int64_t anomaly_ts, anomaly_step;
+    char inc_id[32];    /* the id of the incident that opened or last extended it */
     uint64_t node_hash; /* 'c' episodes: the node the corruption blamed (0: none) */
     /* 'c' episodes: a node a corruption incident blamed but left in the
      * job (no isolate, drain or replace), suspect until suspect_until; its
@@ -127,6 +128,9 @@ struct gh_decider {
     void *live_ctx;
     gh_hold_fn hold; /* NULL: nothing waits */
     void *hold_ctx;
+    gh_joined_fn joined; /* NULL: what episodes absorb is not reported */
+    void *joined_ctx;
+    char last_id[32]; /* the id gh_decider_shared last emitted */
 };
 
 /* A record-only episode re-assesses the impact of more of its evidence at
@@ -255,6 +259,23 @@ static bool episode_open(const struct episode *ep, int64_t t)
 {
     return ep && ep->active && t >= ep->first_ts - GH_NS_PER_S * 600 && t <= ep->expires;
 }
+
+void gh_decider_set_joined(struct gh_decider *d, gh_joined_fn fn, void *ctx)
+{
+    d->joined = fn;
+    d->joined_ctx = ctx;
+}
+
+const char *gh_decider_episode_id(struct gh_decider *d, const char *node, const char *job,
+                                  int64_t t)
+{
+    struct episode *ep = node ? episode_find(d, 'n', node) : NULL;
+    if (!episode_open(ep, t) || !ep->inc_id[0])
+        ep = job ? episode_find(d, 'j', job) : NULL;
+    return episode_open(ep, t) && ep->inc_id[0] ? ep->inc_id : NULL;
+}
+
+const char *gh_decider_last_id(const struct gh_decider *d) { return d->last_id; }
 
 bool gh_decider_node_episode(struct gh_decider *d, const char *node, int64_t t, enum gh_class *cls)
 {
@@ -676,6 +697,7 @@ struct breaker {
     uint32_t node[BREAKER_MAX]; /* topology indices, oldest first */
     int64_t ts[BREAKER_MAX];
     bool emitted; /* its shared incident was emitted */
+    char inc_id[32]; /* ... with this id: what later nodes join */
     int n_jobs;
     uint64_t jobs[BREAKER_JOBS]; /* jobs it restarted */
 };
@@ -724,12 +746,15 @@ static bool breaker_open(struct gh_decider *d, const struct gh_incident *inc,
         b->n -= drop;
         if (b->n == 0) {
             b->emitted = false;
+            b->inc_id[0] = '\0';
             b->n_jobs = 0;
         }
     }
     for (int i = 0; i < b->n; i++)
         if (b->node[i] == (uint32_t)ni) {
             b->ts[i] = now;
+            if (b->emitted && d->joined && b->inc_id[0] && f->n_evidence)
+                d->joined(d->joined_ctx, b->inc_id, inc->node, f->evidence, f->n_evidence);
             return b->emitted; /* the same node again */
         }
     int limit = st->fleet_breaker < BREAKER_MAX - 1 ? st->fleet_breaker : BREAKER_MAX - 1;
@@ -774,6 +799,10 @@ static bool breaker_open(struct gh_decider *d, const struct gh_incident *inc,
     uint64_t restarted = 0;
     *out = gh_decider_shared(d, &sh, f, now, !b->emitted, b->emitted, b->jobs, b->n_jobs,
                              &restarted);
+    if (*out == GH_OUT_DECIDED && !b->emitted)
+        gh_sfmt(b->inc_id, sizeof b->inc_id, "%s", d->last_id);
+    else if (*out == GH_OUT_ABSORBED && d->joined && b->inc_id[0] && f->n_evidence)
+        d->joined(d->joined_ctx, b->inc_id, inc->node, f->evidence, f->n_evidence);
     b->emitted = true;
     if (restarted && b->n_jobs < BREAKER_JOBS)
         b->jobs[b->n_jobs++] = restarted;
@@ -861,6 +890,8 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
         if (f->node && until > ep->expires)
             ep->expires = until;
         d->st.absorbed++;
+        if (d->joined && ep->inc_id[0] && f->n_evidence)
+            d->joined(d->joined_ctx, ep->inc_id, f->node, f->evidence, f->n_evidence);
         return GH_OUT_ABSORBED;
     }
 
@@ -1194,6 +1225,7 @@ enum gh_outcome gh_decider_submit(struct gh_decider *d, const struct gh_finding 
             ne->expires = now + p->settings.episode_ns;
             ne->anomaly_ts = anomaly;
             ne->anomaly_step = below;
+            gh_sfmt(ne->inc_id, sizeof ne->inc_id, "%s", inc.id);
         }
     }
     /* Only corruption incidents open or extend it: the job's other
@@ -1499,6 +1531,7 @@ static void note_job_restart(struct gh_decider *d, const struct gh_incident *inc
     ep->cause[0] = '\0';
     ep->gpu = -1;
     ep->acts |= 1u << GH_ACT_RESTART_FROM_CHECKPOINT;
+    gh_sfmt(ep->inc_id, sizeof ep->inc_id, "%s", inc->id);
     int st = strength(inc->actions, inc->n_actions);
     if (st > ep->strength)
         ep->strength = st;
@@ -1637,6 +1670,7 @@ enum gh_outcome gh_decider_shared(struct gh_decider *d, const struct gh_shared *
     uint64_t h = incident_hash(&inc);
     h = gh_hash_u64(h, s->key_hash);
     gh_sfmt(inc.id, sizeof inc.id, "inc-%016llx", (unsigned long long)h);
+    gh_sfmt(d->last_id, sizeof d->last_id, "%s", inc.id);
     d->st.decided++;
     if (d->cb)
         d->cb(d->cb_ctx, &inc);

@@ -60,6 +60,16 @@ enum gh_outcome gh_decider_shared(struct gh_decider *d, const struct gh_shared *
 bool gh_decider_shared_restarts(struct gh_decider *d, const struct gh_finding *f, int64_t now,
                                 const uint64_t *done, int n_done);
 
+/* Reports what an incident's open episode absorbs (incident.h,
+ * gh_joined_fn); NULL: nothing. */
+void gh_decider_set_joined(struct gh_decider *d, gh_joined_fn fn, void *ctx);
+/* The id of the incident whose episode of node (else job; either may be
+ * NULL) is open at t, NULL when none. Valid until the next decision. */
+const char *gh_decider_episode_id(struct gh_decider *d, const char *node, const char *job,
+                                  int64_t t);
+/* The id of the incident gh_decider_shared last emitted ("" when none). */
+const char *gh_decider_last_id(const struct gh_decider *d);
+
 bool gh_decider_node_episode(struct gh_decider *d, const char *node, int64_t t, enum gh_class *cls);
 bool gh_decider_job_episode(struct gh_decider *d, const char *job, int64_t t, enum gh_class *cls);
 /* The node episode open at t was decided from a node_condition finding. */

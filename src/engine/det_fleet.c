@@ -69,6 +69,7 @@ struct fsig {
     int64_t last_onset;  /* when the latest node began to show it */
     int64_t shared_at;   /* when it became a shared cause (0: not) */
     bool decided;        /* its incident was emitted */
+    char inc_id[32];     /* ... with this id (what later findings join) */
     bool pending;        /* listed in fleet.due */
     size_t n_ev;
     const struct gh_tl_entry *ev[FLEET_EV];
@@ -104,6 +105,7 @@ static void fsig_reset(struct fsig *s)
         memset(s->slots, 0, s->n_slots * sizeof *s->slots);
     s->shared_at = 0;
     s->decided = false;
+    s->inc_id[0] = '\0';
     s->n_jobs = 0;
     s->last_onset = 0;
 }
@@ -441,6 +443,8 @@ static void fleet_on_signal(void *state, struct gh_engine *e, const struct gh_tl
             s->last_onset = ts;
         if (s->n_ev < FLEET_EV)
             s->ev[s->n_ev++] = gh_tl_ref(ent);
+        if (s->decided) /* a node after the record: joins it */
+            gh_ctx_joined(e, s->inc_id, gh_topology_node_name(t, (uint32_t)ni), &ent, 1);
     }
     if (!s->shared_at && shared_now(s, t, st, ts)) {
         s->shared_at = ts;
@@ -508,6 +512,8 @@ static enum gh_outcome decide(struct fleet *fl, struct gh_engine *e, struct fsig
                 gh_ctx_nomem(e);
         }
         gh_ctx_absorbed(e, NULL);
+        if (s->decided)
+            gh_ctx_joined(e, s->inc_id, f->node, f->evidence, f->n_evidence);
         return GH_OUT_ABSORBED;
     }
     /* A harmed job's restart (the cause's first record) waits until its
@@ -537,8 +543,13 @@ static enum gh_outcome decide(struct fleet *fl, struct gh_engine *e, struct fsig
      * cause's record); the record itself waits for the cause to settle */
     enum gh_outcome o = gh_ctx_decide_shared(e, &sh, f, !f, f && s->decided, s->jobs, s->n_jobs,
                                              &restarted);
-    if (o == GH_OUT_DECIDED)
+    if (o == GH_OUT_DECIDED) {
+        if (!s->decided)
+            gh_sfmt(s->inc_id, sizeof s->inc_id, "%s", gh_ctx_shared_id(e));
         s->decided = true;
+    } else if (f && s->decided) {
+        gh_ctx_joined(e, s->inc_id, f->node, f->evidence, f->n_evidence);
+    }
     if (restarted && s->n_jobs < FLEET_JOBS)
         s->jobs[s->n_jobs++] = restarted;
     if (!s->decided && !s->pending) {
@@ -579,6 +590,12 @@ static struct fsig *finding_sig(struct fleet *fl, struct gh_engine *e, const str
         }
     }
     return best;
+}
+
+size_t gh_fleet_waiting(const void *state)
+{
+    const struct fleet *fl = state;
+    return fl ? fl->n_held + fl->n_due : 0;
 }
 
 bool gh_fleet_take(void *state, struct gh_engine *e, const struct gh_finding *f,

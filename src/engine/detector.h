@@ -187,6 +187,13 @@ void gh_ctx_condition_cleared(struct gh_engine *e, const char *node, const char 
 int64_t gh_ctx_last_hardware_incident(struct gh_engine *e);
 /* Records that ent was absorbed as consequence of an open incident. */
 void gh_ctx_absorbed(struct gh_engine *e, const struct gh_tl_entry *ent);
+/* Reports ev[0..n) (borrowed), node's (NULL: none), as evidence that joined
+ * the incident incident_id already decided (engine.h, gh_engine_set_joined);
+ * a no-op when no callback is set. */
+void gh_ctx_joined(struct gh_engine *e, const char *incident_id, const char *node,
+                   const struct gh_tl_entry *const *ev, size_t n);
+/* The id of the incident gh_ctx_decide_shared last emitted. */
+const char *gh_ctx_shared_id(struct gh_engine *e);
 
 /* The GPU index of s: its own "gpu", else the index learned from earlier
  * signals of the node that carried both the index and this PCI bus id or

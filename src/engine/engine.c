@@ -95,6 +95,8 @@ struct gh_engine {
     int64_t now, start;
     uint64_t dispatched;
     uint64_t nomem; /* allocation failures here and in the detectors */
+    gh_joined_fn joined; /* NULL: joined evidence is not reported */
+    void *joined_ctx;
 };
 
 /* gh_progress_fn (impact.h): the job reported steps before first, and its
@@ -754,6 +756,7 @@ void gh_engine_stats(const struct gh_engine *e, struct gh_engine_stats *out)
             out->detector_bytes += detectors[i]->memory(e->state[i]);
     out->jobs = gh_topology_jobs_live(e->topo);
     out->expired_jobs = e->expired_jobs;
+    out->held = gh_fleet_waiting(e->state[FLEET_DET]);
     out->nomem = e->nomem + out->timeline.nomem + ds.nomem + gh_topology_nomem(e->topo);
     out->bytes = sizeof *e + out->timeline.bytes + out->detector_bytes +
                  gh_decider_memory(e->decider) + gh_topology_memory(e->topo) +
@@ -994,8 +997,28 @@ int64_t gh_ctx_last_hardware_incident(struct gh_engine *e)
 
 void gh_ctx_absorbed(struct gh_engine *e, const struct gh_tl_entry *ent)
 {
-    (void)ent;
     gh_decider_count_absorbed(e->decider);
+    if (!e->joined || !ent)
+        return;
+    const char *id = gh_decider_episode_id(e->decider, ent->sig.node, ent->sig.job, ent->ts_ns);
+    if (id)
+        e->joined(e->joined_ctx, id, ent->sig.node, &ent, 1);
+}
+
+void gh_ctx_joined(struct gh_engine *e, const char *incident_id, const char *node,
+                   const struct gh_tl_entry *const *ev, size_t n)
+{
+    if (e->joined && incident_id && incident_id[0] && n)
+        e->joined(e->joined_ctx, incident_id, node, ev, n);
+}
+
+const char *gh_ctx_shared_id(struct gh_engine *e) { return gh_decider_last_id(e->decider); }
+
+void gh_engine_set_joined(struct gh_engine *e, gh_joined_fn fn, void *ctx)
+{
+    e->joined = fn;
+    e->joined_ctx = ctx;
+    gh_decider_set_joined(e->decider, fn, ctx);
 }
 
 int64_t gh_ctx_job_seen(struct gh_engine *e, const char *job)

@@ -101,6 +101,13 @@ void gh_engine_finish(struct gh_engine *e, int64_t until_ns);
  * clock, deadlines plus the reorder window). */
 int64_t gh_engine_next_deadline(const struct gh_engine *e);
 
+/* Reports evidence that joins an incident already decided (an open
+ * episode absorbing a node's or job's later signals, a node that shows a
+ * shared cause after its record) to fn(ctx, ...) (incident.h,
+ * gh_joined_fn); NULL: nothing is reported (the default; what is decided
+ * does not change either way). */
+void gh_engine_set_joined(struct gh_engine *e, gh_joined_fn fn, void *ctx);
+
 /* Forgets job (borrowed): its placement, even a declared one, and what the
  * timeline holds for it. For drivers that know a job has ended (the
  * controller, when its last pod is gone); jobs nobody forgets expire when
@@ -188,6 +195,10 @@ struct gh_engine_stats {
      * sees it grow reports it (gh_engine_ingest's own GH_ENOMEM is its
      * return value). */
     uint64_t nomem;
+    /* Findings the fleet detector holds and shared causes not decided yet
+     * (engine/fleet.h): decided when their holds end, within
+     * settings.fleet.window plus 60 s. 0: nothing waits. */
+    size_t held;
 };
 void gh_engine_stats(const struct gh_engine *e, struct gh_engine_stats *out);
 

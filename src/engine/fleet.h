@@ -25,6 +25,9 @@ bool gh_fleet_hold(void *state, struct gh_engine *e, const struct gh_finding *f,
  * again, its GPU index looked up again from its evidence (the reading
  * that maps a PCI bus id to an index may come after the kernel-log line).
  * false when out of memory (f is decided now). */
+/* Findings held and shared causes whose record is not decided yet: what
+ * the engine will still decide when their holds end (0: nothing waits). */
+size_t gh_fleet_waiting(const void *state);
 bool gh_fleet_hold_until(void *state, const struct gh_finding *f, int64_t until);
 
 #endif

@@ -57,6 +57,14 @@ struct gh_incident {
 /* Receives each incident as it is decided (ctx is the caller's). */
 typedef void (*gh_incident_fn)(void *ctx, const struct gh_incident *inc);
 
+/* Evidence that joined an incident already decided (docs/engine.md,
+ * "Joined evidence"): incident_id is the id the incident was emitted with;
+ * node the joining node (NULL: none); ev[0..n) the joining signals. All
+ * borrowed for the call; it runs inside ingest/tick/finish and must not
+ * call back into the engine. */
+typedef void (*gh_joined_fn)(void *ctx, const char *incident_id, const char *node,
+                             const struct gh_tl_entry *const *ev, size_t n);
+
 /* The spec section 3 object for inc (caller owns: json_decref). NULL on OOM. */
 json_t *gh_incident_to_json(const struct gh_incident *inc);
 /* One compact JSON line without the newline; *out malloc'd (caller frees). */

@@ -98,6 +98,13 @@ static int add_rec(struct gh_report *r, const struct gh_audit_incident_rec *rec,
             rc = gh_report_add_evidence(r, idx, &s, rec->ev[i].json, err);
         gh_signal_clear(&s);
     }
+    for (size_t i = 0; !rc && idx >= 0 && i < rec->n_joined; i++) {
+        struct gh_signal s;
+        if (ev_signal(&rec->joined[i], &s))
+            return gh_err_set(err, GH_ENOMEM, "report: out of memory");
+        rc = gh_report_add_joined_evidence(r, idx, &s, rec->joined[i].json, err);
+        gh_signal_clear(&s);
+    }
     for (size_t i = 0; !rc && idx >= 0 && i < rec->n_guards; i++) {
         const struct gh_audit_guard_rec *g = &rec->guards[i];
         struct gh_report_guard rg = {g->ts_ns, g->action, g->target, g->guard, g->verdict,

@@ -376,6 +376,8 @@ static void incident(struct gh_html_ctx *c, size_t i)
             gh_html_escape(f, e->summary);
             if (e->injected)
                 fputs(" <span class=\"injected\">injected</span>", f);
+            if (e->joined)
+                fputs(" <span class=\"joined\">joined later</span>", f);
             fputs("</td><td><code class=\"raw\">", f);
             gh_html_escape(f, e->raw);
             fputs("</code></td></tr>\n", f);

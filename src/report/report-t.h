@@ -85,6 +85,7 @@ struct gh_rep_ev_row {
     char *source, *kind, *node, *summary, *raw;
     int gpu;
     bool injected;
+    bool joined; /* it joined the incident after the decision (joined_evidence) */
 };
 
 struct gh_rep_guard_row {

@@ -821,6 +821,17 @@ int gh_report_add_evidence(struct gh_report *r, long idx, const struct gh_signal
     return GH_OK;
 }
 
+int gh_report_add_joined_evidence(struct gh_report *r, long idx, const struct gh_signal *s,
+                                  const char *raw, struct gh_err *err)
+{
+    struct gh_rep_incident *in = incident_at(r, idx);
+    size_t before = in ? in->n_ev : 0;
+    int rc = gh_report_add_evidence(r, idx, s, raw, err);
+    if (!rc && in && in->n_ev > before)
+        in->ev[in->n_ev - 1].joined = true;
+    return rc;
+}
+
 int gh_report_add_guard(struct gh_report *r, long idx, const struct gh_report_guard *g,
                         struct gh_err *err)
 {

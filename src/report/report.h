@@ -100,6 +100,10 @@ int gh_report_add_incident(struct gh_report *r, const struct gh_report_incident 
  * signal's JSON, borrowed; NULL: the message alone). idx -1 is a no-op. */
 int gh_report_add_evidence(struct gh_report *r, long idx, const struct gh_signal *s,
                            const char *raw, struct gh_err *err);
+/* The same for a signal that joined incident idx after it was decided
+ * (audit.h, joined_evidence): its row says "joined later". */
+int gh_report_add_joined_evidence(struct gh_report *r, long idx, const struct gh_signal *s,
+                                  const char *raw, struct gh_err *err);
 
 /* A guard's verdict on one action of incident idx. Strings borrowed. */
 struct gh_report_guard {

@@ -234,9 +234,24 @@ for r in c.execute(sys.argv[2]):
 }
 pending_intents() { q "SELECT COUNT(*) FROM intents WHERE state = 'pending';"; }
 no_pending() { [ "$(pending_intents)" = 0 ]; }
-settled() { # every hardware id in the store, no intent pending
+# The signal ids the store holds: a decision's evidence and the evidence
+# that joined an incident after it was decided (joined_evidence).
+stored_ids() {
+  { q "SELECT json FROM evidence;" | grep -o '"id":"[^"]*"' | sed 's/"id":"//; s/"$//'
+    q "SELECT sig_key FROM joined_evidence;" 2>/dev/null; } | sort -u
+}
+# What the last controller's engine still holds for other nodes (findings
+# and shared causes decided when their holds end, up to a minute after the
+# last onset): gpuheal_engine_held_findings on its /metrics (unreachable: 0,
+# the ids are checked all the same).
+engine_held() {
+  local v
+  v=$(curl -s --max-time 2 "http://127.0.0.1:${LAST_PORT:-0}/metrics" 2>/dev/null |
+      awk '$1 == "gpuheal_engine_held_findings" {print $2}')
+  echo "${v:-0}"
+}
+settled() { # nothing held, every hardware id in the store, no intent pending
   [ "$(pending_intents)" = 0 ] || return 1
-  local have
-  have=$(q "SELECT json FROM evidence;" | grep -o '"id":"[^"]*"' | sed 's/"id":"//; s/"$//' | sort -u)
-  [ -z "$(sort -u "$S/hw_ids" | comm -23 - <(echo "$have"))" ]
+  [ "$(engine_held)" = 0 ] || return 1
+  [ -z "$(sort -u "$S/hw_ids" | comm -23 - <(stored_ids))" ]
 }

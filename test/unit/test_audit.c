@@ -235,12 +235,94 @@ static void exercise(const char *url)
     gh_audit_close(a);
 }
 
+/* Evidence that joined inc-...aa after it was decided (joined_evidence):
+ * stored once per signal (its id, else its content), listed by explain and
+ * the timeline as joined later, found by its node, capped per incident. */
+static void exercise_joined(const char *url)
+{
+    struct gh_err err = {{0}};
+    struct gh_audit *a = NULL;
+    assert_int_equal(gh_audit_open(url, &a, &err), 0);
+    const char *id = "inc-00000000000000aa";
+    json_t *x1 = json_loads(
+        "{\"id\":\"sig-1\",\"ts\":\"2026-11-29T07:00:20Z\",\"node\":\"gpu-18\","
+        "\"gpu\":1,\"source\":\"kmsg\",\"kind\":\"xid\",\"code\":79,"
+        "\"msg\":\"NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\"}",
+        0, NULL);
+    json_t *x2 = json_loads("{\"ts\":\"2026-11-29T07:00:21Z\",\"node\":\"gpu-19\",\"gpu\":0,"
+                            "\"source\":\"kmsg\",\"kind\":\"xid\",\"code\":79}",
+                            0, NULL);
+    assert_non_null(x1);
+    assert_non_null(x2);
+    enum gh_audit_joined res;
+    assert_int_equal(gh_audit_record_joined(a, id, "gpu-18", x1, T0 + 11000000000LL, &res, &err),
+                     0);
+    assert_int_equal(res, GH_AUDIT_JOINED_STORED);
+    /* the same signal again (a restarted controller replays its journal) */
+    assert_int_equal(gh_audit_record_joined(a, id, "gpu-18", x1, T0 + 12000000000LL, &res, &err),
+                     0);
+    assert_int_equal(res, GH_AUDIT_JOINED_DUPLICATE);
+    assert_int_equal(gh_audit_record_joined(a, id, NULL, x2, T0 + 11000000000LL, &res, &err), 0);
+    assert_int_equal(res, GH_AUDIT_JOINED_STORED);
+    assert_int_equal(gh_audit_record_joined(a, id, NULL, x2, T0 + 11000000000LL, &res, &err), 0);
+    assert_int_equal(res, GH_AUDIT_JOINED_DUPLICATE);
+    assert_int_not_equal(gh_audit_record_joined(a, "", NULL, x2, T0, &res, &err), 0);
+    long n = 0;
+    assert_int_equal(gh_audit_count(a, "joined", &n, &err), 0);
+    assert_int_equal(n, 2);
+
+    /* gpu-19 is named only by a joined row: the incident concerns it */
+    struct gh_audit_subject subj;
+    assert_int_equal(gh_audit_subject_parse("node/gpu-19", &subj, &err), 0);
+    struct gh_audit_incident_rec *recs = NULL;
+    size_t nr = 0;
+    assert_int_equal(gh_audit_query(a, &subj, 0, 0, &recs, &nr, &err), 0);
+    assert_int_equal(nr, 1);
+    assert_int_equal(recs[0].n_joined, 2);
+    assert_string_equal(recs[0].joined[0].node, "gpu-18");
+    assert_int_equal(recs[0].joined[0].code, 79);
+    assert_int_equal(recs[0].joined[0].joined_ns, T0 + 11000000000LL);
+    char *ex = render(explain_fn, &subj, recs, nr);
+    assert_non_null(strstr(ex, "Joined later (after the decision, 2 signals)"));
+    assert_non_null(strstr(ex, "kmsg on gpu-19 GPU 0: xid 79 (joined later)"));
+    free(ex);
+    char *tl = render(timeline_fn, &subj, recs, nr);
+    assert_non_null(strstr(tl, "joined "));
+    assert_non_null(strstr(tl, "(joined inc-00000000000000aa later)"));
+    free(tl);
+    gh_audit_recs_free(recs, nr);
+
+    /* the cap: GH_AUDIT_JOINED_MAX rows, then nothing more is stored */
+    assert_int_equal(gh_audit_begin(a, &err), 0);
+    int stored = 0, capped = 0;
+    for (int i = 0; i < GH_AUDIT_JOINED_MAX; i++) {
+        json_t *v = json_pack("{s:s, s:s, s:s, s:s, s:I}", "ts", "2026-11-29T07:01:00Z", "node",
+                              "gpu-20", "source", "kmsg", "kind", "xid", "code", (json_int_t)i);
+        assert_int_equal(gh_audit_record_joined(a, id, NULL, v, T0, &res, &err), 0);
+        stored += res == GH_AUDIT_JOINED_STORED;
+        capped += res == GH_AUDIT_JOINED_CAPPED;
+        json_decref(v);
+    }
+    assert_int_equal(gh_audit_commit(a, &err), 0);
+    assert_int_equal(stored, GH_AUDIT_JOINED_MAX - 2);
+    assert_int_equal(capped, 2);
+    /* a stored signal over the cap is still a duplicate, not a loss */
+    assert_int_equal(gh_audit_record_joined(a, id, NULL, x2, T0, &res, &err), 0);
+    assert_int_equal(res, GH_AUDIT_JOINED_DUPLICATE);
+    assert_int_equal(gh_audit_count(a, "joined", &n, &err), 0);
+    assert_int_equal(n, GH_AUDIT_JOINED_MAX);
+    json_decref(x1);
+    json_decref(x2);
+    gh_audit_close(a);
+}
+
 static void test_sqlite(void **st)
 {
     (void)st;
     struct gh_store_tmp t;
     gh_store_tmp_make(&t, "gh-audit");
     exercise(t.url);
+    exercise_joined(t.url);
     /* WAL journal */
     struct gh_audit *a = NULL;
     assert_int_equal(gh_audit_open(t.url, &a, NULL), 0);
@@ -260,6 +342,7 @@ static void test_postgres(void **st)
         skip();
     struct gh_err err = {{0}};
     exercise(pg->url);
+    exercise_joined(pg->url);
     struct gh_audit *a = NULL;
     int rc = gh_audit_open(pg->uri, &a, &err);
     if (rc)
@@ -316,7 +399,7 @@ static void test_explain_facts_and_timeline_rows(void **st)
     memset(ev, 0, sizeof ev);
     ev[0] = (struct gh_audit_ev_rec){
         T0 - 5000000000LL, "telemetry", "step", "gpu-17", "ml/llm", NULL, NULL,
-        step_json,         3,           -1,     false};
+        step_json,         3,           -1,     false,    0};
     for (int i = 0; i < 3; i++) {
         snprintf(
             pods[i], sizeof pods[i],
@@ -327,7 +410,7 @@ static void test_explain_facts_and_timeline_rows(void **st)
         snprintf(podn[i], sizeof podn[i], "ml/llm-%d", i);
         ev[1 + i] = (struct gh_audit_ev_rec){
             T0 - 1000000000LL,       "kube",  "pod_failed", "gpu-17", "ml/llm", podn[i],
-            "NCCL watchdog timeout", pods[i], -1,           -1,       false};
+            "NCCL watchdog timeout", pods[i], -1,           -1,       false,    0};
     }
     struct gh_audit_incident_rec r;
     memset(&r, 0, sizeof r);

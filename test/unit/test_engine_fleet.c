@@ -262,6 +262,123 @@ static void test_failed_checkpoint_is_no_restart_point(void **state)
     gh_engine_free(e);
 }
 
+/* What joined incidents already decided (gh_engine_set_joined). */
+struct joins {
+    int n;
+    struct {
+        char id[32], node[64];
+        enum gh_kind kind;
+        int code;
+        int64_t ts;
+    } v[256];
+};
+
+static void joined_cb(void *ctx, const char *id, const char *node,
+                      const struct gh_tl_entry *const *ev, size_t n)
+{
+    struct joins *j = ctx;
+    for (size_t i = 0; i < n && j->n < 256; i++) {
+        snprintf(j->v[j->n].id, sizeof j->v[j->n].id, "%s", id);
+        snprintf(j->v[j->n].node, sizeof j->v[j->n].node, "%s", node ? node : "");
+        j->v[j->n].kind = ev[i]->sig.kind;
+        j->v[j->n].code = ev[i]->sig.code;
+        j->v[j->n].ts = ev[i]->sig.ts_ns;
+        j->n++;
+    }
+}
+
+/* A second XID 79 on the same GPU a minute after the first: one incident,
+ * and the second signal is reported as joining it, with its id. */
+static void test_second_xid_joins_node_incident(void **state)
+{
+    (void)state;
+    struct sink sk;
+    struct joins jn;
+    memset(&jn, 0, sizeof jn);
+    struct gh_engine *e = engine(fleet(false), &sk);
+    gh_engine_set_joined(e, joined_cb, &jn);
+    checkpoint(e, 1, "ml/llm", 90, true);
+    xid(e, 70, name(1), 0, 79);
+    xid(e, 130, name(1), 0, 79);
+    gh_engine_finish(e, INT64_MAX);
+    assert_int_equal(sk.n, 1);
+    bool found = false;
+    for (int i = 0; i < jn.n; i++) {
+        assert_string_equal(jn.v[i].id, sk.v[0].id);
+        found |= jn.v[i].ts == T0 + S(130) && jn.v[i].code == 79 &&
+                 strcmp(jn.v[i].node, name(1)) == 0;
+    }
+    assert_true(found);
+    gh_engine_free(e);
+}
+
+/* XID 79 on all 12 nodes 0.2 s apart (the chaos storm of kube/chaos_short):
+ * the first three are their own incidents, the fourth trips the breaker
+ * into one shared cause (affected_nodes 4); every later node's XID joins
+ * that incident and is reported with its id (before: nothing said so). */
+static void test_late_nodes_join_shared_cause(void **state)
+{
+    (void)state;
+    struct sink sk;
+    struct joins jn;
+    memset(&jn, 0, sizeof jn);
+    struct gh_engine *e = engine(fleet(false), &sk);
+    gh_engine_set_joined(e, joined_cb, &jn);
+    checkpoint(e, 1, "ml/llm", 90, true);
+    for (int i = 0; i < NODES; i++)
+        xid(e, 70 + 0.2 * i, name(i), 0, 79);
+    gh_engine_finish(e, INT64_MAX);
+    int sh = -1;
+    for (int i = 0; i < sk.n; i++)
+        if (strcmp(sk.v[i].rule, "shared-cause") == 0 && sh < 0)
+            sh = i;
+    assert_true(sh >= 0);
+    int joined_nodes = 0;
+
+    for (int i = 0; i < NODES; i++) {
+        char want[32];
+        snprintf(want, sizeof want, "%s,", name(i));
+        bool in_ev = false, in_join = false;
+        for (int k = 0; k < sk.n; k++)
+            in_ev |= strstr(sk.v[k].ev_nodes, want) != NULL;
+        for (int k = 0; k < jn.n; k++)
+            if (strcmp(jn.v[k].node, name(i)) == 0 && jn.v[k].code == 79) {
+                in_join = true;
+                assert_string_equal(jn.v[k].id, sk.v[sh].id);
+            }
+        if (!in_ev)
+            assert_true(in_join);
+        joined_nodes += in_join && !in_ev;
+    }
+    assert_true(joined_nodes > 0); /* the storm outran the record */
+    gh_engine_free(e);
+}
+
+/* No callback set: decisions are the same as with one. */
+static void test_joined_callback_changes_nothing(void **state)
+{
+    (void)state;
+    struct sink a, b;
+    struct joins jn;
+    memset(&jn, 0, sizeof jn);
+    for (int pass = 0; pass < 2; pass++) {
+        struct sink *sk = pass ? &b : &a;
+        struct gh_engine *e = engine(fleet(false), sk);
+        if (pass)
+            gh_engine_set_joined(e, joined_cb, &jn);
+        checkpoint(e, 1, "ml/llm", 90, true);
+        for (int i = 0; i < NODES; i++)
+            xid(e, 70 + 0.2 * i, name(i), 0, 79);
+        gh_engine_finish(e, INT64_MAX);
+        gh_engine_free(e);
+    }
+    assert_int_equal(a.n, b.n);
+    for (int i = 0; i < a.n; i++) {
+        assert_string_equal(a.v[i].id, b.v[i].id);
+        assert_string_equal(a.v[i].reason, b.v[i].reason);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -273,6 +390,9 @@ int main(void)
         cmocka_unit_test(test_dead_link_with_progress_restarts_nothing),
         cmocka_unit_test(test_second_fault_is_its_own_incident),
         cmocka_unit_test(test_failed_checkpoint_is_no_restart_point),
+        cmocka_unit_test(test_second_xid_joins_node_incident),
+        cmocka_unit_test(test_late_nodes_join_shared_cause),
+        cmocka_unit_test(test_joined_callback_changes_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

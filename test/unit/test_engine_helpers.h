@@ -20,7 +20,8 @@
 
 struct got {
     enum gh_class cls;
-    char node[64], job[64], rule[64], reason[640];
+    char id[32], node[64], job[64], rule[64], reason[640];
+    char ev_nodes[1024]; /* the nodes of its XID evidence, each followed by ',' */
     int gpu, n_actions, n_evidence;
     enum gh_action actions[8];
     bool has_ckpt;
@@ -45,6 +46,15 @@ static void sink_cb(void *ctx, const struct gh_incident *inc)
     struct got *g = &s->v[s->n++];
     memset(g, 0, sizeof *g);
     g->cls = inc->cls;
+    snprintf(g->id, sizeof g->id, "%s", inc->id);
+    size_t evu = 0;
+    for (size_t i = 0; i < inc->n_evidence; i++) {
+        const struct gh_signal *es = &inc->evidence[i]->sig;
+        if (es->kind == GH_KIND_XID && es->node && evu < sizeof g->ev_nodes) {
+            int w = snprintf(g->ev_nodes + evu, sizeof g->ev_nodes - evu, "%s,", es->node);
+            evu += w > 0 ? (size_t)w : 0;
+        }
+    }
     snprintf(g->node, sizeof g->node, "%s", inc->node ? inc->node : "");
     snprintf(g->job, sizeof g->job, "%s", inc->job ? inc->job : "");
     snprintf(g->rule, sizeof g->rule, "%s", inc->rule);

@@ -134,6 +134,20 @@ static void test_steps_from_store(void **state)
         assert_non_null(strstr(page, "straggler-evict"));
         free(page);
     }
+    /* a signal that joined the incident after its decision: its row says so */
+    json_t *jv = json_loads("{\"id\":\"sig-joined-1\",\"ts\":\"2026-11-29T07:02:30Z\","
+                            "\"node\":\"gpu-07\",\"gpu\":2,\"source\":\"kmsg\","
+                            "\"kind\":\"xid\",\"code\":79}",
+                            0, NULL);
+    assert_non_null(jv);
+    enum gh_audit_joined jr;
+    assert_int_equal(gh_audit_record_joined(a, "inc-00000000000000cc", NULL, jv, 0, &jr, &err), 0);
+    json_decref(jv);
+    assert_int_equal(jr, GH_AUDIT_JOINED_STORED);
+    page = report_page(a, "job/ml/llm", &st);
+    assert_int_equal(count(page, "<span class=\"joined\">joined later</span>"), 1);
+    free(page);
+
     /* a node subject keeps its steps too */
     page = report_page(a, "node/gpu-02", &st);
     assert_true(st.steps > 0);
