@@ -125,7 +125,7 @@ apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainingRuntime
 metadata: {name: torch}
 spec:
-  mlPolicy: {numNodes: 2, torch: {numProcPerNode: auto}}
+  mlPolicy: {numNodes: 2}
   template:
     spec:
       replicatedJobs:
@@ -202,7 +202,7 @@ spec:
         nodeAffinity:
           requiredDuringSchedulingIgnoredDuringExecution:
             nodeSelectorTerms:
-            - matchFields: [{key: metadata.name, operator: In, values: ["$NS-g1", "$NS-g2"]}]
+            - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: ["$NS-g1", "$NS-g2"]}]
       tolerations: [{key: gpuheal.io/test-only, operator: Exists}]
       restartPolicy: Never
       containers: [{name: node, image: trainer:latest, resources: {limits: {nvidia.com/gpu: "8"}}}]
@@ -240,7 +240,13 @@ EOF
 LWS_UID=$(uid_of leaderworkerset lws)
 L=$NS-g3
 # LWS's part: the leader StatefulSet's pod (here owned by the LWS-named StatefulSet)
-mkpod lws-0 apps/v1 StatefulSet lws 00000000-0000-0000-0000-000000000001 \
+# (a real StatefulSet: the garbage collector deletes a pod whose owner is missing)
+"$K" -n "$NS" create -f - >/dev/null <<EOF || bad "LWS leader StatefulSet"
+{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"lws"},"spec":{"replicas":0,
+ "selector":{"matchLabels":{"leaderworkerset.sigs.k8s.io/name":"lws"}},"serviceName":"lws",
+ "template":{"metadata":{"labels":{"leaderworkerset.sigs.k8s.io/name":"lws"}},"spec":$POD_SPEC}}}
+EOF
+mkpod lws-0 apps/v1 StatefulSet lws "$(uid_of statefulset lws)" \
   '{"leaderworkerset.sigs.k8s.io/name":"lws","leaderworkerset.sigs.k8s.io/group-index":"0","leaderworkerset.sigs.k8s.io/worker-index":"0"}' "$L" || bad "LWS leader pod"
 sleep 2
 { checkpoint lws 70 /ckpt/lws/70; xid79 "$L" 0; } | inject || bad "inject"
