@@ -240,14 +240,16 @@ EOF
 LWS_UID=$(uid_of leaderworkerset lws)
 L=$NS-g3
 # LWS's part: the leader StatefulSet's pod (here owned by the LWS-named StatefulSet)
-# (a real StatefulSet: the garbage collector deletes a pod whose owner is missing)
+# LWS's part: the leader StatefulSet, whose pod lws-0 the real StatefulSet
+# controller makes, labelled as LWS labels it
 "$K" -n "$NS" create -f - >/dev/null <<EOF || bad "LWS leader StatefulSet"
-{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"lws"},"spec":{"replicas":0,
+{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"lws"},"spec":{"replicas":1,
  "selector":{"matchLabels":{"leaderworkerset.sigs.k8s.io/name":"lws"}},"serviceName":"lws",
- "template":{"metadata":{"labels":{"leaderworkerset.sigs.k8s.io/name":"lws"}},"spec":$POD_SPEC}}}
+ "template":{"metadata":{"labels":{"leaderworkerset.sigs.k8s.io/name":"lws","leaderworkerset.sigs.k8s.io/group-index":"0","leaderworkerset.sigs.k8s.io/worker-index":"0"}},
+  "spec":$(echo "$POD_SPEC" | jq -c --arg n "$L" '. + {nodeSelector: {"kubernetes.io/hostname": $n}}')}}}
 EOF
-mkpod lws-0 apps/v1 StatefulSet lws "$(uid_of statefulset lws)" \
-  '{"leaderworkerset.sigs.k8s.io/name":"lws","leaderworkerset.sigs.k8s.io/group-index":"0","leaderworkerset.sigs.k8s.io/worker-index":"0"}' "$L" || bad "LWS leader pod"
+lws_bound() { [ "$("$K" -n "$NS" get pod lws-0 -o jsonpath='{.spec.nodeName}' 2>/dev/null)" = "$L" ]; }
+check "LeaderWorkerSet: leader pod made by the StatefulSet controller on $L" wait_for 60 lws_bound
 sleep 2
 { checkpoint lws 70 /ckpt/lws/70; xid79 "$L" 0; } | inject || bad "inject"
 restart_checks LeaderWorkerSet leaderworkerset lws "$LWS_UID" "$L" '.spec.leaderWorkerTemplate.leaderTemplate, .spec.leaderWorkerTemplate.workerTemplate' 2 70 /ckpt/lws/70
