@@ -638,7 +638,7 @@ int gh_act_restart_prepare(const struct gh_act_ctx *x, const char *ns, const cha
     }
     char apiv[128];
     json_t *repl = json_pack("{s:s, s:s, s:o, s:o}", "apiVersion",
-                             gh_kube_api_version(res, apiv, sizeof apiv), "kind", kind,
+                             gh_kube_api_version(res, apiv, sizeof apiv), "kind", res->kind,
                              "metadata", nmeta, "spec", spec);
     nmeta = spec = NULL;
     json_t *pl = repl ? json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:O}", "namespace", ns, "name",

@@ -69,7 +69,8 @@ fi
 "$K" create ns "$NS" >/dev/null || { echo "FAIL: namespace"; exit 1; }
 echo "secret-token-$RANDOM" > "$TMP/token"
 for n in g1 g2 g3 g4 g5 g6; do mknode $n || { echo "FAIL: node $n"; exit 1; }; done
-start_kubelet
+# the kubelets' leases too: the script outlasts the node grace period
+start_kubelet_heartbeat g1 g2 g3 g4 g5 g6
 
 checkpoint() { # job step path
   echo '{"ts":"'"$(now)"'","source":"telemetry","kind":"checkpoint","job":"'"$NS/$1"'","step":'"$2"',"path":"'"$3"'","state":"saved"}'
