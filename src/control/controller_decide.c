@@ -344,10 +344,10 @@ static int job_on_node(void *ud, const struct gh_kube_obj *o)
     const char *node = gh_json_str(pod, "spec", "nodeName");
     const char *phase = gh_json_str(pod, "status", "phase");
     char job[320];
+    struct gh_job_caches jc = gh_job_watch_caches(nj->ctl->jobs);
     const char *j = node && !strcmp(node, nj->node) &&
                             !(phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed")))
-                        ? gh_job_of_pod(pod, gh_job_watch_jobs(nj->ctl->jobs), job, sizeof job,
-                                        NULL)
+                        ? gh_job_of_pod(pod, &jc, job, sizeof job, NULL)
                         : NULL;
     if (j)
         add_job(nj, j);

@@ -16,7 +16,7 @@
 
 /* ---- a job's remaining run and restart cost (job_costs.h) */
 
-/* The job object (kind "Job", "JobSet", "PyTorchJob") from its informer's
+/* The job object (kind as gh_job_kind_name names it) from its informer's
  * cache, a new reference, or NULL. */
 static json_t *job_object(struct gh_controller *ctl, const char *job, const char *kind)
 {
@@ -120,7 +120,8 @@ static void pod_topology(struct gh_controller *ctl, const json_t *pod)
 {
     char job[320];
     const char *kind = "";
-    const char *j = gh_job_of_pod(pod, gh_job_watch_jobs(ctl->jobs), job, sizeof job, &kind);
+    struct gh_job_caches jc = gh_job_watch_caches(ctl->jobs);
+    const char *j = gh_job_of_pod(pod, &jc, job, sizeof job, &kind);
     const char *node = gh_json_str(pod, "spec", "nodeName");
     const char *phase = gh_json_str(pod, "status", "phase");
     bool over = phase && (!strcmp(phase, "Succeeded") || !strcmp(phase, "Failed"));
@@ -149,7 +150,8 @@ static void pod_change(void *ud, const json_t *old, const json_t *obj)
     size_t n = gh_kube_pod_signals(old, obj, now(ctl), s, GH_KUBE_SIGNALS_MAX);
     /* the job as the owners say (a JobSet's pod is the JobSet's) */
     char job[320];
-    const char *j = gh_job_of_pod(obj, gh_job_watch_jobs(ctl->jobs), job, sizeof job, NULL);
+    struct gh_job_caches jc = gh_job_watch_caches(ctl->jobs);
+    const char *j = gh_job_of_pod(obj, &jc, job, sizeof job, NULL);
     for (size_t i = 0; j && i < n; i++)
         if (s[i].job)
             (void)gh_signal_set_str(&s[i].job, j, strlen(j));
@@ -183,7 +185,8 @@ static void pod_delete(void *ud, const json_t *obj)
     struct gh_controller *ctl = ud;
     (void)gh_tenancy_pod(ctl->tenancy, gh_kube_meta_uid(obj), NULL, NULL);
     char job[320];
-    const char *j = gh_job_of_pod(obj, gh_job_watch_jobs(ctl->jobs), job, sizeof job, NULL);
+    struct gh_job_caches jc = gh_job_watch_caches(ctl->jobs);
+    const char *j = gh_job_of_pod(obj, &jc, job, sizeof job, NULL);
     const char *slash = j ? strchr(j, '/') : NULL;
     if (!slash)
         return;
@@ -241,7 +244,11 @@ static void place_pods(struct gh_controller *ctl, const char *job)
  * ingest takes a checkpoint path of the job only under it. */
 static void job_prefix_note(struct gh_controller *ctl, const char *job)
 {
-    static const char *const kinds[] = {"JobSet", "PyTorchJob", "Job"};
+    /* a TrainJob before the JobSet of its name, a JobSet before a Job */
+    static const char *const kinds[] = {
+        "TrainJob", "JobSet", "PyTorchJob", "LeaderWorkerSet", "MPIJob", "Job.batch.volcano.sh",
+        "Job"};
+    _Static_assert(sizeof kinds / sizeof kinds[0] == GH_JOB_NKINDS, "every kind");
     json_t *o = NULL;
     for (size_t i = 0; !o && i < sizeof kinds / sizeof kinds[0]; i++)
         o = job_object(ctl, job, kinds[i]);
@@ -255,9 +262,9 @@ static void job_prefix_note(struct gh_controller *ctl, const char *job)
     json_decref(o);
 }
 
-/* A Job, JobSet or PyTorchJob changed: place its pods again (the owner
- * may reach its cache after them); a JobSet's child Job is no job of its
- * own: what was placed under its name moves to the JobSet. */
+/* A job object changed: place its pods again (the owner may reach its
+ * cache after them); a JobSet's or MPIJob's child Job is no job of its
+ * own: what was placed under its name moves to its parent. */
 static void job_changed(void *ud, const char *job, const char *part)
 {
     struct gh_controller *ctl = ud;
@@ -276,7 +283,7 @@ static void job_watch_note(void *ud, const struct gh_job_watch_note *n)
 {
     struct gh_controller *ctl = ud;
     gh_tenancy_set_listed(ctl->tenancy, GH_TENANCY_JOBS, gh_job_watch_listed(ctl->jobs));
-    const char *kind = n->res->kind;
+    const char *kind = gh_job_kind_name(n->res);
     switch (n->what) {
     case GH_JOB_WATCH_INFORMER_ERROR:
         GH_LOG(GH_LOG_WARN, "event=informer_error kind=%s rc=%s error=\"%s\"", kind,
@@ -809,6 +816,7 @@ static void inf_error(void *ud, int rc, const struct gh_kube_status *st, const c
 static const struct gh_kube_index_spec pod_indexes[] = {
     {"job",
      {"/metadata/labels/jobset.sigs.k8s.io~1jobset-name",
+      "/metadata/labels/leaderworkerset.sigs.k8s.io~1name", "/metadata/labels/volcano.sh~1job-name",
       "/metadata/labels/training.kubeflow.org~1job-name",
       "/metadata/labels/batch.kubernetes.io~1job-name", "/metadata/labels/job-name"}},
 };

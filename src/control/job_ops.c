@@ -1,7 +1,8 @@
 /* job_ops.c - the job actions: retry in place (delete failed pods for the
- * job's controller to recreate) and restart from checkpoint (a batch/v1
- * Job, JobSet or PyTorchJob recreated away from blamed nodes, told where to
- * resume by the ConfigMap <job>-gpuheal-resume; docs/resume-contract.md). */
+ * job's controller to recreate, unless a Volcano Job's own policy acts on
+ * pod failures) and restart from checkpoint (a job of one of the kinds of
+ * job_kinds.h recreated away from blamed nodes, told where to resume by
+ * the ConfigMap <job>-gpuheal-resume; docs/resume-contract.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,8 @@ static const char *nz(const char *s) { return s ? s : ""; }
 
 struct retry {
     const struct gh_act_ctx *x;
-    int deleted, gone, failed;
+    const char *volcano; /* a Volcano Job whose policies act on pod failures: its pods are its */
+    int deleted, gone, failed, left;
     char names[300];
     size_t used;
     struct gh_kube_status st;
@@ -52,10 +54,70 @@ static int retry_item(void *ud, json_t *pod)
 {
     struct retry *rt = ud;
     const char *phase = gh_kube_json_str(pod, "status", "phase");
-    if (phase && strcmp(phase, "Failed") == 0 &&
-        !json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp"))
-        del_pod(rt, gh_kube_meta_namespace(pod), gh_kube_meta_name(pod), gh_kube_meta_uid(pod));
+    if (!phase || strcmp(phase, "Failed") != 0 ||
+        json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp"))
+        return GH_OK;
+    const char *vj = gh_json_str(pod, "metadata", "labels", "volcano.sh/job-name");
+    if (rt->volcano && vj && !strcmp(vj, rt->volcano)) {
+        rt->left++; /* Volcano's policy acts on it */
+        return GH_OK;
+    }
+    del_pod(rt, gh_kube_meta_namespace(pod), gh_kube_meta_name(pod), gh_kube_meta_uid(pod));
     return GH_OK;
+}
+
+/* Whether one of a Volcano Job's lifecycle policies (policy: a
+ * LifecyclePolicy, borrowed) acts on a failed pod: the events PodFailed,
+ * TaskFailed or any ("*"), or an exit code. Into why: "PodFailed ->
+ * RestartJob". */
+static bool volcano_acts(const json_t *policy, char *why, size_t cap)
+{
+    static const char *const ev[] = {"PodFailed", "TaskFailed", "*"};
+    const char *action = gh_json_str(policy, "action");
+    const char *e = gh_json_str(policy, "event");
+    bool acts = false;
+    for (size_t i = 0; e && i < sizeof ev / sizeof ev[0]; i++)
+        acts = acts || !strcmp(e, ev[i]);
+    size_t k;
+    json_t *v;
+    json_array_foreach(json_object_get(policy, "events"), k, v)
+    {
+        for (size_t i = 0; json_is_string(v) && i < sizeof ev / sizeof ev[0]; i++)
+            if (!strcmp(json_string_value(v), ev[i])) {
+                acts = true;
+                e = ev[i];
+            }
+    }
+    if (json_is_integer(json_object_get(policy, "exitCode"))) {
+        acts = true;
+        e = "exitCode";
+    }
+    if (acts)
+        snprintf(why, cap, "%s -> %s", e ? e : "?", action ? action : "?");
+    return acts;
+}
+
+/* When ns/name is a Volcano Job with a policy (the job's or a task's) that
+ * acts on failed pods: true, and which one into why. A Job of another
+ * kind, or none: false. */
+static bool volcano_policy(const struct gh_act_ctx *x, const char *ns, const char *name, char *why,
+                           size_t cap)
+{
+    struct gh_kube_ref ref = {&gh_job_res_vcjobs, ns, name};
+    json_t *vj = NULL;
+    bool acts = false;
+    if (gh_kube_get(x->c, &ref, &vj, NULL, NULL) != GH_OK)
+        return false;
+    size_t i, k;
+    json_t *p, *t;
+    json_t *spec = json_object_get(vj, "spec");
+    json_array_foreach(json_object_get(spec, "policies"), i, p)
+        acts = acts || volcano_acts(p, why, cap);
+    json_array_foreach(json_object_get(spec, "tasks"), k, t)
+        json_array_foreach(json_object_get(t, "policies"), i, p)
+            acts = acts || volcano_acts(p, why, cap);
+    json_decref(vj);
+    return acts;
 }
 
 int gh_act_retry_in_place(const struct gh_act_ctx *x, const char *ns, const char *name,
@@ -66,11 +128,19 @@ int gh_act_retry_in_place(const struct gh_act_ctx *x, const char *ns, const char
     struct retry rt = {.x = x, .err = err};
     gh_kube_status_reset(&rt.st);
     int rc = GH_OK;
+    /* a Volcano Job whose own policy acts on failed pods (RestartJob,
+     * RestartTask, AbortJob, ...) has acted or will: its pods are left to
+     * Volcano, whose policy and maxRetry are the job's */
+    char vwhy[160] = "";
+    if (ns && name && volcano_policy(x, ns, name, vwhy, sizeof vwhy))
+        rt.volcano = name;
     /* the job's pods, by the label its controller sets: a Job's, a
-     * JobSet's, a Kubeflow training job's */
+     * JobSet's (a TrainJob's too), a Kubeflow training job's (PyTorchJob,
+     * MPIJob), a LeaderWorkerSet's, a Volcano Job's */
     static const char *const keys[] = {"batch.kubernetes.io/job-name",
                                        "jobset.sigs.k8s.io/jobset-name",
-                                       "training.kubeflow.org/job-name"};
+                                       "training.kubeflow.org/job-name",
+                                       "leaderworkerset.sigs.k8s.io/name", "volcano.sh/job-name"};
     for (size_t k = 0; ns && name && k < sizeof keys / sizeof keys[0]; k++) {
         char sel[320];
         snprintf(sel, sizeof sel, "%s=%s", keys[k], name);
@@ -104,7 +174,12 @@ int gh_act_retry_in_place(const struct gh_act_ctx *x, const char *ns, const char
         return GH_EIO;
     }
     gh_act_result_api_ok(r, 200);
-    if (rt.deleted == 0)
+    if (rt.deleted == 0 && rt.volcano)
+        gh_act_result_set(r, "skipped",
+                          "left to Volcano: Job.batch.volcano.sh %s/%s has its own "
+                          "policy for failed pods (%s); %d failed pod%s not deleted",
+                          ns, name, vwhy, rt.left, rt.left == 1 ? "" : "s");
+    else if (rt.deleted == 0)
         gh_act_result_set(r, "noop", "no failed pod left%s%s%s (its controller already replaced "
                           "them)", ns && name ? " in " : "", ns && name ? ns : "",
                           ns && name ? "/..." : "");
@@ -187,19 +262,21 @@ static int avoid_nodes(json_t *tspec, json_t *avoid)
     return GH_OK;
 }
 
-/* Finds what to restart under the job name ns/name: a batch/v1 Job (or
- * the JobSet that controls it), else a JobSet, else a PyTorchJob. On GH_OK
- * sets *res, *obj (new reference) and top (the object's name). */
+/* Finds what to restart under the job name ns/name: the first kind of
+ * gh_job_kinds with an object of that name (a batch/v1 Job first), then
+ * what controls it while that is one of the kinds (gh_job_parent: a
+ * JobSet's or MPIJob's child Job -> the JobSet or MPIJob; a TrainJob's
+ * JobSet -> the TrainJob, whose controller would recreate a JobSet deleted
+ * under it). On GH_OK sets *res, *obj (new reference) and top (the
+ * object's name). */
 static int find_workload(const struct gh_act_ctx *x, const char *ns, const char *name,
                          const struct gh_kube_res **res, json_t **obj, char *top, size_t cap,
                          struct gh_kube_status *st, struct gh_err *err)
 {
-    static const struct gh_kube_res *const kinds[] = {&gh_kube_res_jobs, &gh_job_res_jobsets,
-                                                      &gh_job_res_pytorchjobs};
     *obj = NULL;
     snprintf(top, cap, "%s", name);
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-        struct gh_kube_ref ref = {kinds[i], ns, name};
+    for (size_t i = 0; i < GH_JOB_NKINDS; i++) {
+        struct gh_kube_ref ref = {gh_job_kinds[i], ns, name};
         gh_kube_status_reset(st);
         /* a kind whose resource is not served answers 404 as well */
         int rc = gh_kube_get(x->c, &ref, obj, st, err);
@@ -207,24 +284,180 @@ static int find_workload(const struct gh_act_ctx *x, const char *ns, const char 
             continue;
         if (rc)
             return rc;
-        *res = kinds[i];
-        const json_t *up = kinds[i] == &gh_kube_res_jobs
-                               ? gh_job_controller_ref(*obj, "jobset.x-k8s.io", "JobSet")
-                               : NULL;
-        if (!up)
-            return GH_OK;
-        /* a JobSet's child Job: the JobSet is what restarts */
-        snprintf(top, cap, "%s", gh_json_str(up, "name"));
-        json_decref(*obj);
-        *obj = NULL;
-        struct gh_kube_ref jr = {&gh_job_res_jobsets, ns, top};
-        gh_kube_status_reset(st);
-        rc = gh_kube_get(x->c, &jr, obj, st, err);
-        if (rc == GH_OK)
-            *res = &gh_job_res_jobsets;
-        return rc;
+        *res = gh_job_kinds[i];
+        for (int depth = 0; depth < 3; depth++) {
+            const char *up = NULL;
+            const struct gh_kube_res *pr = gh_job_parent(*res, *obj, &up);
+            if (!pr || !up || !*up)
+                return GH_OK;
+            snprintf(top, cap, "%s", up);
+            json_decref(*obj);
+            *obj = NULL;
+            struct gh_kube_ref pref = {pr, ns, top};
+            gh_kube_status_reset(st);
+            if ((rc = gh_kube_get(x->c, &pref, obj, st, err)))
+                return rc;
+            *res = pr;
+        }
+        return GH_OK;
     }
-    return gh_err_set(err, GH_ENOTFOUND, "no Job, JobSet or PyTorchJob %s/%s", ns, name);
+    return gh_err_set(err, GH_ENOTFOUND,
+                      "no Job, JobSet, PyTorchJob, TrainJob, LeaderWorkerSet, MPIJob or Volcano "
+                      "Job %s/%s",
+                      ns, name);
+}
+
+/* ---- a TrainJob's pod templates: its runtime's, patched */
+
+/* The pod templates a TrainJob's pods are made from, as [{name, template}]
+ * per replicated job (a new reference), into *out: from its JobSet (named
+ * as the TrainJob and controlled by it: the runtime with every patch
+ * applied), else from its runtime (spec.runtimeRef: a
+ * ClusterTrainingRuntime, or a TrainingRuntime of its namespace). */
+static int trainjob_templates(const struct gh_act_ctx *x, const json_t *tj, json_t **out,
+                              struct gh_kube_status *st, struct gh_err *err)
+{
+    static const struct gh_kube_res ctr = {"trainer.kubeflow.org", "v1alpha1",
+                                           "clustertrainingruntimes", "ClusterTrainingRuntime",
+                                           false};
+    static const struct gh_kube_res tr = {"trainer.kubeflow.org", "v1alpha1", "trainingruntimes",
+                                          "TrainingRuntime", true};
+    const char *ns = gh_kube_meta_namespace(tj), *name = gh_kube_meta_name(tj);
+    const char *uid = gh_kube_meta_uid(tj);
+    *out = NULL;
+    json_t *src = NULL, *rjobs = NULL;
+    struct gh_kube_ref jr = {&gh_job_res_jobsets, ns, name};
+    if (gh_kube_get(x->c, &jr, &src, NULL, NULL) == GH_OK) {
+        const json_t *ref = gh_job_controller_ref(src, gh_job_res_trainjobs.group, "TrainJob");
+        const char *ruid = ref ? gh_json_str(ref, "uid") : NULL;
+        if (ruid && uid && !strcmp(ruid, uid))
+            rjobs = json_object_get(json_object_get(src, "spec"), "replicatedJobs");
+    }
+    if (!rjobs) {
+        json_decref(src);
+        src = NULL;
+        const json_t *rr = json_object_get(json_object_get(tj, "spec"), "runtimeRef");
+        const char *rname = gh_json_str(rr, "name"), *rkind = gh_json_str(rr, "kind");
+        bool cluster = !rkind || !strcmp(rkind, "ClusterTrainingRuntime");
+        if (!rname || (!cluster && strcmp(rkind, "TrainingRuntime")))
+            return gh_err_set(err, GH_EINVAL,
+                              "TrainJob %s/%s: no JobSet of its own and no runtimeRef to read "
+                              "its pod templates from",
+                              ns, name);
+        struct gh_kube_ref rref = {cluster ? &ctr : &tr, cluster ? NULL : ns, rname};
+        gh_kube_status_reset(st);
+        int rc = gh_kube_get(x->c, &rref, &src, st, err);
+        if (rc)
+            return rc;
+        rjobs = json_object_get(
+            json_object_get(json_object_get(json_object_get(src, "spec"), "template"), "spec"),
+            "replicatedJobs");
+    }
+    json_t *res = json_array();
+    size_t i;
+    json_t *e;
+    json_array_foreach(rjobs, i, e)
+    {
+        const char *rn = gh_json_str(e, "name");
+        json_t *t = json_object_get(json_object_get(json_object_get(e, "template"), "spec"),
+                                    "template");
+        if (rn && json_is_object(t) && res)
+            json_array_append_new(res, json_pack("{s:s, s:O}", "name", rn, "template", t));
+    }
+    json_decref(src);
+    if (!res)
+        return gh_err_set(err, GH_ENOMEM, "out of memory");
+    if (json_array_size(res) == 0) {
+        json_decref(res);
+        return gh_err_set(err, GH_EINVAL, "TrainJob %s/%s: its runtime has no replicated job", ns,
+                          name);
+    }
+    *out = res;
+    return GH_OK;
+}
+
+/* Returns obj[key] as an object, adding an empty one when absent (NULL:
+ * out of memory, or obj[key] is not an object). */
+static json_t *obj_at(json_t *obj, const char *key)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v && json_object_set_new(obj, key, json_object()) == 0)
+        v = json_object_get(obj, key);
+    return json_is_object(v) ? v : NULL;
+}
+
+/* Gives spec (a TrainJob's, borrowed) gpuheal's runtimePatches entry
+ * (manager GH_JOB_TRAINJOB_MANAGER) with a pod template patch per
+ * replicated job of base (trainjob_templates) carrying that template's
+ * node affinity and ServiceAccount, for prepare_template to extend: the
+ * runtime and other managers' patches are left as they are. */
+static int trainjob_patch(json_t *spec, const json_t *base)
+{
+    json_t *patches = json_object_get(spec, "runtimePatches");
+    if (!json_is_array(patches)) {
+        patches = json_array();
+        if (!patches || json_object_set_new(spec, "runtimePatches", patches))
+            return GH_ENOMEM;
+    }
+    json_t *mine = NULL, *p;
+    size_t i;
+    json_array_foreach(patches, i, p)
+    {
+        const char *m = gh_json_str(p, "manager");
+        if (m && !strcmp(m, GH_JOB_TRAINJOB_MANAGER))
+            mine = p;
+    }
+    if (!mine) {
+        mine = json_pack("{s:s}", "manager", GH_JOB_TRAINJOB_MANAGER);
+        if (!mine || json_array_append_new(patches, mine))
+            return GH_ENOMEM;
+    }
+    json_object_del(mine, "time"); /* Trainer's webhook stamps it */
+    json_t *tspec = obj_at(obj_at(obj_at(mine, "trainingRuntimeSpec"), "template"), "spec");
+    json_t *rjobs = tspec ? json_object_get(tspec, "replicatedJobs") : NULL;
+    if (!tspec)
+        return GH_EINVAL;
+    if (!json_is_array(rjobs)) {
+        rjobs = json_array();
+        if (!rjobs || json_object_set_new(tspec, "replicatedJobs", rjobs))
+            return GH_ENOMEM;
+    }
+    json_t *b;
+    json_array_foreach(base, i, b)
+    {
+        const char *rn = gh_json_str(b, "name");
+        json_t *entry = NULL, *e;
+        size_t k;
+        json_array_foreach(rjobs, k, e)
+        {
+            const char *en = gh_json_str(e, "name");
+            if (en && rn && !strcmp(en, rn))
+                entry = e;
+        }
+        if (!entry) {
+            entry = json_pack("{s:s}", "name", rn);
+            if (!entry || json_array_append_new(rjobs, entry))
+                return GH_ENOMEM;
+        }
+        json_t *pt = obj_at(obj_at(obj_at(entry, "template"), "spec"), "template");
+        json_t *ps = pt ? obj_at(pt, "spec") : NULL;
+        if (!ps || !obj_at(pt, "metadata"))
+            return GH_ENOMEM;
+        const json_t *bs = json_object_get(json_object_get(b, "template"), "spec");
+        /* the affinity the pods have now (the runtime's, earlier patches'),
+         * which prepare_template extends with the nodes to avoid */
+        const json_t *aff = json_object_get(bs, "affinity");
+        if (json_is_object(aff) && json_object_set_new(ps, "affinity", json_deep_copy(aff)))
+            return GH_ENOMEM;
+        /* who the pods run as, said where the admission policy sees it */
+        const char *sa = gh_json_str(bs, "serviceAccountName");
+        if (!sa || !*sa)
+            sa = gh_json_str(bs, "serviceAccount");
+        if (sa && *sa && !gh_json_str(ps, "serviceAccountName") &&
+            json_object_set_new(ps, "serviceAccountName", json_string(sa)))
+            return GH_ENOMEM;
+    }
+    return GH_OK;
 }
 
 /* The identity a pod template runs as, "system:serviceaccount:NS:NAME"
@@ -294,13 +527,16 @@ int gh_act_restart_prepare(const struct gh_act_ctx *x, const char *ns, const cha
     int rc = find_workload(x, ns, jname, &res, &job, name, sizeof name, &st, err);
     if (rc) {
         gh_act_result_api_fail(r, &st, err);
-        gh_act_result_set(r, "failed", rc == GH_ENOTFOUND
-                                           ? "no Job, JobSet or PyTorchJob %s/%s to restart"
-                                           : "could not read the job %s/%s",
+        gh_act_result_set(r, "failed",
+                          rc == GH_ENOTFOUND ? "no job of a kind gpuheal restarts %s/%s (Job, "
+                                               "JobSet, PyTorchJob, TrainJob, LeaderWorkerSet, "
+                                               "MPIJob, Volcano Job)"
+                                             : "could not read the job %s/%s",
                           ns, name);
         return rc;
     }
-    const char *kind = res->kind;
+    const char *kind = gh_job_kind_name(res);
+    json_t *tj_base = NULL;
     json_t *meta = json_object_get(job, "metadata");
     json_t *ann = json_object_get(meta, "annotations");
     const char *uid = gh_kube_meta_uid(job);
@@ -378,6 +614,15 @@ int gh_act_restart_prepare(const struct gh_act_ctx *x, const char *ns, const cha
         json_object_del(tlabels, "controller-uid");
         json_object_del(tlabels, "batch.kubernetes.io/controller-uid");
     }
+    if (res == &gh_job_res_trainjobs) {
+        /* its pod templates are its runtime's: gpuheal's own patch of them */
+        if ((rc = trainjob_templates(x, job, &tj_base, &st, err)))
+            goto out;
+        if ((rc = trainjob_patch(spec, tj_base))) {
+            gh_err_set(err, rc, "TrainJob %s/%s: could not patch its runtime", ns, name);
+            goto out;
+        }
+    }
     json_t *tmpls[TEMPLATES_MAX];
     size_t nt = gh_job_pod_templates(res, spec, tmpls, TEMPLATES_MAX);
     if (nt == 0) {
@@ -394,7 +639,7 @@ int gh_act_restart_prepare(const struct gh_act_ctx *x, const char *ns, const cha
     }
     char apiv[128];
     json_t *repl = json_pack("{s:s, s:s, s:o, s:o}", "apiVersion",
-                             gh_kube_api_version(res, apiv, sizeof apiv), "kind", kind,
+                             gh_kube_api_version(res, apiv, sizeof apiv), "kind", res->kind,
                              "metadata", nmeta, "spec", spec);
     nmeta = spec = NULL;
     json_t *pl = repl ? json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:O}", "namespace", ns, "name",
@@ -418,6 +663,7 @@ int gh_act_restart_prepare(const struct gh_act_ctx *x, const char *ns, const cha
     gh_act_result_set(r, "succeeded", "prepared the restart of %s %s/%s", kind, ns, name);
 out:
     json_decref(job);
+    json_decref(tj_base);
     json_decref(spec);
     json_decref(nmeta);
     json_decref(nann);
@@ -495,6 +741,10 @@ int gh_act_restart_execute(const struct gh_act_ctx *x, const json_t *pl, struct 
     if (!kind)
         kind = "Job";
     const struct gh_kube_res *res = gh_job_res_of_kind(kind);
+    /* the replacement says what it is; a plan of another version of the
+     * kind's group (PyTorchJob's kubeflow.org: MPIJob) must name it */
+    if (res && res != gh_job_res_of(gh_json_str(repl, "apiVersion"), gh_json_str(repl, "kind")))
+        res = NULL;
     if (!ns || !name || !uid || !inc || !json_is_object(repl) || !res) {
         gh_act_result_set(r, "failed", "restart intent without its prepared job");
         return gh_err_set(err, GH_EINVAL, "restart payload incomplete");

@@ -1,5 +1,5 @@
-/* job_watch.c - discovery-gated informers on Jobs, JobSets and PyTorchJobs
- * reporting which job changed (see job_watch.h). */
+/* job_watch.c - discovery-gated informers on the training-job kinds
+ * (job_kinds.h) reporting which job changed (see job_watch.h). */
 #include "control/job_watch.h"
 
 #include <stdio.h>
@@ -12,7 +12,7 @@
 #include "control/kube_signals.h"
 #include "kube/informer.h"
 
-#define NKINDS 3
+#define NKINDS GH_JOB_NKINDS
 #define REDISCOVER_NS (30 * GH_NS_PER_S)
 
 /* What is known of a kind's objects (gh_job_watch_listed). */
@@ -46,8 +46,8 @@ struct gh_job_watch {
 
 static const char *const keep[] = {
     "/metadata/labels", "/metadata/ownerReferences", "/metadata/uid",
-    /* whether it is over (job_finished) */
-    "/status/conditions",
+    /* whether it is over (job_finished): conditions; a Volcano Job's phase */
+    "/status/conditions", "/status/state",
     /* a job's remaining run and restart cost (job_costs.h) */
     "/metadata/creationTimestamp", "/metadata/annotations/gpuheal.io~1expected-end",
     "/metadata/annotations/gpuheal.io~1remaining", "/metadata/annotations/gpuheal.io~1restart-cost",
@@ -63,27 +63,25 @@ static void note(const struct kind *k, enum gh_job_watch_what what, int rc, cons
         k->w->note_fn(k->w->note_ud, &n);
 }
 
-/* The job an object of kind k concerns: a Job a JobSet controls -> the JobSet.
- * A job that became over (not a JobSet's child: its JobSet says for all)
- * is also a job_finished signal. */
+/* The job an object of kind k concerns: what controls it when that is
+ * one of the kinds (gh_job_parent: a JobSet's or an MPIJob's Job -> that
+ * JobSet or MPIJob; a TrainJob's JobSet -> the TrainJob, of the same
+ * name). A job that became over (not a child: its parent says for all) is
+ * also a job_finished signal. */
 static void report(struct kind *k, const json_t *old, const json_t *obj)
 {
     const char *ns = gh_kube_meta_namespace(obj), *name = gh_kube_meta_name(obj);
     const char *top = name;
-    if (k->res == &gh_kube_res_jobs) {
-        const json_t *up = gh_job_controller_ref(obj, "jobset.x-k8s.io", "JobSet");
-        if (up)
-            top = gh_json_str(up, "name");
-    }
-    if (!ns || !name || !top)
+    bool child = gh_job_parent(k->res, obj, &top) != NULL;
+    if (!ns || !name || !top || !*top)
         return;
     char job[320], part[320];
     snprintf(job, sizeof job, "%s/%s", ns, top);
     snprintf(part, sizeof part, "%s/%s", ns, name);
-    k->w->fn(k->w->ud, job, top != name ? part : NULL);
+    k->w->fn(k->w->ud, job, strcmp(top, name) ? part : NULL);
     struct gh_signal s;
     int64_t t = gh_clock_now(gh_kube_client_clock(k->w->c));
-    if (k->w->sig_fn && top == name && gh_kube_job_signals(old, obj, job, t, &s, 1) == 1)
+    if (k->w->sig_fn && !child && gh_kube_job_signals(old, obj, job, t, &s, 1) == 1)
         k->w->sig_fn(k->w->sig_ud, &s);
 }
 
@@ -189,11 +187,9 @@ int gh_job_watch_new(struct gh_kube_client *c, const char *ns, gh_job_changed_fn
     w->c = c;
     w->fn = fn;
     w->ud = ud;
-    const struct gh_kube_res *res[NKINDS] = {&gh_kube_res_jobs, &gh_job_res_jobsets,
-                                             &gh_job_res_pytorchjobs};
     for (int i = 0; i < NKINDS; i++) {
         w->k[i].w = w;
-        w->k[i].res = res[i];
+        w->k[i].res = gh_job_kinds[i];
     }
     *out = w;
     return GH_OK;
@@ -255,6 +251,14 @@ const struct gh_kube_store *gh_job_watch_jobs(const struct gh_job_watch *w)
 {
     const struct kind *k = find(w, &gh_kube_res_jobs);
     return k && k->inf ? gh_kube_informer_store(k->inf) : NULL;
+}
+
+struct gh_job_caches gh_job_watch_caches(const struct gh_job_watch *w)
+{
+    const struct kind *j = find(w, &gh_kube_res_jobs), *js = find(w, &gh_job_res_jobsets);
+    struct gh_job_caches c = {j && j->inf ? gh_kube_informer_store(j->inf) : NULL,
+                              js && js->inf ? gh_kube_informer_store(js->inf) : NULL};
+    return c;
 }
 
 const struct gh_kube_store *gh_job_watch_store(const struct gh_job_watch *w, const char *kind)

@@ -1,10 +1,11 @@
-/* job_watch.h - informers on the training-job kinds (batch/v1 Job, JobSet
- * jobset.x-k8s.io/v1alpha2, PyTorchJob kubeflow.org/v1), each started only
+/* job_watch.h - informers on the training-job kinds (job_kinds.h: batch/v1
+ * Job, JobSet, PyTorchJob, TrainJob, LeaderWorkerSet, MPIJob, Volcano Job), each started only
  * once API discovery (GET /apis/<group>/<version>) lists its resource, and
  * discovery retried every 30 s until it does, so a CRD installed after
  * the controller started is picked up. Every change to one of these
  * objects is reported as the job it concerns ("namespace/name"; a Job a
- * JobSet controls reports the JobSet), so the controller re-reads the
+ * JobSet or MPIJob controls reports that, a JobSet a TrainJob controls the
+ * TrainJob: gh_job_parent), so the controller re-reads the
  * placement of that job's pods. Everything runs on the client's loop. */
 #ifndef GH_CONTROL_JOB_WATCH_H
 #define GH_CONTROL_JOB_WATCH_H
@@ -12,6 +13,7 @@
 #include <stdbool.h>
 
 #include "common/err.h"
+#include "control/job_kinds.h"
 #include "kube/api.h"
 #include "kube/client.h"
 #include "kube/store.h"
@@ -20,7 +22,8 @@
 struct gh_job_watch;
 
 /* job: "namespace/name", borrowed for the call; part: the child Job
- * ("namespace/name") that changed when it is part of job (a JobSet's), so
+ * ("namespace/name") that changed when it is part of job (a JobSet's or
+ * an MPIJob's), so
  * that what was placed under the child's name moves to job; else NULL. */
 typedef void (*gh_job_changed_fn)(void *ud, const char *job, const char *part);
 
@@ -34,7 +37,7 @@ typedef void (*gh_job_signal_fn)(void *ud, struct gh_signal *s);
 /* Sets the receiver of the watch's signals (NULL: none). */
 void gh_job_watch_on_signal(struct gh_job_watch *w, gh_job_signal_fn fn, void *ud);
 /* What the watch did that its owner may log (this module does not log,
- * common/log.h): kind is the resource kind ("Job", "JobSet", ...); rc and
+ * common/log.h): res is the kind's resource (gh_job_kind_name names it); rc and
  * error (borrowed for the call, "" when none) say why for the failures. */
 enum gh_job_watch_what {
     GH_JOB_WATCH_INFORMER_ERROR,   /* an informer's watch or list failed (retried) */
@@ -66,11 +69,16 @@ bool gh_job_watch_listed(const struct gh_job_watch *w);
 /* The batch/v1 Job informer's cache (objects keep labels and
  * ownerReferences; borrowed), NULL while it does not run. */
 const struct gh_kube_store *gh_job_watch_jobs(const struct gh_job_watch *w);
-/* The cache of kind ("Job", "JobSet", "PyTorchJob"; borrowed), NULL while
- * its informer does not run or for another kind. Objects keep labels,
+/* The Job and JobSet caches gh_job_of_pod climbs through (each NULL
+ * while its informer does not run). */
+struct gh_job_caches gh_job_watch_caches(const struct gh_job_watch *w);
+/* The cache of kind (a name gh_job_kind_name gives: "Job", "JobSet",
+ * "TrainJob", "Job.batch.volcano.sh", ...; borrowed), NULL while its
+ * informer does not run or for another kind. Objects keep labels,
  * ownerReferences, creationTimestamp, the gpuheal.io/expected-end,
- * remaining and restart-cost annotations (job_costs.h) and
- * gpuheal.io/checkpoint-prefix (tenancy.h). */
+ * remaining and restart-cost annotations (job_costs.h),
+ * gpuheal.io/checkpoint-prefix (tenancy.h), status.conditions and
+ * status.state (a Volcano Job's phase). */
 const struct gh_kube_store *gh_job_watch_store(const struct gh_job_watch *w, const char *kind);
 
 #endif

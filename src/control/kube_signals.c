@@ -239,6 +239,14 @@ static const json_t *finished_condition(const json_t *obj, bool *failed)
             return c;
         }
     }
+    /* a Volcano Job says it in status.state.phase */
+    const json_t *state = jget2(obj, "status", "state");
+    const char *ph = gh_json_str(state, "phase");
+    if (ph && (!strcmp(ph, "Completed") || !strcmp(ph, "Failed") || !strcmp(ph, "Aborted") ||
+               !strcmp(ph, "Terminated"))) {
+        *failed = strcmp(ph, "Completed") != 0;
+        return state;
+    }
     return NULL;
 }
 
@@ -261,8 +269,11 @@ size_t gh_kube_job_signals(const json_t *old, const json_t *obj, const char *job
     set(&s->job, job);
     set(&s->id, id);
     char msg[300];
-    snprintf(msg, sizeof msg, "condition %s=True%s%s", gh_json_str(c, "type"),
-             gh_json_str(c, "reason") ? ": " : "", gh_json_str(c, "reason") ? gh_json_str(c, "reason") : "");
+    const char *ph = gh_json_str(c, "phase");
+    snprintf(msg, sizeof msg, "%s %s%s%s%s", ph ? "phase" : "condition",
+             ph ? ph : gh_json_str(c, "type"), ph ? "" : "=True",
+             gh_json_str(c, "reason") ? ": " : "",
+             gh_json_str(c, "reason") ? gh_json_str(c, "reason") : "");
     set(&s->msg, msg);
     return 1;
 }

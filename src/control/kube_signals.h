@@ -91,8 +91,9 @@ size_t gh_kube_node_labels(const json_t *node, bool (*wanted)(const char *key), 
 bool gh_kube_node_labels_changed(const json_t *old, const json_t *node,
                                  bool (*wanted)(const char *key));
 
-/* job_finished for a Job, JobSet or PyTorchJob obj (borrowed) whose
- * Complete/Succeeded/Completed or Failed condition became True in the change
+/* job_finished for a job object obj (borrowed, job_kinds.h) whose
+ * Complete/Succeeded/Completed or Failed condition became True (a Volcano
+ * Job: status.state.phase Completed, Failed, Aborted or Terminated) in the change
  * old -> obj (old NULL: first sight); job names it ("namespace/name").
  * At most one signal; id "kube:job:<uid>:finished". */
 size_t gh_kube_job_signals(const json_t *old, const json_t *obj, const char *job, int64_t now,

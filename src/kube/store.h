@@ -16,7 +16,7 @@
 #include "common/err.h"
 
 #define GH_KUBE_MAX_INDEXES 4
-#define GH_KUBE_INDEX_MAX_PATHS 4
+#define GH_KUBE_INDEX_MAX_PATHS 8
 #define GH_KUBE_MAX_KEEP 32
 
 /* An index: the object's value is the first of pointers[] that names a

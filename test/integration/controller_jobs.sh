@@ -15,8 +15,8 @@
 #
 # No JobSet controller or training operator runs: this script plays them
 # (child Jobs / pods with the labels and ownerReferences they set) and the
-# kubelet (bound pods become Running). JobSet's CRD is the structural
-# stand-in in test/kube/crds (the upstream one cannot be fetched here).
+# kubelet (bound pods become Running). JobSet's CRD is upstream's
+# (test/kube/fetch-crds), the stand-in in test/kube/crds only without go.
 # Needs GH_BIN, GH_KUBECONFIG, GH_KUBE_ENV, GH_SOURCE_DIR (CTest sets them).
 set -uo pipefail
 : "${GH_BIN:?}" "${GH_KUBECONFIG:?}" "${GH_KUBE_ENV:?}"
@@ -44,8 +44,15 @@ cleanup() {
 trap cleanup EXIT
 
 # ---- the CRDs (cluster-wide; left installed, as deploy/crds are) -----------
-"$K" apply -f "$SRC/test/kube/crds/jobset.x-k8s.io_jobsets.yaml" >/dev/null ||
-  { echo "FAIL: JobSet CRD"; exit 1; }
+# JobSet's real CRD (sigs.k8s.io/jobset v0.11.1, test/kube/fetch-crds);
+# the structural stand-in in test/kube/crds only when it cannot be fetched
+CRDDIR=$("$SRC/test/kube/fetch-crds" 2>"$TMP/fetch.err" | tail -n 1) || CRDDIR=""
+if [ -n "$CRDDIR" ] && [ -s "$CRDDIR/jobset.x-k8s.io_jobsets.yaml" ]; then
+  "$K" apply --server-side --force-conflicts -f "$CRDDIR/jobset.x-k8s.io_jobsets.yaml" >/dev/null
+else
+  echo "note: JobSet's CRD could not be fetched: the stand-in"
+  "$K" apply --server-side --force-conflicts -f "$SRC/test/kube/crds/jobset.x-k8s.io_jobsets.yaml" >/dev/null
+fi || { echo "FAIL: JobSet CRD"; exit 1; }
 # polled, not `kubectl wait`: on a busy apiserver the new CRD may have no
 # status.conditions yet, which kubectl wait takes for an error
 established() { [ "$("$K" get crd "$1" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)" = True ]; }
@@ -56,7 +63,7 @@ wait_for 60 established jobsets.jobset.x-k8s.io ||
 HAVE_PYTORCH=0
 PT_LATE=1
 "$K" get crd pytorchjobs.kubeflow.org >/dev/null 2>&1 && PT_LATE=0
-if CRDDIR=$("$SRC/test/kube/fetch-crds" 2>"$TMP/fetch.err" | tail -n 1) && [ -s "$CRDDIR/kubeflow.org_pytorchjobs.yaml" ]; then
+if [ -n "$CRDDIR" ] && [ -s "$CRDDIR/kubeflow.org_pytorchjobs.yaml" ]; then
   HAVE_PYTORCH=1
 else
   echo "skip: PyTorchJob (its CRD could not be fetched: $(tail -1 "$TMP/fetch.err"))"

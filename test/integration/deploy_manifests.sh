@@ -172,7 +172,7 @@ can() {
 
 # ssar SA EXPECT VERB GROUP RESOURCE NAMESPACE: the SelfSubjectAccessReview
 # that `auth can-i` sends, with the API group spelled out - for resources whose
-# CRD is not installed here (JobSet, PyTorchJob), which kubectl cannot resolve.
+# CRD is not installed here (JobSet, PyTorchJob, TrainJob, ...), which kubectl cannot resolve.
 ssar() {
   local sa=$1 want=$2 verb=$3 group=$4 res=$5 ns=$6 got
   got=$(printf '{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview","spec":{"resourceAttributes":{"verb":"%s","group":"%s","resource":"%s","namespace":"%s"}}}' \
@@ -232,12 +232,19 @@ can "$CTRL" yes patch events -n default
 for v in get list watch; do can "$CTRL" yes "$v" jobs.batch -A; done
 # the restart's writes: only in the job namespaces (here "default")
 for v in create delete; do can "$CTRL" yes "$v" jobs.batch -n default; done
-for gr in jobset.x-k8s.io/jobsets kubeflow.org/pytorchjobs; do
+for gr in jobset.x-k8s.io/jobsets kubeflow.org/pytorchjobs kubeflow.org/mpijobs \
+  trainer.kubeflow.org/trainjobs leaderworkerset.x-k8s.io/leaderworkersets batch.volcano.sh/jobs; do
   for v in get list watch create delete; do ssar "$CTRL" yes "$v" "${gr%/*}" "${gr#*/}" default; done
   for v in update patch; do ssar "$CTRL" no "$v" "${gr%/*}" "${gr#*/}" default; done
   for v in create delete; do ssar "$CTRL" no "$v" "${gr%/*}" "${gr#*/}" kube-system; done
 done
 ssar "$AGENT" no delete jobset.x-k8s.io jobsets default
+ssar "$AGENT" no delete trainer.kubeflow.org trainjobs default
+# a TrainJob's pod templates are its runtime's: read only, one at a time
+for r in trainingruntimes clustertrainingruntimes; do
+  ssar "$CTRL" yes get trainer.kubeflow.org "$r" default
+  for v in list create delete update; do ssar "$CTRL" no "$v" trainer.kubeflow.org "$r" default; done
+done
 for v in create patch; do can "$CTRL" yes "$v" configmaps -n default; done
 can "$CTRL" yes get poddisruptionbudgets.policy -n default
 can "$CTRL" yes list poddisruptionbudgets.policy -A
