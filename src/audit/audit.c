@@ -718,6 +718,19 @@ static int grow(void **v, size_t *n, size_t elem)
     return GH_OK;
 }
 
+/* The columns an evidence row and a joined row share, first in both:
+ * ts_ns source kind node gpu code job. */
+static void ev_signal_cols(struct gh_audit_ev_rec *e, const char *const *v)
+{
+    e->ts_ns = num(v[0]);
+    e->source = dup_or_null(v[1]);
+    e->kind = dup_or_null(v[2]);
+    e->node = dup_or_null(v[3]);
+    e->gpu = v[4] ? (int)num(v[4]) : -1;
+    e->code = v[5] ? (long)num(v[5]) : -1;
+    e->job = dup_or_null(v[6]);
+}
+
 static int ev_row(void *ud, int ncols, const char *const *v)
 {
     (void)ncols;
@@ -728,14 +741,8 @@ static int ev_row(void *ud, int ncols, const char *const *v)
     if (rc)
         return rc;
     struct gh_audit_ev_rec *e = &r->ev[r->n_ev++];
-    /* ts_ns source kind node gpu code job pod msg injected json */
-    e->ts_ns = num(v[0]);
-    e->source = dup_or_null(v[1]);
-    e->kind = dup_or_null(v[2]);
-    e->node = dup_or_null(v[3]);
-    e->gpu = v[4] ? (int)num(v[4]) : -1;
-    e->code = v[5] ? (long)num(v[5]) : -1;
-    e->job = dup_or_null(v[6]);
+    /* ts_ns source kind node gpu code job, then pod msg injected json */
+    ev_signal_cols(e, v);
     e->pod = dup_or_null(v[7]);
     e->msg = dup_or_null(v[8]);
     e->injected = num(v[9]) != 0;
@@ -793,14 +800,8 @@ static int joined_row(void *ud, int ncols, const char *const *v)
     if (rc)
         return rc;
     struct gh_audit_ev_rec *e = &r->joined[r->n_joined++];
-    /* ts_ns source kind node gpu code job msg json joined_ns */
-    e->ts_ns = num(v[0]);
-    e->source = dup_or_null(v[1]);
-    e->kind = dup_or_null(v[2]);
-    e->node = dup_or_null(v[3]);
-    e->gpu = v[4] ? (int)num(v[4]) : -1;
-    e->code = v[5] ? (long)num(v[5]) : -1;
-    e->job = dup_or_null(v[6]);
+    /* ts_ns source kind node gpu code job, then msg json joined_ns */
+    ev_signal_cols(e, v);
     e->msg = dup_or_null(v[7]);
     e->json = dup_or_null(v[8]);
     e->joined_ns = num(v[9]);

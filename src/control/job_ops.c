@@ -749,15 +749,11 @@ int gh_act_restart_execute(const struct gh_act_ctx *x, const json_t *pl, struct 
         gh_act_result_set(r, "failed", "restart intent without its prepared job");
         return gh_err_set(err, GH_EINVAL, "restart payload incomplete");
     }
+    int rc = gh_act_resume_apply(x, pl, r, err);
+    if (rc)
+        return rc;
     struct gh_kube_status st;
     gh_kube_status_reset(&st);
-    int rc = apply_resume(x, pl, ns, name, &st, err);
-    if (rc) {
-        gh_act_result_api_fail(r, &st, err);
-        gh_act_result_set(r, "failed", "could not write ConfigMap %s/%s%s", ns, name,
-                          GH_RESUME_SUFFIX);
-        return rc;
-    }
     char where[600] = "";
     json_t *js = json_object_get(pl, "step");
     if (json_is_integer(js) && !resume_path(pl)) {
